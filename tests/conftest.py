@@ -1,0 +1,33 @@
+import math
+
+import numpy as np
+import pytest
+
+from tiletune.space import Space
+from tiletune.workloads.base import Axis
+
+
+def bowl_space() -> Space:
+    """A small GEMM-like space (m=16, n=16 in 2 levels; k=8 in 2 levels; unroll choice): 5*5*4*3 = 300."""
+    axes = [Axis("m", 16, "S"), Axis("n", 16, "S"), Axis("k", 8, "R")]
+    return Space.from_axes(axes, levels=(2, 2), choices={"unroll": (0, 16, 64)})
+
+
+def bowl_cost(space: Space):
+    """A smooth cost with one optimum: inner tiles m=4, n=8, k=2, unroll=16."""
+    target = {"tile_m": 4, "tile_n": 8, "tile_k": 2}
+
+    def cost(c):
+        d = space.to_dict(c)
+        s = 1.0
+        for name, t in target.items():
+            s += (math.log2(d[name][-1]) - math.log2(t)) ** 2
+        s += 0.5 * abs(space.knobs[3].index(d["unroll"]) - 1)
+        return s * 1e-3
+
+    return cost
+
+
+@pytest.fixture
+def space():
+    return bowl_space()

@@ -1,0 +1,53 @@
+"""The ``tiletune`` command. Each subcommand lives in ``tiletune/commands/<name>.py`` and exposes
+``add_parser(subparsers)`` which registers itself with ``set_defaults(func=run)``; ``run(args)``
+returns an exit status. The environment and command line are read only here and in those modules.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import TiletuneError
+
+# module names under tiletune.commands, in --help order
+COMMANDS = ["tune", "space", "strategies", "best", "build", "hardware", "table", "bench"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tiletune",
+        description="Auto-tune the tiling of tensor operators (GEMM, conv2d, GEMV, pooling) with Apache TVM.",
+        epilog="Workload specs look like gemm:M=1024,N=1024,K=1024 or "
+        "conv2d:N=1,C=128,H=28,W=28,K=256,R=3,S=3,stride=2,pad=1. Run 'tiletune COMMAND --help' for details.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"tiletune.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"tiletune.commands.{name}":
+                continue  # command not shipped yet
+            raise
+        mod.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TiletuneError as e:
+        print(f"tiletune: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tiletune: interrupted (records written so far are kept)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Measurement results and the Measurer interface.
+
+A Measurer turns a batch of Configs into MeasureResults. Errors are data, never exceptions that stop
+the search: every result either carries timings or an error kind with a message.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..space import Config
+
+ERROR_KINDS = ("invalid", "build-error", "build-timeout", "run-error", "run-timeout", "wrong-answer",
+               "not-in-table")
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """Timing settings: warm-up runs, then ``repeat`` samples of ``number`` runs each, each sample
+    lasting at least ``min_repeat_ms``; timeouts per phase in seconds."""
+
+    number: int = 1
+    repeat: int = 3
+    min_repeat_ms: int = 40
+    warmup: int = 1
+    build_timeout: float = 30.0
+    run_timeout: float = 30.0
+    check: bool = True
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    config: Config
+    costs: tuple[float, ...] = ()  # seconds per run, every sample kept
+    error: str | None = None
+    message: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.costs)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.costs) if self.ok else math.inf
+
+    def gflops(self, flops: int) -> float:
+        return flops / self.median / 1e9 if self.ok else 0.0
+
+
+class Measurer(ABC):
+    """Measures configurations of one workload on one target."""
+
+    #: a short name stored in records ("local", "replay", "synthetic", ...)
+    kind: str = "measurer"
+
+    @abstractmethod
+    def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
+        ...
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

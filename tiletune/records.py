@@ -1,0 +1,143 @@
+"""Append-only JSON Lines records.
+
+One line per measured configuration (schema ``SCHEMA``): workload key, target, config, every timing
+sample, median, GFLOPS, error kind and message, strategy, seed, trial number, timestamps, host. Each
+line is flushed and fsync'ed as it is written, so a crash loses at most the line being written. On
+load, a truncated or corrupt line is skipped with a warning, never a crash.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .errors import TiletuneError
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    workload: str
+    target: str
+    config: dict
+    costs: tuple[float, ...] = ()
+    median_s: float | None = None
+    gflops: float = 0.0
+    error: str | None = None
+    message: str = ""
+    strategy: str = ""
+    seed: int | None = None
+    trial: int = 0
+    build_s: float = 0.0
+    run_s: float = 0.0
+    started: float = 0.0
+    finished: float = 0.0
+    host: str = field(default_factory=socket.gethostname)
+    measurer: str = "local"
+    schema: int = SCHEMA
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.median_s is not None and math.isfinite(self.median_s)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["costs"] = list(self.costs)
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, line: str) -> "Record":
+        d = json.loads(line)
+        if not isinstance(d, dict):
+            raise ValueError("not a JSON object")
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"schema {d.get('schema')!r}, expected {SCHEMA}")
+        known = {f for f in cls.__dataclass_fields__}
+        d = {k: v for k, v in d.items() if k in known}
+        for req in ("workload", "target", "config"):
+            if req not in d:
+                raise ValueError(f"missing field {req}")
+        d["costs"] = tuple(float(x) for x in d.get("costs", ()))
+        return cls(**d)
+
+
+def config_key(config: dict) -> str:
+    """A canonical string for a config dict (used to match records to configurations)."""
+    return json.dumps(config, sort_keys=True)
+
+
+class RecordWriter:
+    """Appends records to a JSONL file, one flushed + fsync'ed line each."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not self._ends_with_newline()
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def _ends_with_newline(self) -> bool:
+        with open(self.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
+    def write(self, record: Record) -> None:
+        if self._needs_newline:  # a previous run died mid-line: keep that line separate (it is skipped)
+            self._f.write("\n")
+            self._needs_newline = False
+        self._f.write(record.to_json() + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def iter_records(path: str | os.PathLike, *, warn: bool = True) -> Iterator[Record]:
+    p = Path(path)
+    if not p.exists():
+        raise TiletuneError(f"records file {str(p)!r} does not exist")
+    with open(p, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Record.from_json(line)
+            except (ValueError, TypeError, KeyError) as e:
+                if warn:
+                    warnings.warn(f"{p}:{lineno}: skipping unreadable record ({e})", stacklevel=2)
+
+
+def load(path: str | os.PathLike, *, workload: str | None = None, target: str | None = None,
+         warn: bool = True) -> list[Record]:
+    """All readable records of a file, optionally only one workload key / target."""
+    out = []
+    for r in iter_records(path, warn=warn):
+        if workload is not None and r.workload != workload:
+            continue
+        if target is not None and r.target != target:
+            continue
+        out.append(r)
+    return out
+
+
+def best(records: Iterable[Record], workload: str | None = None) -> Record | None:
+    good = [r for r in records if r.ok and (workload is None or r.workload == workload)]
+    return min(good, key=lambda r: r.median_s) if good else None
+
+
+def now() -> float:
+    return time.time()

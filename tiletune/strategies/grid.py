@@ -1,0 +1,35 @@
+"""Grid search: every configuration in index order, optionally strided to spread a small budget."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..space import Config
+from .base import Option, Strategy, Trial, register
+
+
+@register
+class GridSearch(Strategy):
+    name = "grid"
+    summary = "exhaustive enumeration in index order (stride > 1 visits every stride-th index first)"
+    options = (
+        Option("stride", 1, "visit indices 0, s, 2s, ... then 1, 1+s, ... (s=1: plain order)", int,
+               check=lambda v: v >= 1, check_help="must be >= 1"),
+    )
+
+    def __init__(self, space, **kw):
+        super().__init__(space, **kw)
+        self._offset = 0
+        self._next = 0
+
+    def ask(self, n: int) -> list[Config]:
+        s, size, out = self.opts["stride"], self.space.size, []
+        while len(out) < n and self._offset < min(s, size):
+            out.append(self.space.get(self._next))
+            self._next += s
+            if self._next >= size:
+                self._offset += 1
+                self._next = self._offset
+        return out
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        pass

@@ -1,0 +1,170 @@
+"""The one tuning loop: ask -> skip known -> measure -> record -> tell -> callbacks.
+
+Budgets: ``trials`` (results the run obtains, whether measured now or recalled from the records file),
+``seconds`` (wall time; a batch in flight finishes), and ``early_stop`` (stop after that many trials
+without improving the best cost). Resuming = running the same command again: with the same seed a
+strategy proposes the same configurations, which the loop answers from the records file without
+measuring, so the run continues where it stopped.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, Sequence
+
+from .errors import TiletuneError
+from .measure.base import MeasureResult, Measurer
+from .records import Record, RecordWriter, load, now
+from .space import Config, Space
+from .strategies.base import Strategy, Trial
+
+
+class Callback(Protocol):
+    def on_start(self, run: "TuneRun") -> None: ...
+    def on_trial(self, run: "TuneRun", record: Record, measured: bool) -> None: ...
+    def on_end(self, run: "TuneRun") -> None: ...
+
+
+@dataclass
+class TuneRun:
+    """State of a run, visible to callbacks and returned at the end."""
+
+    workload: str
+    target: str
+    strategy: str
+    budget_trials: int | None
+    budget_seconds: float | None
+    trials: int = 0
+    measured: int = 0
+    recalled: int = 0
+    errors: int = 0
+    best: Record | None = None
+    since_improvement: int = 0
+    started: float = field(default_factory=time.monotonic)
+    stopped: str = ""
+    history: list[Record] = field(default_factory=list)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def best_gflops(self) -> float:
+        return self.best.gflops if self.best else 0.0
+
+
+def _record(result: MeasureResult, *, space: Space, workload: str, target: str, flops: int,
+            strategy: str, seed: int | None, trial: int, started: float, measurer: str) -> Record:
+    return Record(
+        workload=workload, target=target, config=space.to_dict(result.config), costs=tuple(result.costs),
+        median_s=result.median if result.ok else None, gflops=result.gflops(flops), error=result.error,
+        message=result.message[:2000], strategy=strategy, seed=seed, trial=trial, build_s=result.build_s,
+        run_s=result.run_s, started=started, finished=now(), measurer=measurer,
+    )
+
+
+def known_from_records(path: str | Path | None, space: Space, workload: str, target: str) -> dict[Config, Record]:
+    """Configurations of this workload/target already in a records file (the last record wins)."""
+    if path is None or not Path(path).exists():
+        return {}
+    known: dict[Config, Record] = {}
+    for r in load(path, workload=workload, target=target):
+        try:
+            known[space.from_dict(r.config)] = r
+        except TiletuneError:
+            continue  # recorded with another space (e.g. other --levels)
+    return known
+
+
+def tune(
+    *,
+    space: Space,
+    strategy: Strategy,
+    measurer: Measurer,
+    workload: str,
+    flops: int,
+    target: str = "",
+    trials: int | None = None,
+    seconds: float | None = None,
+    early_stop: int | None = None,
+    batch_size: int = 8,
+    records: str | Path | None = None,
+    callbacks: Sequence[Callback] = (),
+) -> TuneRun:
+    if trials is None and seconds is None and early_stop is None:
+        raise TiletuneError("give a budget: trials, seconds or early_stop")
+    if trials is not None and trials < 1:
+        raise TiletuneError(f"trials must be >= 1, got {trials}")
+    if batch_size < 1:
+        raise TiletuneError(f"batch size must be >= 1, got {batch_size}")
+    known = known_from_records(records, space, workload, target)
+    writer = RecordWriter(records) if records is not None else None
+    run = TuneRun(workload, target, strategy.name, trials, seconds)
+    for cb in callbacks:
+        cb.on_start(run)
+    stalls = 0
+    try:
+        while True:
+            if trials is not None and run.trials >= trials:
+                run.stopped = "trials"
+                break
+            if seconds is not None and run.elapsed >= seconds:
+                run.stopped = "seconds"
+                break
+            if early_stop is not None and run.since_improvement >= early_stop:
+                run.stopped = "early-stop"
+                break
+            n = batch_size if trials is None else min(batch_size, trials - run.trials)
+            asked = list(strategy.ask(n))[:n]
+            if not asked:
+                run.stopped = "exhausted"
+                break
+            fresh: list[Config] = []
+            for c in asked:
+                if c not in known and c not in fresh:
+                    fresh.append(c)
+            illegal = [c for c in fresh if not space.is_legal(c)]
+            if illegal:
+                raise TiletuneError(f"strategy {strategy.name} proposed configurations outside the space: "
+                                    f"{illegal[:3]}")
+            started = now()
+            results = measurer.measure(fresh) if fresh else []
+            new_records: dict[Config, Record] = {}
+            for res in results:
+                rec = _record(res, space=space, workload=workload, target=target, flops=flops,
+                              strategy=strategy.name, seed=strategy.seed, trial=run.trials + 1 + len(new_records),
+                              started=started, measurer=measurer.kind)
+                new_records[res.config] = rec
+                known[res.config] = rec
+                if writer is not None:
+                    writer.write(rec)
+            told = []
+            for c in asked:
+                rec = known[c]
+                measured = c in new_records and new_records.pop(c) is rec
+                run.trials += 1
+                run.measured += measured
+                run.recalled += not measured
+                run.errors += not rec.ok
+                if rec.ok and (run.best is None or rec.median_s < run.best.median_s):
+                    run.best = rec
+                    run.since_improvement = 0
+                else:
+                    run.since_improvement += 1
+                run.history.append(rec)
+                told.append(Trial(c, rec.median_s if rec.ok else math.inf, rec.error))
+                for cb in callbacks:
+                    cb.on_trial(run, rec, measured)
+            strategy.tell(told)
+            stalls = stalls + 1 if not fresh else 0
+            if trials is None and stalls > 1000:
+                run.stopped = "stalled"  # only recalled configurations for 1000 batches
+                break
+    finally:
+        if writer is not None:
+            writer.close()
+        for cb in callbacks:
+            cb.on_end(run)
+    return run

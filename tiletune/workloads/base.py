@@ -1,0 +1,213 @@
+"""Workload = a TVM TE compute + a numpy reference + an exact FLOP count.
+
+A workload is described by its operator name and integer parameters, written as a spec string such
+as ``gemm:M=1024,N=1024,K=1024``. ``Workload.key`` is the stable identity used in records.
+TVM is imported lazily, only when the TE compute is built, so that spaces, strategies and records can
+be used (and tested) without it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from ..errors import TiletuneError
+
+DTYPES = ("float32", "float64", "float16")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One loop axis of the compute: 'S' (spatial) or 'R' (reduction)."""
+
+    name: str
+    extent: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    help: str
+    default: int | None = None  # None = required
+    minimum: int = 1
+
+
+class Workload:
+    """Base class of the operator families. Subclasses declare ``op``, ``params`` and implement
+    ``_compute`` (TE), ``reference`` (numpy), ``flops`` and ``_validate``."""
+
+    op: ClassVar[str]
+    params: ClassVar[tuple[Param, ...]]
+    doc: ClassVar[str] = ""
+
+    def __init__(self, dtype: str = "float32", **values: int):
+        self.dtype = dtype
+        self.values: dict[str, int] = dict(values)
+        self._te: list | None = None
+
+    # ---- identity ---------------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        body = ",".join(f"{p.name}={self.values[p.name]}" for p in self.params)
+        if self.dtype != "float32":
+            body += f",dtype={self.dtype}"
+        return f"{self.op}:{body}"
+
+    def __repr__(self) -> str:
+        return f"Workload({self.key})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workload) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
+
+    # ---- to implement -------------------------------------------------------------------------
+    def _validate(self) -> None:  # raise TiletuneError on impossible shapes
+        pass
+
+    def _compute(self) -> list:  # TE tensors: inputs..., output
+        raise NotImplementedError
+
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        raise NotImplementedError
+
+    def output_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def reference(self, *inputs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def flops(self) -> int:
+        raise NotImplementedError
+
+    # ---- shared -------------------------------------------------------------------------------
+    def te(self) -> list:
+        """The TE tensors [inputs..., output] (built once)."""
+        if self._te is None:
+            self._te = self._compute()
+        return self._te
+
+    def prim_func(self):
+        from tvm import te
+
+        return te.create_prim_func(self.te()).with_attr("global_symbol", "main")
+
+    def axes(self) -> list[Axis]:
+        """Axes of the output stage, spatial first then reduction, read from the TE compute."""
+        out = self.te()[-1]
+        axes = [Axis(iv.var.name, int(iv.dom.extent), "S") for iv in out.op.axis]
+        axes += [Axis(iv.var.name, int(iv.dom.extent), "R") for iv in out.op.reduce_axis]
+        return axes
+
+    def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return [rng.uniform(-1.0, 1.0, size=s).astype(self.dtype) for s in self.input_shapes()]
+
+    def tolerance(self) -> tuple[float, float]:
+        """(rtol, atol) for checking outputs; grows with the reduction length."""
+        red = 1
+        for a in self.axes_no_tvm():
+            if a.kind == "R":
+                red *= a.extent
+        eps = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-2}[self.dtype]
+        return (max(1e-4, eps * 10), eps * 10 * max(1.0, np.sqrt(red)))
+
+    def axes_no_tvm(self) -> list[Axis]:
+        """Axes without building TE (subclasses that know them statically override)."""
+        return self.axes()
+
+
+# ---- registry and spec parsing ------------------------------------------------------------------
+_REGISTRY: dict[str, type[Workload]] = {}
+
+
+def register(cls: type[Workload]) -> type[Workload]:
+    _REGISTRY[cls.op] = cls
+    return cls
+
+
+def operators() -> dict[str, type[Workload]]:
+    return dict(_REGISTRY)
+
+
+def _accepted() -> str:
+    lines = []
+    for op, cls in sorted(_REGISTRY.items()):
+        ps = ",".join(p.name + ("" if p.default is None else f"[={p.default}]") for p in cls.params)
+        lines.append(f"  {op}:{ps}[,dtype=float32|float64|float16]")
+    return "\n".join(lines)
+
+
+def make(op: str, dtype: str = "float32", **values: int) -> Workload:
+    if op not in _REGISTRY:
+        raise TiletuneError(f"unknown operator {op!r}; accepted:\n{_accepted()}")
+    cls = _REGISTRY[op]
+    if dtype not in DTYPES:
+        raise TiletuneError(f"unknown dtype {dtype!r}; accepted: {', '.join(DTYPES)}")
+    known = {p.name for p in cls.params}
+    extra = sorted(set(values) - known)
+    if extra:
+        raise TiletuneError(
+            f"{op}: unknown parameter(s) {', '.join(extra)}; accepted:\n{_accepted_one(cls)}"
+        )
+    full: dict[str, int] = {}
+    for p in cls.params:
+        if p.name in values:
+            v = values[p.name]
+        elif p.default is not None:
+            v = p.default
+        else:
+            raise TiletuneError(f"{op}: missing parameter {p.name} ({p.help}); accepted:\n{_accepted_one(cls)}")
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise TiletuneError(f"{op}: parameter {p.name} must be an integer, got {v!r}")
+        if v < p.minimum:
+            raise TiletuneError(f"{op}: parameter {p.name}={v} must be >= {p.minimum} ({p.help})")
+        full[p.name] = int(v)
+    wl = cls(dtype=dtype, **full)
+    wl._validate()
+    return wl
+
+
+def _accepted_one(cls: type[Workload]) -> str:
+    return "\n".join(
+        f"  {p.name}: {p.help}" + (" (required)" if p.default is None else f" (default {p.default})")
+        for p in cls.params
+    )
+
+
+def parse(spec: str | Workload) -> Workload:
+    """Parse ``op:NAME=VALUE,...`` into a workload; a clear TiletuneError on any mistake."""
+    if isinstance(spec, Workload):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise TiletuneError(f"empty workload spec; accepted:\n{_accepted()}")
+    op, _, body = spec.strip().partition(":")
+    op = op.strip()
+    values: dict[str, int] = {}
+    dtype = "float32"
+    if body.strip():
+        for item in body.split(","):
+            name, eq, val = item.partition("=")
+            name, val = name.strip(), val.strip()
+            if not eq or not name or not val:
+                raise TiletuneError(f"bad item {item!r} in workload spec {spec!r}: expected NAME=VALUE")
+            if name == "dtype":
+                dtype = val
+                continue
+            if name in values:
+                raise TiletuneError(f"parameter {name} given twice in {spec!r}")
+            try:
+                values[name] = int(val)
+            except ValueError:
+                raise TiletuneError(f"parameter {name}={val!r} in {spec!r} is not an integer") from None
+    return make(op, dtype=dtype, **values)
