@@ -1,0 +1,150 @@
+"""Config -> TensorIR schedule for LLVM CPU targets, for every workload.
+
+Structure (Ansor's CPU multi-level tiling "S S R S R S"): each spatial axis x is split into
+[x0, x1, x2, x3] and each reduction axis r into [r0, r1] (the Config's factors, outermost first), and
+the loops are ordered
+
+    S0(all spatial)  S1(all spatial)  R0(all reduction)  S2(all spatial)  R1(all reduction)  S3(all spatial)
+
+- The S0 loops are fused and run in parallel over the cores; S1 and R0 iterate over cache tiles.
+- A local accumulator (cache_write, scope "local") is attached under the last S1 loop: it holds the
+  S2*S3 output tile across the whole reduction, and is written back (vectorized) after it.
+- The reduction is decomposed so that the accumulator's zeroing is a separate, vectorizable loop nest.
+- The innermost S3 loop of the last spatial axis (the contiguous dimension of the output) is
+  vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop.
+- Padding stages (conv2d, pooling) are inlined into the main block.
+
+Other level counts work too: with Ls spatial levels the first ceil(Ls/2) form the outer part
+(parallel + cache tiles) and the rest the inner part; with Lr reduction levels the first Lr-1 are
+outside the inner spatial tiles and the last is inside.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..space import Config, Space, SplitKnob
+from ..workloads.base import Workload
+
+# the innermost vectorized loop is capped to keep codegen sane; longer ones are "invalid"
+MAX_VECTOR = 128
+# the accumulator tile must fit a generous stack/L2-sized buffer
+MAX_LOCAL_ELEMS = 64 * 1024
+
+
+class InvalidConfig(ValueError):
+    """The configuration cannot be scheduled (reported as error kind 'invalid', nothing is built)."""
+
+
+def check(workload: Workload, space: Space, config: Config) -> None:
+    """Raise InvalidConfig for configurations the template rejects before building."""
+    d = space.to_dict(config)
+    spatial = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"]
+    if spatial:
+        last = d[spatial[-1].name]
+        if last[-1] > MAX_VECTOR:
+            raise InvalidConfig(f"innermost vector length {last[-1]} > {MAX_VECTOR}")
+        local = 1
+        for k in spatial:
+            f = d[k.name]
+            half = (len(f) + 1) // 2
+            for x in f[half:]:
+                local *= x
+        if local > MAX_LOCAL_ELEMS:
+            raise InvalidConfig(f"accumulator tile of {local} elements > {MAX_LOCAL_ELEMS}")
+
+
+def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None):
+    """Build the TensorIR schedule of ``config``."""
+    import tvm
+    from tvm import s_tir
+
+    check(workload, space, config)
+    d = space.to_dict(config)
+    mod = tvm.IRModule({"main": workload.prim_func()})
+    sch = s_tir.Schedule(mod)
+    out_name = workload.te()[-1].op.name
+    _inline_producers(sch, out_name)
+    block = sch.get_sblock(out_name)
+
+    axes = workload.axes()
+    loops = sch.get_loops(block)
+    assert len(loops) == len(axes), (loops, axes)
+    unroll = d.get("unroll", 0)
+
+    spatial_tiles: list[list] = []
+    reduce_tiles: list[list] = []
+    for loop, ax in zip(loops, axes):
+        factors = d[f"tile_{ax.name}"]
+        parts = sch.split(loop, factors=list(factors)) if len(factors) > 1 else [loop]
+        (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
+
+    ls = len(spatial_tiles[0]) if spatial_tiles else 1
+    lr = len(reduce_tiles[0]) if reduce_tiles else 1
+    s_outer = (ls + 1) // 2  # levels that form the outer part
+    order: list = []
+    # outer spatial levels
+    for lv in range(s_outer):
+        order += [t[lv] for t in spatial_tiles]
+    # outer reduction levels
+    for lv in range(lr - 1):
+        order += [t[lv] for t in reduce_tiles]
+    # inner spatial levels except the last, then the last reduction level, then the last spatial level
+    for lv in range(s_outer, ls - 1):
+        order += [t[lv] for t in spatial_tiles]
+    order += [t[lr - 1] for t in reduce_tiles]
+    if ls > s_outer:
+        order += [t[ls - 1] for t in spatial_tiles]
+    sch.reorder(*order)
+
+    # parallel outer loops (before the reduction is decomposed: parallel needs a reduction block)
+    fused = None
+    if spatial_tiles:
+        outer = [t[0] for t in spatial_tiles]
+        fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+        sch.parallel(fused)
+        if unroll:
+            sch.annotate(fused, "pragma_auto_unroll_max_step", int(unroll))
+            sch.annotate(fused, "pragma_unroll_explicit", 1)
+
+    # local accumulator attached under the last outer spatial loop, written back vectorized
+    attach = spatial_tiles[-1][s_outer - 1] if spatial_tiles and ls > 1 else None
+    if reduce_tiles and attach is not None:
+        wb = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
+        sch.vectorize(sch.get_loops(wb)[-1])
+
+    # vectorize the innermost spatial loop of the compute (contiguous dimension of the output)
+    if spatial_tiles and ls > 1:
+        sch.vectorize(spatial_tiles[-1][-1])
+
+    # zero the accumulator in its own loop nest, vectorized like the update
+    if reduce_tiles and spatial_tiles:
+        init = sch.decompose_reduction(block, reduce_tiles[0][0] if lr > 1 else order[len(order) - len(spatial_tiles) - len(reduce_tiles)])
+        if ls > 1:
+            sch.vectorize(sch.get_loops(init)[-1])
+    return sch
+
+
+def _inline_producers(sch, out_name: str) -> None:
+    root = sch.get_sblock("root") if _has_root(sch) else None
+    blocks = sch.get_child_blocks(root) if root is not None else []
+    for b in blocks:
+        name = sch.get(b).name_hint
+        if name != out_name:
+            sch.compute_inline(b)
+
+
+def _has_root(sch) -> bool:
+    try:
+        sch.get_sblock("root")
+        return True
+    except Exception:
+        return False
+
+
+def build(workload: Workload, space: Space, config: Config, target: dict[str, Any]):
+    """Compile ``config`` for ``target``; returns the TVM executable (``.mod`` is the runtime module)."""
+    import tvm
+
+    sch = schedule(workload, space, config, target)
+    return tvm.compile(sch.mod, target=tvm.target.Target(target))
