@@ -1,0 +1,147 @@
+"""G-BFS: Greedy Best-First Search over the tiling MDP (Zhang et al., "Compiler-Level Matrix
+Multiplication Optimization for Deep Learning", section 4.2, Algorithm 1).
+
+The model (section 4.1): a state s is a configuration, e.g. s = [[m0..m3], [k0, k1], [n0..n3]] plus the
+legitimacy bit J (``Space.is_legal``); an action a moves a prime factor p of one axis x from level j to
+level i != j (s_x[i] <- p s_x[i], s_x[j] <- s_x[j] / p; p = 2 is the paper's eq. 6) or moves a choice
+knob one value up or down; s' = step(s, a) (``Space.step``, None when J(s') = 0); g(s) is the list of
+legitimate neighbours (``Space.neighbours``, eq. 9).
+
+Algorithm 1::
+
+    Q = PriorityQueue() ordered by increasing cost; S_v = {s0}
+    Q.push((cost(s0), s0))
+    while Q not empty and budget left:
+        (cost(s), s) = Q.pop()
+        B = rho neighbours taken at random from g(s)
+        for s' in B:
+            if s' legitimate and s' not in S_v:
+                Q.push((cost(s'), s')); S_v.add(s'); keep s* = argmin cost
+
+Choices where the paper leaves a detail open:
+
+- Batching (ask/tell). One pop's B (its rho random neighbours, less the visited ones) is one natural
+  batch. ``ask(n)`` first hands out what is left of the current B; when it needs more it pops the next
+  state from Q, whose costs are all known (every asked configuration has been told before the next
+  ask), and takes its B, and so on until n configurations are proposed or Q is empty. With n = rho
+  this is Algorithm 1 exactly; with n > rho the next-best states are expanded before the first B's
+  costs are known (a batched best-first search). The B of one pop is always proposed in full before
+  the next pop, as in the paper's inner for-loop.
+- s' joins S_v when it is chosen (not after its test), so it is never proposed twice; it joins Q when
+  its cost is told.
+- A configuration whose measurement fails (build error, wrong answer, ...) is pushed with cost = inf:
+  it is legitimate in the sense of J, so its neighbours stay reachable, but it is expanded only after
+  every state with a finite cost.
+- rho = 0 (or "all") means rho = len(g(s)); then, with no budget, every state reachable from s0 is
+  visited (the paper's remark after Algorithm 1). Stop: Q empty (``ask`` returns []) or the loop's
+  budget (the paper's T_max).
+- s0 is the untiled state [[m,1,1,1],[k,1],[n,1,1,1]] (choice knobs at their first value) by default;
+  option start=random draws it uniformly, and a JSON object (knob name -> value) gives it by hand.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import TiletuneError
+from ..space import Config, Space
+from .base import Option, Strategy, Trial, register
+
+
+def parse_rho(value) -> int:
+    """rho: a positive integer, or 0 / "all" for every neighbour."""
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return 0
+    v = int(value)
+    if v < 0:
+        raise ValueError(value)
+    return v
+
+
+parse_rho.__name__ = "int or 'all'"
+
+
+def start_state(space: Space, spec: str, rng: np.random.Generator) -> Config:
+    """The initial state s0: 'untiled', 'random', or a JSON object {knob: value} (hand-crafted)."""
+    spec = (spec or "untiled").strip()
+    if spec == "untiled":
+        return space.untiled()
+    if spec == "random":
+        return space.sample(rng)
+    try:
+        d = json.loads(spec)
+    except json.JSONDecodeError:
+        raise TiletuneError(f"option start={spec!r}: expected 'untiled', 'random' or a JSON object such as "
+                            + json.dumps(space.to_dict(space.untiled()))) from None
+    s0 = space.from_dict(d)
+    if not space.is_legal(s0):
+        raise TiletuneError(f"option start={spec!r} is not a legitimate configuration of this space")
+    return s0
+
+
+START_OPTION = Option("start", "untiled", "initial state s0: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), 'random', "
+                      "or a JSON object of knob values", str)
+
+
+@register
+class GBFS(Strategy):
+    name = "gbfs"
+    summary = "Greedy Best-First Search over tiling moves (Zhang et al., Algorithm 1)"
+    options = (
+        Option("rho", 5, "neighbours of a popped state tested at random (0 or 'all': every neighbour)", parse_rho),
+        START_OPTION,
+    )
+
+    def __init__(self, space: Space, **kw):
+        super().__init__(space, **kw)
+        self.rho: int = self.opts["rho"]
+        self.s0 = start_state(space, self.opts["start"], self.rng)
+        self.Q: list[tuple[float, int, Config]] = []  # (cost(s), push order, s): a min-heap
+        self.S_v: set[Config] = {self.s0}  # visited (chosen for testing)
+        self.B: list[Config] = [self.s0]  # chosen, not yet proposed: s0 first (Algorithm 1, line 2)
+        self.pending: set[Config] = set()  # proposed, cost not yet told
+        self.cost: dict[Config, float] = {}
+        self.s_star: Config | None = None
+        self.cost_min = math.inf
+        self._order = 0
+
+    def _expand(self) -> bool:
+        """Lines 5-6: pop the cheapest state and choose B = rho random neighbours from g(s)."""
+        if not self.Q:
+            return False
+        _, _, s = heapq.heappop(self.Q)
+        g = self.space.neighbours(s)
+        rho = len(g) if self.rho == 0 else min(self.rho, len(g))
+        picked = self.rng.choice(len(g), size=rho, replace=False) if rho else []
+        for i in picked:
+            s_next = g[int(i)]
+            if s_next not in self.S_v:  # line 8 (g(s) holds legitimate states only)
+                self.S_v.add(s_next)
+                self.B.append(s_next)
+        return True
+
+    def ask(self, n: int) -> list[Config]:
+        out: list[Config] = []
+        while len(out) < n:
+            if self.B:
+                s = self.B.pop(0)
+                self.pending.add(s)
+                out.append(s)
+            elif not self._expand():
+                break
+        return out
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        for t in trials:
+            cost = t.cost if t.ok else math.inf
+            self.cost[t.config] = cost
+            if t.config in self.pending:
+                self.pending.discard(t.config)
+                heapq.heappush(self.Q, (cost, self._order, t.config))  # line 9
+                self._order += 1
+            if cost < self.cost_min:  # lines 11-13
+                self.cost_min, self.s_star = cost, t.config
