@@ -1,0 +1,126 @@
+"""tiletune table WORKLOAD -o TABLE.jsonl [--exhaustive | --sample N] [--seed S] [--levels ...]
+
+Builds a replay table: measures every configuration of a (small) space, or a uniform sample without
+replacement, on this machine and appends the results to an ordinary records file. ``tiletune tune ...
+--replay TABLE.jsonl`` then answers from it instead of the hardware (``tiletune.measure.replay``).
+
+It runs the ordinary tuning loop (``tiletune.tune``) with the ``grid`` strategy (exhaustive, index
+order) or the ``random`` strategy (sample, seeded), so an interrupted build resumes where it stopped
+when the same command is run again: configurations already in the file are not measured twice.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ..errors import TiletuneError
+
+MAX_EXHAUSTIVE = 20_000
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "table", help="measure a space exhaustively or a uniform sample of it, as a replay table",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Measure every configuration of WORKLOAD's tiling space (--exhaustive, refused above "
+        f"{MAX_EXHAUSTIVE} configurations) or a uniform random sample of N of them (--sample N) and append "
+        "the results to a records file, for 'tiletune tune ... --replay TABLE.jsonl'. Re-running the same "
+        "command resumes.",
+    )
+    p.add_argument("workload", help="workload spec, e.g. gemm:M=64,N=64,K=64")
+    p.add_argument("--output", "-o", required=True, metavar="TABLE.jsonl", help="records file to append to")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--exhaustive", action="store_true", help="measure every configuration")
+    how.add_argument("--sample", type=int, metavar="N", help="measure N configurations drawn uniformly")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    p.add_argument("--levels", default=None, help="tiling levels 'Ls,Lr' (default 4,2) or per axis 'm=4,n=4,k=2'")
+    p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON target")
+    p.add_argument("--batch-size", type=int, default=16, help="configurations built in parallel per batch")
+    p.add_argument("--repeat", type=int, default=3, help="timing samples per configuration")
+    p.add_argument("--min-repeat-ms", type=int, default=25, help="minimum duration of one timing sample")
+    p.add_argument("--build-timeout", type=float, default=30.0)
+    p.add_argument("--run-timeout", type=float, default=30.0)
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def plan(space_size: int, exhaustive: bool, sample: int | None) -> tuple[str, int]:
+    """(strategy, trials) for the table, or a TiletuneError saying why not."""
+    if exhaustive:
+        if space_size > MAX_EXHAUSTIVE:
+            raise TiletuneError(f"--exhaustive refused: the space has {space_size} configurations, more than "
+                                f"{MAX_EXHAUSTIVE}; use --sample N, a smaller workload, or fewer --levels")
+        return "grid", space_size
+    if sample is None or sample < 1:
+        raise TiletuneError(f"--sample needs a positive number of configurations, got {sample}")
+    return "random", min(sample, space_size)
+
+
+class _Progress:
+    """One line every ~5% (and at the end) on stderr."""
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.stream, self.next = total, stream or sys.stderr, 0
+        self.t0 = time.monotonic()
+
+    def on_start(self, run) -> None:
+        pass
+
+    def on_trial(self, run, record, measured) -> None:
+        if run.trials >= self.next or run.trials == self.total:
+            self.next = run.trials + max(1, self.total // 20)
+            best = f"{run.best_gflops:.1f} GFLOPS" if run.best else "-"
+            print(f"table: {run.trials}/{self.total} ({run.measured} measured, {run.recalled} already in file, "
+                  f"{run.errors} errors) best {best}  {time.monotonic() - self.t0:.0f} s", file=self.stream)
+
+    def on_end(self, run) -> None:
+        pass
+
+
+def build_table(workload, space, target: dict, output: str, measurer, *, exhaustive: bool = False,
+                sample: int | None = None, seed: int = 0, batch_size: int = 16, callbacks=()):
+    """Measure the planned configurations with ``measurer`` into ``output``; returns the TuneRun."""
+    from ..strategies import create
+    from ..target import target_key
+    from ..tune import tune
+
+    strategy, trials = plan(space.size, exhaustive, sample)
+    strat = create(strategy, space, seed=seed)
+    return tune(space=space, strategy=strat, measurer=measurer, workload=workload.key, flops=workload.flops,
+                target=target_key(target), trials=trials, batch_size=batch_size, records=output,
+                callbacks=callbacks)
+
+
+def run(args) -> int:
+    from ..measure.base import MeasureSettings
+    from ..session import make_space
+    from ..space import parse_levels
+    from ..target import parse_target
+    from ..workloads import parse
+
+    wl = parse(args.workload)
+    target = parse_target(args.target)
+    if target.get("kind") != "llvm":
+        raise TiletuneError("tiletune table measures on this machine: give an llvm target (or none for the host)")
+    space = make_space(wl, parse_levels(args.levels), target)
+    if args.batch_size < 1:
+        raise TiletuneError(f"--batch-size must be >= 1, got {args.batch_size}")
+    _, trials = plan(space.size, args.exhaustive, args.sample)  # refuse before starting workers
+    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                               build_timeout=args.build_timeout, run_timeout=args.run_timeout)
+    from ..measure.local import LocalMeasurer
+
+    measurer = LocalMeasurer(wl, space, target, settings)
+    callbacks = [] if args.quiet else [_Progress(trials)]
+    try:
+        result = build_table(wl, space, target, args.output, measurer, exhaustive=args.exhaustive,
+                             sample=args.sample, seed=args.seed, batch_size=args.batch_size, callbacks=callbacks)
+    finally:
+        measurer.close()
+    ok = sum(r.ok for r in result.history)
+    print(f"table {args.output}: {wl.key}, {result.trials} of {space.size} configurations "
+          f"({result.measured} measured now, {result.recalled} already there), {ok} ok, {result.errors} errors")
+    if result.best is not None:
+        print(f"best {result.best.gflops:.2f} GFLOPS  {result.best.config}")
+    return 0 if result.best is not None else 1
