@@ -24,7 +24,7 @@ class MeasureSettings:
 
     number: int = 1
     repeat: int = 3
-    min_repeat_ms: int = 40
+    min_repeat_ms: int = 25
     warmup: int = 1
     build_timeout: float = 30.0
     run_timeout: float = 30.0

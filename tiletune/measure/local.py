@@ -35,6 +35,7 @@ from .base import MeasureResult, MeasureSettings, Measurer
 
 DEFAULT_BUILDER = "tiletune.measure.local:build_kernel"
 DEFAULT_RUNNER = "tiletune.measure.local:run_kernel"
+STARTUP_TIMEOUT = 180.0  # a cold TVM import on a loaded 2-core machine can take many seconds
 
 
 def _resolve(path: str):
@@ -108,17 +109,26 @@ def run_kernel(workload: Workload, path: str, settings: MeasureSettings) -> list
     return [float(x) for x in res.results]
 
 
+_CONTEXTS: dict[bytes, tuple] = {}
+
+
+def _context(blob: bytes) -> tuple:
+    """(workload, space, target, builder, runner) of a task, unpickled once per worker."""
+    if blob not in _CONTEXTS:
+        cfg = cloudpickle.loads(blob)
+        wl = parse(cfg["workload"])
+        if len(_CONTEXTS) > 16:
+            _CONTEXTS.clear()
+        _CONTEXTS[blob] = (wl, cfg["space"], cfg["target"], _resolve(cfg["builder"]), _resolve(cfg["runner"]))
+    return _CONTEXTS[blob]
+
+
 def _worker_main(conn: Connection) -> None:
     import tvm  # noqa: F401  (warm: import once, before the first task)
 
-    cfg = cloudpickle.loads(conn.recv_bytes())
-    workload = parse(cfg["workload"])
-    space: Space = cfg["space"]
-    target = cfg["target"]
-    builder = _resolve(cfg["builder"])
-    runner = _resolve(cfg["runner"])
     from ..schedules.cpu import InvalidConfig
 
+    conn.send(("ready", os.getpid()))
     while True:
         try:
             task = conn.recv()
@@ -126,19 +136,17 @@ def _worker_main(conn: Connection) -> None:
             return
         if task is None:
             return
-        op = task[0]
+        op, blob = task[0], task[1]
         t0 = time.perf_counter()
         try:
+            workload, space, target, builder, runner = _context(blob)
             if op == "build":
-                _, config, out_path = task
+                _, _, config, out_path = task
                 builder(workload, space, config, target, out_path)
                 conn.send(("ok", time.perf_counter() - t0))
             elif op == "run":
-                _, path, settings = task
-                costs = runner(workload, path, settings)
-                conn.send(("ok", costs))
-            elif op == "ping":
-                conn.send(("ok", os.getpid()))
+                _, _, path, settings = task
+                conn.send(("ok", runner(workload, path, settings)))
         except InvalidConfig as e:
             conn.send(("invalid", str(e)))
         except WrongAnswer as e:
@@ -155,17 +163,25 @@ class _Worker:
     A fresh interpreter rather than multiprocessing's spawn: it does not re-import the caller's
     ``__main__`` (so scripts and stdin programs can measure) and nothing is inherited but the socket."""
 
-    def __init__(self, init: bytes):
+    def __init__(self):
         parent, child = socket.socketpair()
-        env = dict(os.environ)
-        env.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tiletune.measure.local", str(child.fileno())],
-            pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL,
+            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
         )
         child.close()
         self.conn = Connection(parent.detach())
-        self.conn.send_bytes(init)
+        self.ready = False
+
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> bool:
+        """Wait for the worker's start-up (TVM import) so that task timeouts do not count it."""
+        if not self.ready:
+            try:
+                if self.conn.poll(timeout):
+                    self.ready = self.conn.recv()[0] == "ready"
+            except (EOFError, OSError):
+                self.ready = False
+        return self.ready
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -192,64 +208,86 @@ class _Worker:
             self.kill()
 
 
+class WorkerPool:
+    """Warm workers: ``n_build`` build workers and one run worker, replaced when they die.
+
+    One pool can serve many measurers in turn (the benchmark harness keeps one for a whole suite)."""
+
+    def __init__(self, n_build: int | None = None):
+        self.n_build = n_build or max(1, os.cpu_count() or 1)
+        self.builders: list[_Worker | None] = [None] * self.n_build
+        self.runner: _Worker | None = None
+        self.restarts = 0
+        for slot in range(self.n_build):  # start now: imports overlap with the caller's set-up
+            self.get(slot)
+        self.get(None)
+
+    def get(self, slot: int | None) -> _Worker:
+        w = self.runner if slot is None else self.builders[slot]
+        if w is None or not w.alive():
+            if w is not None:
+                self.restarts += 1
+                w.kill()
+            w = _Worker()
+            if slot is None:
+                self.runner = w
+            else:
+                self.builders[slot] = w
+        return w
+
+    def discard(self, slot: int | None) -> None:
+        w = self.runner if slot is None else self.builders[slot]
+        if w is not None:
+            w.kill()
+            self.restarts += 1
+        if slot is None:
+            self.runner = None
+        else:
+            self.builders[slot] = None
+
+    def warm_up(self) -> None:
+        for w in [self.get(i) for i in range(self.n_build)] + [self.get(None)]:
+            w.wait_ready()
+
+    def close(self) -> None:
+        for w in self.builders + [self.runner]:
+            if w is not None:
+                w.stop()
+        self.builders = [None] * self.n_build
+        self.runner = None
+
+
 class LocalMeasurer(Measurer):
-    """Measures configurations of ``workload`` on this machine (CPU targets)."""
+    """Measures configurations of ``workload`` on this machine (CPU targets).
+
+    ``pool``: a WorkerPool to share; by default the measurer owns one and closes it on ``close()``."""
 
     kind = "local"
 
     def __init__(self, workload: Workload | str, space: Space, target: dict, settings: MeasureSettings | None = None,
-                 *, build_workers: int | None = None, builder: str = DEFAULT_BUILDER, runner: str = DEFAULT_RUNNER):
+                 *, build_workers: int | None = None, builder: str = DEFAULT_BUILDER, runner: str = DEFAULT_RUNNER,
+                 pool: WorkerPool | None = None):
         self.workload = parse(workload)
         self.space = space
         self.target = target
         self.settings = settings or MeasureSettings()
-        self.n_build = build_workers or max(1, min(os.cpu_count() or 1, int(target.get("num-cores", 2) or 2)))
-        self._init = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
+        n = build_workers or max(1, min(os.cpu_count() or 1, int(target.get("num-cores", 2) or 2)))
+        self._own_pool = pool is None
+        self.pool = pool or WorkerPool(n)
+        self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
                                         "builder": builder, "runner": runner})
-        self._builders: list[_Worker | None] = [None] * self.n_build
-        self._runner: _Worker | None = None
         self._tmp = tempfile.mkdtemp(prefix="tiletune-")
         self._count = 0
+        self._restarts0 = self.pool.restarts
         self.stats = {"build_s": 0.0, "run_s": 0.0, "worker_restarts": 0}
 
-    # ---- workers -------------------------------------------------------------------------------
-    def _worker(self, slot: int | None) -> _Worker:
-        w = self._runner if slot is None else self._builders[slot]
-        if w is None or not w.alive():
-            if w is not None:
-                self.stats["worker_restarts"] += 1
-                w.kill()
-            w = _Worker(self._init)
-            if slot is None:
-                self._runner = w
-            else:
-                self._builders[slot] = w
-        return w
-
-    def _discard(self, slot: int | None) -> None:
-        w = self._runner if slot is None else self._builders[slot]
-        if w is not None:
-            w.kill()
-            self.stats["worker_restarts"] += 1
-        if slot is None:
-            self._runner = None
-        else:
-            self._builders[slot] = None
-
     def warm_up(self) -> None:
-        """Start the workers and wait until they have imported TVM."""
-        ws = [self._worker(i) for i in range(self.n_build)] + [self._worker(None)]
-        for w in ws:
-            w.conn.send(("ping",))
-        for w in ws:
-            w.conn.recv()
+        self.pool.warm_up()
 
-    # ---- measurement ---------------------------------------------------------------------------
     def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
         from ..schedules.cpu import InvalidConfig, check
 
         results: dict[int, MeasureResult] = {}
-        built: dict[int, tuple[str, float]] = {}
         todo: list[int] = []
         for i, c in enumerate(configs):
             try:
@@ -257,58 +295,10 @@ class LocalMeasurer(Measurer):
                 todo.append(i)
             except InvalidConfig as e:
                 results[i] = MeasureResult(c, error="invalid", message=str(e))
-
-        # build phase: parallel over build workers
-        pending = list(todo)
-        busy: dict[int, tuple[int, float, str]] = {}  # slot -> (config index, deadline, path)
-        t_phase = time.perf_counter()
-        while pending or busy:
-            for slot in range(self.n_build):
-                if slot not in busy and pending:
-                    i = pending.pop(0)
-                    self._count += 1
-                    path = os.path.join(self._tmp, f"k{self._count}.so")
-                    w = self._worker(slot)
-                    try:
-                        w.conn.send(("build", configs[i], path))
-                    except (OSError, BrokenPipeError):
-                        self._discard(slot)
-                        results[i] = MeasureResult(configs[i], error="build-error", message="build worker died")
-                        continue
-                    busy[slot] = (i, time.perf_counter() + self.settings.build_timeout, path)
-            if not busy:
-                continue
-            conns = {self._builders[s].conn: s for s in busy}
-            timeout = max(0.0, min(d for _, d, _ in busy.values()) - time.perf_counter())
-            ready = wait(list(conns), timeout=timeout)
-            now = time.perf_counter()
-            for slot in list(busy):
-                i, deadline, path = busy[slot]
-                w = self._builders[slot]
-                if w.conn in ready:
-                    try:
-                        msg = w.conn.recv() if w.conn.poll() else None
-                    except (EOFError, OSError):
-                        msg = None
-                    del busy[slot]
-                    if msg is None:
-                        code = w.exitcode
-                        self._discard(slot)
-                        results[i] = MeasureResult(configs[i], error="build-error",
-                                                   message=f"build worker crashed (exit code {code})")
-                    elif msg[0] == "ok":
-                        built[i] = (path, float(msg[1]))
-                    else:
-                        results[i] = MeasureResult(configs[i], error=msg[0], message=msg[1])
-                elif now >= deadline:
-                    del busy[slot]
-                    self._discard(slot)
-                    results[i] = MeasureResult(configs[i], error="build-timeout",
-                                               message=f"build exceeded {self.settings.build_timeout:.0f} s")
-        self.stats["build_s"] += time.perf_counter() - t_phase
-
-        # run phase: one kernel at a time
-        for i in todo:
+        t0 = time.perf_counter()
+        built = self._build_all(configs, todo, results)
+        self.stats["build_s"] += time.perf_counter() - t0
+        for i in todo:  # run phase: one kernel at a time, nothing else running
             if i not in built:
                 continue
             path, build_s = built[i]
@@ -320,47 +310,101 @@ class LocalMeasurer(Measurer):
                 results[i] = MeasureResult(configs[i], costs=tuple(payload), build_s=build_s, run_s=run_s)
             else:
                 results[i] = MeasureResult(configs[i], error=kind, message=payload, build_s=build_s, run_s=run_s)
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            for f in (path, path + ".fault"):
+                try:
+                    os.remove(f)
+                except OSError:
+                    pass
+        self.stats["worker_restarts"] = self.pool.restarts - self._restarts0
         return [results[i] for i in range(len(configs))]
 
+    def _build_all(self, configs, todo, results) -> dict[int, tuple[str, float]]:
+        """Build in parallel over the pool's build workers; failures go into ``results``."""
+        pool, built = self.pool, {}
+        pending = list(todo)
+        busy: dict[int, tuple[int, float, str]] = {}  # slot -> (config index, deadline, path)
+        while pending or busy:
+            for slot in range(pool.n_build):
+                if slot in busy or not pending:
+                    continue
+                i = pending.pop(0)
+                self._count += 1
+                path = os.path.join(self._tmp, f"k{self._count}.so")
+                w = pool.get(slot)
+                try:
+                    if not w.wait_ready():
+                        raise OSError("worker did not start")
+                    w.conn.send(("build", self._blob, configs[i], path))
+                except (OSError, BrokenPipeError) as e:
+                    pool.discard(slot)
+                    results[i] = MeasureResult(configs[i], error="build-error", message=f"build worker: {e}")
+                    continue
+                busy[slot] = (i, time.perf_counter() + self.settings.build_timeout, path)
+            if not busy:
+                continue
+            conns = [pool.builders[s].conn for s in busy]
+            wait(conns, timeout=max(0.0, min(d for _, d, _ in busy.values()) - time.perf_counter()))
+            now = time.perf_counter()
+            for slot in list(busy):
+                i, deadline, path = busy[slot]
+                w = pool.builders[slot]
+                msg, dead = _poll(w)
+                if msg is None and not dead and now < deadline:
+                    continue
+                del busy[slot]
+                if msg is not None and msg[0] == "ok":
+                    built[i] = (path, float(msg[1]))
+                elif msg is not None:
+                    results[i] = MeasureResult(configs[i], error=msg[0], message=msg[1])
+                elif dead:
+                    code = w.exitcode
+                    pool.discard(slot)
+                    results[i] = MeasureResult(configs[i], error="build-error",
+                                               message=f"build worker crashed (exit code {code})")
+                else:
+                    pool.discard(slot)
+                    results[i] = MeasureResult(configs[i], error="build-timeout",
+                                               message=f"build exceeded {self.settings.build_timeout:.0f} s")
+        return built
+
     def _run_one(self, path: str) -> tuple[str, Any]:
-        w = self._worker(None)
+        w = self.pool.get(None)
         try:
-            w.conn.send(("run", path, self.settings))
-        except (OSError, BrokenPipeError):
-            self._discard(None)
-            return "run-error", "run worker died"
-        ready = wait([w.conn], timeout=self.settings.run_timeout)
-        if not ready:
-            self._discard(None)
-            return "run-timeout", f"run exceeded {self.settings.run_timeout:.0f} s"
-        try:
-            msg = w.conn.recv() if w.conn.poll() else None
-        except (EOFError, OSError):
-            msg = None
-        if msg is None:
+            if not w.wait_ready():
+                raise OSError("worker did not start")
+            w.conn.send(("run", self._blob, path, self.settings))
+        except (OSError, BrokenPipeError) as e:
+            self.pool.discard(None)
+            return "run-error", f"run worker: {e}"
+        wait([w.conn], timeout=self.settings.run_timeout)
+        msg, dead = _poll(w)
+        if msg is not None:
+            return msg[0], msg[1]
+        if dead:
             code = w.exitcode
-            self._discard(None)
+            self.pool.discard(None)
             return "run-error", f"run worker crashed (exit code {code})"
-        return msg[0], msg[1]
+        self.pool.discard(None)
+        return "run-timeout", f"run exceeded {self.settings.run_timeout:.0f} s"
 
     def close(self) -> None:
-        for w in self._builders + [self._runner]:
-            if w is not None:
-                w.stop()
-        self._builders = [None] * self.n_build
-        self._runner = None
+        if self._own_pool:
+            self.pool.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def __del__(self):  # pragma: no cover - safety net
-        try:
-            self.close()
-        except Exception:
-            pass
+
+def _poll(w: _Worker) -> tuple[Any, bool]:
+    """(message or None, worker is dead)."""
+    try:
+        if w.conn.poll():
+            return w.conn.recv(), False
+    except (EOFError, OSError):
+        return None, True
+    return None, not w.alive()
 
 
 if __name__ == "__main__":
-    _worker_main(Connection(int(sys.argv[1])))
+    # run the module's own (imported) copy so exception classes are those the builders raise
+    from tiletune.measure.local import _worker_main as main
+
+    main(Connection(int(sys.argv[1])))

@@ -1,0 +1,107 @@
+"""Real TVM builds on small shapes and fault handling of the local measurer."""
+import numpy as np
+import pytest
+
+from tiletune.measure import MeasureSettings
+from tiletune.measure.local import LocalMeasurer
+from tiletune.session import make_space
+from tiletune.space import Config
+from tiletune.strategies import create
+from tiletune.target import host_target
+from tiletune.tune import tune
+from tiletune.workloads import parse
+
+pytestmark = pytest.mark.tvm
+
+
+@pytest.fixture(scope="module")
+def pool():
+    from tiletune.measure.local import WorkerPool
+
+    p = WorkerPool(2)
+    yield p
+    p.close()
+
+WORKLOADS = [
+    "gemm:M=32,N=24,K=16",
+    "batch_matmul:B=2,M=8,N=16,K=12",
+    "gemv:M=48,K=20",
+    "conv2d:N=1,C=4,H=9,W=9,K=8,R=3,S=3,stride=2,pad=1",
+    "depthwise_conv2d:N=1,C=6,H=10,W=10,R=3,S=3,stride=1,pad=1",
+    "avgpool2d:N=1,C=3,H=9,W=9,kernel=3,stride=2,pad=1",
+    "gemm:M=13,N=17,K=7",  # prime extents
+]
+
+
+@pytest.mark.parametrize("spec", WORKLOADS)
+def test_random_configs_compile_and_match_numpy(spec, pool):
+    wl = parse(spec)
+    space = make_space(wl)
+    rng = np.random.default_rng(0)
+    configs = [space.untiled()] + space.sample_unique(rng, 3)
+    settings = MeasureSettings(repeat=1, min_repeat_ms=0)
+    with LocalMeasurer(wl, space, host_target(), settings, pool=pool) as m:
+        results = m.measure(configs)
+    for r in results:
+        assert r.error in (None, "invalid"), (spec, r.config, r.error, r.message)
+    ok = [r for r in results if r.ok]
+    assert ok, spec
+    for r in ok:
+        assert all(c > 0 for c in r.costs)
+        assert r.gflops(wl.flops) > 0
+
+
+def _gemm_space():
+    wl = parse("gemm:M=16,N=16,K=8")
+    return wl, make_space(wl)
+
+
+def _cfg(space, unroll, i=0):
+    base = space.get(i)
+    return Config(base.values[:-1] + (unroll,))
+
+
+def test_build_faults_are_recorded_and_the_run_goes_on(pool):
+    wl, space = _gemm_space()
+    settings = MeasureSettings(repeat=1, min_repeat_ms=0, build_timeout=4, run_timeout=10)
+    configs = [_cfg(space, 0, 1), _cfg(space, 16, 2), _cfg(space, 64, 3), _cfg(space, 512, 4), _cfg(space, 0, 5)]
+    pool.warm_up()
+    with LocalMeasurer(wl, space, host_target(), settings, pool=pool,
+                       builder="tiletune.testing:faulty_build") as m:
+        res = m.measure(configs)
+        assert [r.error for r in res] == [None, "build-error", "build-timeout", "wrong-answer", None]
+        assert "crashed" in res[1].message
+        assert "max abs error" in res[3].message
+        assert m.stats["worker_restarts"] >= 2
+        # replaced workers keep working
+        again = m.measure([_cfg(space, 0, 6)])
+        assert again[0].ok
+
+
+def test_run_faults_are_recorded(pool):
+    wl, space = _gemm_space()
+    settings = MeasureSettings(repeat=1, min_repeat_ms=0, build_timeout=20, run_timeout=3)
+    configs = [_cfg(space, 16, 1), _cfg(space, 64, 2), _cfg(space, 0, 3)]
+    pool.warm_up()
+    with LocalMeasurer(wl, space, host_target(), settings, pool=pool,
+                       builder="tiletune.testing:faulty_build_marking", runner="tiletune.testing:faulty_run") as m:
+        res = m.measure(configs)
+    assert [r.error for r in res] == ["run-error", "run-timeout", None]
+
+
+def test_tuning_run_survives_faults_and_records_them(tmp_path, pool):
+    wl, space = _gemm_space()
+    settings = MeasureSettings(repeat=1, min_repeat_ms=0, build_timeout=4, run_timeout=10)
+    pool.warm_up()
+    rec = tmp_path / "r.jsonl"
+    strat = create("grid", space, options={"stride": "97"})
+    with LocalMeasurer(wl, space, host_target(), settings, pool=pool,
+                       builder="tiletune.testing:faulty_build") as m:
+        run = tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, trials=8,
+                   batch_size=8, records=rec)
+    kinds = {r.error for r in run.history}
+    assert run.trials == 8 and run.best is not None
+    assert {"build-error", "build-timeout", "wrong-answer"} <= kinds
+    from tiletune.records import load
+
+    assert len(load(rec)) == 8

@@ -1,0 +1,18 @@
+"""tiletune strategies"""
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("strategies", help="list the registered strategies and their options")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..strategies import registry
+
+    for name, cls in registry().items():
+        print(f"{name}: {cls.summary}")
+        for o in cls.options:
+            extra = f" one of {list(o.choices)}" if o.choices else ""
+            print(f"    --option {o.name}=...  {o.help} (default {o.default}){extra}")
+    return 0
