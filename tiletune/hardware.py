@@ -20,8 +20,8 @@ Choices for the CPU (written here because /proc does not tell them):
 - Frequency: ``/sys/.../cpufreq/cpuinfo_max_freq``, else ``lscpu``'s "CPU max MHz", else ``/proc/cpuinfo``'s
   "cpu MHz" (the current clock; virtual machines report only this), else 2.0 GHz.
 - Cache bandwidths are the theoretical per-core widths of current x86 cores (L1: 2 loads per cycle of one
-  vector each; L2: 32 B/cycle; L3: 16 B/cycle); latencies are typical (L1 4, L2 14, L3 50 cycles,
-  DRAM 90 ns). The DRAM bandwidth is measured (copy and triad over arrays twice the L3 size, one numpy thread
+  vector each; L2: 32 B/cycle; L3: 16 B/cycle); latencies are typical (registers 1, L1 4, L2 14, L3 50
+  cycles, DRAM 90 ns). The DRAM bandwidth is measured (copy and triad over arrays twice the L3 size, one numpy thread
   per core, best of repeats, about 0.3 s), cached in ``~/.cache/tiletune/hardware.json`` keyed by CPU model
   and core count. Without measurement and without a cached value it is estimated as 10 GB/s per core
   (capped at 100 GB/s) and ``source`` says so.
@@ -368,7 +368,7 @@ def detect_cpu(measure_bandwidth: bool = True, cache: bool = True,
     line = next((ln for _, ln in caches.values()), 64)
     vec_bytes = lanes * 4
     cyc = 1.0 / freq  # ns per cycle
-    levels = [MemoryLevel("register", vregs * vec_bytes, 3 * vec_bytes * freq, 0.0, vec_bytes, False)]
+    levels = [MemoryLevel("register", vregs * vec_bytes, 3 * vec_bytes * freq, cyc, vec_bytes, False)]
     per_cycle = {1: 2 * vec_bytes, 2: 32, 3: 16}
     lat_cycles = {1: 4, 2: 14, 3: 50}
     defaults = {1: 32 * 1024, 2: 512 * 1024, 3: 8 * 1024**2}
@@ -379,7 +379,7 @@ def detect_cpu(measure_bandwidth: bool = True, cache: bool = True,
     source = {"frequency": fsrc, "isa": isa, "caches": "sysfs" if caches else "defaults (sysfs unreadable)",
               "fma_units": "2 if the fma flag is present (two FMA pipes on Zen/Intel big cores), else 1",
               "cache_bandwidths": "theoretical per-core widths (L1 2 vector loads, L2 32 B, L3 16 B per cycle)",
-              "latencies": "typical cycles (L1 4, L2 14, L3 50), DRAM 90 ns"}
+              "latencies": "typical cycles (register 1, L1 4, L2 14, L3 50), DRAM 90 ns"}
     if measure_bandwidth:
         dram = measure_bandwidth_fn()
         source["dram_bandwidth"] = "measured (stream copy/triad, numpy, one thread per core)"
@@ -418,7 +418,7 @@ def _gpu(name: str, *, sms: int, clock_ghz: float, cores_per_sm: int, max_thread
     fma_units = cores_per_sm // lanes  # warp-wide FMA issue per SM and cycle
     smem_bw = 32 * 4 * clock_ghz  # 32 banks x 4 B per cycle per SM
     memory = (
-        MemoryLevel("register", regs * 4, 3 * cores_per_sm * 4 * clock_ghz, 0.0, 4, False),
+        MemoryLevel("register", regs * 4, 3 * cores_per_sm * 4 * clock_ghz, cyc, 4, False),
         MemoryLevel("shared", smem_sm_kib * 1024, smem_bw, smem_lat_cycles * cyc, 128, False),
         MemoryLevel("L2", int(l2_mib * 1024**2), 2.5 * dram_gbs, l2_lat_cycles * cyc, 128, True),
         MemoryLevel("DRAM", None, dram_gbs, dram_lat_cycles * cyc, 128, True),

@@ -18,7 +18,10 @@ analytical features:
 - traffic Q(t) (bytes moved into the memory that holds one tile, over the whole computation, Roller's
   rTile model with no reuse between tiles): an input is loaded once per tile of the whole iteration space,
   ``F_in(t) x prod_all axes ceil(E/t)``; an output is accumulated in place across the reduction and written
-  once per spatial tile, ``F_out(t) x prod_spatial axes ceil(E/t)``.
+  once per spatial tile, ``F_out(t) x prod_spatial axes ceil(E/t)``;
+- optionally counted in transfer units (``unit`` elements: a vector for registers, a cache line for caches):
+  the innermost, contiguous dimension of each tensor tile is rounded up to whole units, since memory moves
+  whole lines and a register holds whole vectors.
 
 Operators this module does not know (or a space without a workload) get ``generic_accesses(axes)``, a
 documented guess: a contraction whose output is indexed by all spatial axes and whose two inputs share all
@@ -64,11 +67,16 @@ class TensorAccess:
     def axes(self) -> frozenset[str]:
         return frozenset(a for d in self.dims for a in d.axes)
 
-    def tile_elements(self, tiles: Mapping[str, int]) -> int:
-        return math.prod(d.tile_extent(tiles) for d in self.dims)
+    def tile_elements(self, tiles: Mapping[str, int], unit: int = 1) -> int:
+        """Elements of the tile; with ``unit`` > 1 the innermost (contiguous) dimension is rounded up to
+        whole transfer units of that many elements (vectors, cache lines)."""
+        ext = [d.tile_extent(tiles) for d in self.dims]
+        if unit > 1 and ext:
+            ext[-1] = -(-ext[-1] // unit) * unit
+        return math.prod(ext)
 
-    def tile_bytes(self, tiles: Mapping[str, int]) -> int:
-        return self.tile_elements(tiles) * self.dtype_bytes
+    def tile_bytes(self, tiles: Mapping[str, int], unit: int = 1) -> int:
+        return self.tile_elements(tiles, unit) * self.dtype_bytes
 
     @property
     def total_bytes(self) -> int:
@@ -149,9 +157,9 @@ def generic_accesses(axes: Sequence[Axis], dtype_bytes: int = 4) -> list[TensorA
 
 
 # ---- the data-movement model -----------------------------------------------------------------------
-def footprint_bytes(accesses: Sequence[TensorAccess], tiles: Mapping[str, int]) -> int:
-    """F(t): bytes of all tensors' tiles for per-axis tile sizes ``tiles``."""
-    return sum(t.tile_bytes(tiles) for t in accesses)
+def footprint_bytes(accesses: Sequence[TensorAccess], tiles: Mapping[str, int], unit: int = 1) -> int:
+    """F(t): bytes of all tensors' tiles for per-axis tile sizes ``tiles`` (``unit``: see tile_elements)."""
+    return sum(t.tile_bytes(tiles, unit) for t in accesses)
 
 
 def tile_counts(axes: Sequence[Axis], tiles: Mapping[str, int]) -> tuple[int, int]:
@@ -165,10 +173,11 @@ def tile_counts(axes: Sequence[Axis], tiles: Mapping[str, int]) -> tuple[int, in
     return allt, sp
 
 
-def traffic_bytes(accesses: Sequence[TensorAccess], axes: Sequence[Axis], tiles: Mapping[str, int]) -> int:
+def traffic_bytes(accesses: Sequence[TensorAccess], axes: Sequence[Axis], tiles: Mapping[str, int],
+                  unit: int = 1) -> int:
     """Q(t): bytes moved into the memory holding one tile over the whole computation (see module doc)."""
     allt, sp = tile_counts(axes, tiles)
-    return sum(t.tile_bytes(tiles) * (allt if t.role == "input" else sp) for t in accesses)
+    return sum(t.tile_bytes(tiles, unit) * (allt if t.role == "input" else sp) for t in accesses)
 
 
 def compulsory_bytes(accesses: Sequence[TensorAccess]) -> int:

@@ -1,0 +1,495 @@
+"""Gensor (Liu et al., 2025): graph-based construction with Markov analysis.
+
+A tensor program under construction is a state of a Markov chain (an ETIR); scheduling primitives are
+the edges. From a state, Algorithm 2 (``policy``) scores every action with the paper's benefit formulas,
+sets the probability of actions that overflow the memory level to 0, normalises the benefits into
+transition probabilities and picks one by roulette. Algorithm 1 (``walk``) anneals: the temperature T
+halves every step, the cache action's probability is multiplied by T0/T (so the walk is pushed to the next
+memory level as it cools), and every new state joins the top results with the acceptance probability
+below. The walk stops when T falls below ``threshold`` (2^-100 by default: ~100 steps, the paper's count).
+The best constructed states (by the analytic performance of the state) are mapped to Configs of the CPU
+space and only the top ``k`` are measured.
+
+ETIR (the state). For every loop axis a and every scheduled memory level l = 0..n-1 (n = the private
+levels of the target that the space can express: registers, L1, L2 on a CPU; registers, shared memory on
+a GPU) the cumulative tile size T_a^l, nested T_a^0 | T_a^1 | ... | E_a; the current memory level c; the
+virtual-thread count V. Levels above c are not scheduled yet and follow c. In the CPU template (loop order
+S0 S1 R0 S2 R1 S3) these are the working sets of its loop bodies:
+  level 0 registers: body of R1 - spatial S3, reduction 1;
+  level 1 L1:        body of R0 - spatial S2*S3, reduction R1;
+  level 2 L2:        body of S0 - spatial S1*S2*S3, the whole reduction;
+and the map to a Config is S3 = T^0, S2 = T^1/T^0, S1 = T^2/T^1, S0 = E/T^2 (S0 is fused and parallel over
+the cores), R1 = T_r^1, R0 = E/T_r^1. Tiles move along divisors of the extent (every split is exact), so
+every constructed state is a legal Config, also for prime extents (divisors 1 and E). Other level counts
+follow the same rule: the spatial level l sets factor L_a-1-l, the reduction level l >= 1 sets factor
+L_r-l; a reduction tile is 1 at level 0 and the whole extent at levels >= L_r.
+
+Actions at the current level c: tile / inverse tile (grow / shrink one axis's T_a^c to the next / previous
+divisor of E_a that is a multiple of T_a^(c-1)), cache (c -> c+1; level c is then frozen), set vthread
+(V -> 2V or V/2, at levels >= 1).
+
+Data movement (tiletune.workloads.access): F(t) = footprint of the tile's tensor slices, Q(t) = traffic
+into the memory that holds the tile over the whole computation, both counted in the level's transfer units
+(the contiguous dimension rounded up to whole vectors for registers, whole lines for caches), Q_min = every tensor moved once, C_l =
+capacity of memory level l. The paper's formulas (their symbols are lost in our copy; reconstructed from
+the text, in its notation):
+
+(1) tiling, e -> e' at level l (reduction in memory traffic per increase in footprint):
+        B_tile = ((Q - Q') / Q_min) / ((F' - F) / C_l)
+    Q, Q' are measured in units of the compulsory traffic and F, F' in units of the level's capacity, so
+    that the ratio is dimensionless like the other benefits ("each action's benefit is an acceleration
+    ratio"). For the inverse tiling the same ratio is read the other way (footprint freed per traffic
+    added): B_inv = ((F - F') / C_l) / ((Q' - Q) / Q_min). Read literally, (Q-Q')/(F'-F) is also positive
+    for a shrink and, traffic being convex in the tile size, larger than for the matching grow, which would
+    drive every walk back to 1x1 tiles. A move that changes no traffic gets B_tile = 0 (a shrink that costs
+    no traffic: one element of traffic in the denominator).
+(2) caching, level l -> l+1 (speed-up in access time of the tile's data D = F(T^l)):
+        B_cache = (lat_{l+1} + D / BW_{l+1}) / (lat_l + D / BW_l) x (T0 / T)
+    the factor T0/T is the annealing boost ("the probability of the cache action increases as T falls").
+(3) vthread, V -> V' (ratio of bank conflicts before and after):
+        B_vt = (ceil(x / W) * ceil(y / V)) / (ceil(x / W) * ceil(y / V'))
+    x, y: the level-1 tile (the tile staged in shared memory / L1 and processed in parallel) of the
+    innermost and the next spatial axis; W: the bank count; the y rows that fall on the same banks are
+    spread over V virtual threads; V' must divide y / T_y^0.
+Every transition whose new state's footprint exceeds C_l at any scheduled level <= c gets probability 0.
+
+Acceptance into the top results (Algorithm 1): with t(e) the analytic time of a state,
+    P_accept = 1 if t(e') <= t(e), else exp(-((t(e') - t(e)) / t(e)) / T).
+The analytic time is a roofline over the levels: max(compute, max_l Q(T^l) / BW_{l+1}, DRAM traffic /
+BW_DRAM), compute = FLOPs / (peak x load balance of the S0 tiles over the cores x vector-lane use of the
+innermost register tile x FMA-pipe use, min(1, V x accumulator vectors / (2 x FMA units)) (two independent
+accumulators per FMA pipe hide its latency)).
+
+CPU mapping (the paper targets GPUs): L1 plays the role of shared memory (the level whose tile is staged
+for the inner kernel, with the local accumulator); a vector load of ``simd_lanes`` 4-byte words is the
+analog of one conflict-free bank access (W = simd_lanes). The CPU template has no vthread loop, and L1 is a
+hardware cache without programmer-visible banks, so ``vthread=auto`` drops the action on CPU targets (keeps
+it for GPU hardware specs); ``vthread=on`` keeps it, and V is then realised the way TVM lowers virtual
+threads (InjectVirtualThread replicates the body V times in one thread): through the ``unroll`` knob. The
+unroll knob is set to the largest value <= V x the micro-kernel's loop steps (R1 x S3 points, the vectorised
+axis counted in vectors): the register tile is unrolled, never beyond it; a ``vthread`` choice knob, if a
+space has one, gets V.
+
+Ablations: ``cache_moves=off`` replaces the annealed cache action by a fixed schedule (the level advances
+every steps/n iterations); ``vthread=off``. After its top-k, ``after_topk=continue`` (default) keeps proposing
+the next-best constructed states, then the results of further independent walks, until the budget or until
+5 walks in a row find nothing new; ``after_topk=stop`` returns [] after the top-k.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from ..errors import TiletuneError
+from ..space import ChoiceKnob, Config, Space, SplitKnob
+from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_accesses, tensor_accesses,
+                                traffic_bytes)
+from ..workloads.base import Axis
+from .base import Option, Strategy, Trial, register
+
+
+# ==== the construction model (shared with roller.py) ==================================================
+@dataclass(frozen=True)
+class ETIR:
+    """tiles[i][l]: cumulative tile of the i-th split knob's axis at scheduled level l; level: current."""
+
+    tiles: tuple[tuple[int, ...], ...]
+    level: int = 0
+    vthread: int = 1
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+class Model:
+    """Axes, accesses, hardware and the level plan of one space; footprints, traffic, analytic time,
+    and the ETIR <-> Config map."""
+
+    def __init__(self, space: Space, workload=None, hardware=None):
+        from ..hardware import detect_cpu
+
+        self.space = space
+        self.hw = hardware if hardware is not None else detect_cpu(measure_bandwidth=False)
+        self.knobs: list[tuple[int, SplitKnob]] = space.split_knobs
+        if not self.knobs:
+            raise TiletuneError("gensor/roller need a space with split (tile) knobs")
+        self.axes = [Axis(k.axis, k.extent, k.kind) for _, k in self.knobs]
+        names = {a.name for a in self.axes}
+        acc = None
+        if workload is not None:
+            try:
+                acc = tensor_accesses(workload)
+            except (AttributeError, TypeError, ValueError):
+                acc = None
+            if acc is not None and not {a for t in acc for a in t.axes} <= names:
+                acc = None  # the space was built from other axes
+        self.accesses = acc if acc is not None else generic_accesses(self.axes)
+        self.elem_bytes = self.accesses[0].dtype_bytes
+        self.q_min = compulsory_bytes(self.accesses)
+        self.flops = float(getattr(workload, "flops", 0) or 2 * math.prod(a.extent for a in self.axes))
+        private = [m for m in self.hw.memory if not m.shared and m.size_bytes is not None]
+        spatial_levels = [k.levels for _, k in self.knobs if k.kind == "S"]
+        self.n = max(1, min(len(private), max(spatial_levels, default=2) - 1))
+        self.mem = self.hw.memory  # level l of the plan is mem[l]
+        self.spatial = [i for i, (_, k) in enumerate(self.knobs) if k.kind == "S"]
+        self.inner = self.spatial[-1] if self.spatial else None  # vectorised axis
+        self.outer = self.spatial[-2] if len(self.spatial) > 1 else None
+        self.divs = [_divisors(k.extent) for _, k in self.knobs]
+
+    # ---- level modes ------------------------------------------------------------------------------
+    def mode(self, i: int, l: int) -> str:
+        """'free' (set by tile actions), 'copy' (follows level l-1), 'one' or 'full'."""
+        k = self.knobs[i][1]
+        if k.kind == "S":
+            if k.levels == 1:
+                return "one"
+            return "free" if l <= k.levels - 2 else "copy"
+        if l == 0:
+            return "one"
+        return "free" if l <= k.levels - 1 else "full"
+
+    def initial(self) -> ETIR:
+        """The unscheduled state: no partitioning (every tile 1), level 0, no virtual threads."""
+        return self.normalize(tuple((1,) * self.n for _ in self.knobs), 0, 1)
+
+    def normalize(self, tiles, level: int, vthread: int) -> ETIR:
+        out = []
+        for i, (_, k) in enumerate(self.knobs):
+            row = []
+            for l in range(self.n):
+                m = self.mode(i, l)
+                if m == "one":
+                    v = 1
+                elif m == "full":
+                    v = k.extent
+                elif m == "copy" or l > level:
+                    v = row[l - 1] if l else 1
+                else:
+                    v = tiles[i][l]
+                row.append(v)
+            out.append(tuple(row))
+        return ETIR(tuple(out), level, vthread)
+
+    def tile_map(self, e: ETIR, l: int) -> dict[str, int]:
+        return {a.name: e.tiles[i][l] for i, a in enumerate(self.axes)}
+
+    def unit(self, l: int) -> int:
+        """Transfer unit of level l in elements: a vector for registers, a line for caches."""
+        return max(1, self.mem[l].line_bytes // self.elem_bytes)
+
+    def footprint(self, e: ETIR, l: int) -> int:
+        return footprint_bytes(self.accesses, self.tile_map(e, l), self.unit(l))
+
+    def traffic(self, e: ETIR, l: int) -> int:
+        return traffic_bytes(self.accesses, self.axes, self.tile_map(e, l), self.unit(l))
+
+    def capacity(self, l: int) -> int:
+        return int(self.mem[l].size_bytes)
+
+    def fits(self, e: ETIR, upto: int) -> bool:
+        return all(self.footprint(e, l) <= self.capacity(l) for l in range(upto + 1))
+
+    # ---- moves along divisors ---------------------------------------------------------------------
+    def step_tile(self, e: ETIR, i: int, direction: int, align: int = 1) -> int | None:
+        """Next (+1) / previous (-1) divisor of E_i for T_i^c that is a multiple of T_i^(c-1) (and of
+        ``align`` when such a divisor exists); None at the boundary."""
+        c = e.level
+        cur = e.tiles[i][c]
+        lower = e.tiles[i][c - 1] if c > 0 else 1
+        cands = [d for d in self.divs[i] if d % lower == 0 and (d > cur if direction > 0 else d < cur)]
+        aligned = [d for d in cands if d % align == 0]
+        cands = aligned or cands
+        if not cands:
+            return None
+        return min(cands) if direction > 0 else max(cands)
+
+    def with_tile(self, e: ETIR, i: int, value: int) -> ETIR:
+        tiles = [list(r) for r in e.tiles]
+        tiles[i][e.level] = value
+        return self.normalize(tiles, e.level, e.vthread)
+
+    # ---- analytic time ----------------------------------------------------------------------------
+    def parallel_tiles(self, e: ETIR) -> int:
+        top = self.n - 1
+        return math.prod(-(-self.axes[i].extent // e.tiles[i][top]) for i in self.spatial) if self.spatial else 1
+
+    def time(self, e: ETIR) -> float:
+        hw = self.hw
+        P = self.parallel_tiles(e)
+        cores = hw.cores
+        balance = P / (cores * -(-P // cores))
+        active = min(cores, P)
+        lanes = hw.simd_lanes
+        if self.inner is not None:
+            x = e.tiles[self.inner][0]
+            vec = x / (lanes * -(-x // lanes))
+        else:
+            vec = 1.0 / lanes
+        points = math.prod(e.tiles[i][0] for i in self.spatial) if self.spatial else 1
+        acc_vectors = e.vthread * max(1.0, points / lanes)
+        pipes = min(1.0, acc_vectors / (2 * max(1, hw.fma_units)))
+        t_comp = self.flops / (hw.peak_gflops * balance * vec * pipes)  # ns (GFLOP/s = FLOP/ns)
+        times = [t_comp]
+        for l in range(self.n):
+            nxt = self.mem[l + 1] if l + 1 < len(self.mem) else self.mem[-1]
+            bw = nxt.bandwidth_gbs * (1 if nxt.shared else active)
+            times.append(self.traffic(e, l) / bw)
+        q_last = self.traffic(e, self.n - 1)
+        for j in range(self.n + 1, len(self.mem)):
+            prev = self.mem[j - 1]
+            q = self.q_min if (prev.size_bytes is not None and self.q_min <= prev.size_bytes) else q_last
+            bw = self.mem[j].bandwidth_gbs * (1 if self.mem[j].shared else active)
+            times.append(q / bw)
+        return max(times)
+
+    # ---- ETIR -> Config ---------------------------------------------------------------------------
+    def unroll_steps(self, e: ETIR) -> int:
+        """Loop steps of the micro-kernel (the R1 and S3 loops inside one S2 iteration), counted in vector
+        instructions along the vectorised axis, times V (virtual threads replicate the body)."""
+        steps = e.vthread
+        for i, (_, k) in enumerate(self.knobs):
+            if k.kind == "S":
+                t = e.tiles[i][0]
+                steps *= -(-t // self.hw.simd_lanes) if i == self.inner else t
+            elif self.n > 1:
+                steps *= e.tiles[i][1]
+        return steps
+
+    def unroll_value(self, knob: ChoiceKnob, e: ETIR):
+        """The largest allowed unroll depth that does not exceed the micro-kernel's steps (the smallest
+        value if none does): unroll the register tile, never beyond it."""
+        vals = sorted(v for v in knob.values if isinstance(v, (int, float)))
+        if not vals:
+            return knob.values[0]
+        steps = self.unroll_steps(e)
+        fitting = [v for v in vals if v <= steps]
+        return fitting[-1] if fitting else vals[0]
+
+    def to_config(self, e: ETIR) -> Config:
+        vals = list(self.space.untiled().values)
+        for i, (ki, k) in enumerate(self.knobs):
+            f = [1] * k.levels
+            T = e.tiles[i]
+            if k.kind == "S":
+                last = min(self.n - 1, k.levels - 2)
+                prev = 1
+                for l in range(last + 1):
+                    f[k.levels - 1 - l] = T[l] // prev
+                    prev = T[l]
+                f[0] = k.extent // prev
+            else:
+                last = min(self.n - 1, k.levels - 1)
+                prev = 1
+                for l in range(1, last + 1):
+                    f[k.levels - l] = T[l] // prev
+                    prev = T[l]
+                f[0] = k.extent // prev
+            vals[ki] = tuple(f)
+        for ki, k in enumerate(self.space.knobs):
+            if isinstance(k, ChoiceKnob):
+                if k.name == "unroll":
+                    vals[ki] = self.unroll_value(k, e)
+                elif k.name == "vthread" and e.vthread in k.values:
+                    vals[ki] = e.vthread
+        return Config(tuple(vals))
+
+
+# ==== Gensor =========================================================================================
+@dataclass(frozen=True)
+class Move:
+    kind: str  # "tile" | "inv_tile" | "cache" | "vthread"
+    axis: int = -1
+    value: int = 0
+
+
+def _vthread_mode(v: str) -> str:
+    v = str(v).strip().lower()
+    if v not in ("auto", "on", "off"):
+        raise ValueError(v)
+    return v
+
+
+def _onoff(v: str) -> str:
+    v = str(v).strip().lower()
+    if v not in ("on", "off"):
+        raise ValueError(v)
+    return v
+
+
+@register
+class Gensor(Strategy):
+    name = "gensor"
+    summary = "Gensor: annealed Markov walk over ETIR states (tile/cache/vthread), measures the top-k constructed"
+    constructive = True
+    options = (
+        Option("k", 1, "how many constructed configurations to measure first (top-k)", int,
+               check=lambda v: 1 <= v <= 10, check_help="must be 1..10"),
+        Option("t0", 1.0, "initial temperature T0", float, check=lambda v: v > 0, check_help="must be > 0"),
+        Option("threshold", 2.0 ** -100, "stop when T < threshold (T halves per step; 2^-100 -> ~100 steps)",
+               float, check=lambda v: v > 0, check_help="must be > 0"),
+        Option("vthread", "auto", "setVthread action: auto (on for GPU hardware only), on, off", _vthread_mode),
+        Option("cache_moves", "on", "annealed cache action (on) or a fixed level schedule (off)", _onoff),
+        Option("max_vthread", 8, "largest virtual-thread count", int, check=lambda v: v >= 1, check_help=">= 1"),
+        Option("after_topk", "continue", "after the top-k: continue with next-best constructed states, or stop",
+               str, choices=("continue", "stop")),
+    )
+
+    def __init__(self, space: Space, **kw):
+        super().__init__(space, **kw)
+        self.model = Model(space, self.context.workload, self.context.hardware)
+        vt = self.opts["vthread"]
+        self.use_vthread = (vt == "on") or (vt == "auto" and self.model.hw.kind == "gpu")
+        self.steps = max(1, math.ceil(math.log2(self.opts["t0"] / self.opts["threshold"])))
+        self._pool: list[tuple[float, Config]] = []  # (analytic time, config), best first
+        self._proposed: set[Config] = set()
+        self._served = 0
+        self._fruitless = 0
+        self._built = False
+
+    # ---- Algorithm 2: getProgPolicy --------------------------------------------------------------
+    def moves(self, e: ETIR) -> list[tuple[Move, ETIR]]:
+        m = self.model
+        out: list[tuple[Move, ETIR]] = []
+        for i in range(len(m.knobs)):
+            if m.mode(i, e.level) != "free":
+                continue
+            for d, kind in ((+1, "tile"), (-1, "inv_tile")):
+                v = m.step_tile(e, i, d)
+                if v is not None:
+                    out.append((Move(kind, i, v), m.with_tile(e, i, v)))
+        if self.opts["cache_moves"] == "on" and e.level + 1 < m.n:
+            out.append((Move("cache"), m.normalize(e.tiles, e.level + 1, e.vthread)))
+        if self.use_vthread and e.level >= 1 and m.outer is not None:
+            room = e.tiles[m.outer][1] // e.tiles[m.outer][0]
+            for v in (e.vthread * 2, e.vthread // 2):
+                if 1 <= v <= self.opts["max_vthread"] and room % v == 0:
+                    out.append((Move("vthread", value=v), replace(e, vthread=v)))
+        return out
+
+    def benefit(self, e: ETIR, mv: Move, e2: ETIR, T: float) -> float:
+        m = self.model
+        l = e.level
+        if mv.kind in ("tile", "inv_tile"):
+            Q, Q2 = m.traffic(e, l), m.traffic(e2, l)
+            F, F2 = m.footprint(e, l), m.footprint(e2, l)
+            C = m.capacity(l)
+            eps = m.elem_bytes
+            if mv.kind == "tile":  # formula (1)
+                if Q2 >= Q:
+                    return 0.0
+                return ((Q - Q2) / m.q_min) / (max(F2 - F, eps) / C)
+            if F2 >= F:  # inverse tiling that frees nothing
+                return 0.0
+            return ((F - F2) / C) / (max(Q2 - Q, eps) / m.q_min)
+        if mv.kind == "cache":  # formula (2) with the annealing boost
+            D = m.footprint(e, l)
+            slow, fast = m.mem[l + 1], m.mem[l]
+            return slow.access_time_ns(D) / fast.access_time_ns(D) * (self.opts["t0"] / T)
+        # formula (3)
+        W = max(1, m.hw.bank_count or m.hw.simd_lanes)
+        x = e.tiles[m.inner][1]
+        y = e.tiles[m.outer][1]
+        before = math.ceil(x / W) * math.ceil(y / e.vthread)
+        after = math.ceil(x / W) * math.ceil(y / e2.vthread)
+        return before / after
+
+    def policy(self, e: ETIR, T: float) -> tuple[list[tuple[Move, ETIR]], list[float]]:
+        """Actions from e and their transition probabilities (normalised benefits; 0 if over capacity)."""
+        acts = self.moves(e)
+        m = self.model
+        ben = []
+        for mv, e2 in acts:
+            ok = m.fits(e2, e2.level)
+            ben.append(self.benefit(e, mv, e2, T) if ok else 0.0)
+        total = sum(ben)
+        if total <= 0 or not math.isfinite(total):
+            return acts, [0.0] * len(acts)
+        return acts, [b / total for b in ben]
+
+    def roulette(self, probs: Sequence[float]) -> int:
+        r = float(self.rng.random())
+        acc = 0.0
+        for i, p in enumerate(probs):
+            acc += p
+            if r < acc:
+                return i
+        return max(i for i, p in enumerate(probs) if p > 0)
+
+    # ---- Algorithm 1: the annealed walk ----------------------------------------------------------
+    def walk(self) -> list[tuple[float, ETIR]]:
+        m = self.model
+        T = self.opts["t0"]
+        e = m.initial()
+        t_e = m.time(e)
+        top: list[tuple[float, ETIR]] = [(t_e, e)]
+        it = 0
+        per_level = max(1, self.steps // m.n)
+        while T >= self.opts["threshold"]:
+            if self.opts["cache_moves"] == "off" and it and it % per_level == 0 and e.level + 1 < m.n:
+                cached = m.normalize(e.tiles, e.level + 1, e.vthread)
+                if m.fits(cached, cached.level):
+                    e, t_e = cached, m.time(cached)
+                    top.append((t_e, e))
+            acts, probs = self.policy(e, T)
+            if any(p > 0 for p in probs):
+                mv, e2 = acts[self.roulette(probs)]
+                t2 = m.time(e2)
+                accept = 1.0 if t2 <= t_e else math.exp(-((t2 - t_e) / t_e) / T)
+                if float(self.rng.random()) < accept:
+                    top.append((t2, e2))
+                e, t_e = e2, t2
+            T /= 2.0
+            it += 1
+        return top
+
+    def _add_walk(self) -> int:
+        """Run one walk; add its states' configurations not seen before to the pool. Returns how many."""
+        seen = self._proposed | {c for _, c in self._pool}
+        fresh: dict[Config, float] = {}
+        for t, e in self.walk():
+            c = self.model.to_config(e)
+            if c in seen or not self.space.is_legal(c):
+                continue
+            fresh[c] = min(t, fresh.get(c, math.inf))
+        self._pool.extend((t, c) for c, t in fresh.items())
+        self._pool.sort(key=lambda tc: (tc[0], tc[1]))
+        return len(fresh)
+
+    # ---- ask / tell ------------------------------------------------------------------------------
+    def ask(self, n: int) -> list[Config]:
+        if not self._built:
+            self._built = True
+            self._add_walk()
+        k = self.opts["k"]
+        if self._served >= k and self.opts["after_topk"] == "stop":
+            return []
+        want = min(n, k - self._served) if self._served < k else n
+        out: list[Config] = []
+        while len(out) < want:
+            if not self._pool:
+                if self._fruitless >= 5:
+                    break
+                added = self._add_walk()
+                self._fruitless = 0 if added else self._fruitless + 1
+                continue
+            _, c = self._pool.pop(0)
+            if c in self._proposed:
+                continue
+            self._proposed.add(c)
+            out.append(c)
+        self._served += len(out)
+        return out
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        pass  # construction uses the analytic model only; measurements just rank what was asked
+
+    # ---- for inspection and tests ----------------------------------------------------------------
+    def construct(self) -> list[tuple[float, Config]]:
+        """The pool of one walk (analytic time, config), best first, without proposing anything."""
+        if not self._built:
+            self._built = True
+            self._add_walk()
+        return list(self._pool)
