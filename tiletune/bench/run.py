@@ -1,0 +1,404 @@
+"""The benchmark harness: every strategy on every workload of a suite, N seeds each, plus baselines.
+
+Each (workload, strategy, seed) is one ordinary tuning run through ``tiletune.session.run`` (so
+through ``tiletune.tune.tune``, the loop ``tiletune tune`` uses) with the suite's trial budget and
+optional wall-time budget. One measurer per workload (LocalMeasurer with warm workers, or the
+replay measurer with ``replay=TABLE.jsonl``) serves all its runs. Runs do not share results: each
+starts from an empty history (no records file is read), so seeds are independent repetitions.
+
+Everything lands in ``out_dir``:
+- ``records.jsonl``: every trial of every run (the usual Record lines, with strategy and seed), written
+  as they arrive;
+- ``traces.jsonl``: per run, (trial, seconds since the run started, GFLOPS, best so far) for the plots;
+- ``baselines.jsonl``: each baseline result (vendor library, MetaSchedule);
+- ``summary.json`` and ``summary.csv``: per workload and method, statistics over seeds;
+- ``report.md`` and PNG plots (see ``plots.py``, ``report.py``).
+The summary, report and plots are rewritten after every workload, so a long run that is interrupted
+still leaves a readable report of what finished.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..errors import TiletuneError
+from ..measure.base import MeasureSettings, Measurer
+from ..records import Record, RecordWriter
+from ..space import Space, parse_levels
+from ..tune import TuneRun
+from ..workloads import parse
+from ..workloads.base import Workload
+from . import baselines as bl
+from .suites import Suite
+
+MeasurerFactory = Callable[[Workload, Space, dict], Measurer]
+
+
+@dataclass
+class RunResult:
+    """One tuning run (workload, strategy, seed)."""
+
+    workload: str
+    strategy: str
+    seed: int
+    trials: int
+    measured: int
+    errors: int
+    best_gflops: float
+    best_median_s: float | None
+    best_trial: int | None
+    best_config: dict | None
+    elapsed_s: float
+    stopped: str
+    space_size: int
+    trace: list = field(default_factory=list)  # (trial, elapsed_s, gflops, best_gflops_so_far)
+    error_kinds: dict = field(default_factory=dict)
+
+    def best_at(self, trials: int) -> float:
+        """Best GFLOPS within the first ``trials`` trials."""
+        best = 0.0
+        for t, _, _, b in self.trace:
+            if t > trials:
+                break
+            best = b
+        return best
+
+
+@dataclass
+class BenchResult:
+    suite: Suite
+    strategies: list[str]
+    seeds: int
+    budget: int
+    budget_seconds: float | None
+    target: dict
+    baselines: list[str]
+    out_dir: Path
+    replay: str | None = None
+    machine: dict = field(default_factory=dict)
+    peak: bl.Peak | None = None
+    flops: dict = field(default_factory=dict)
+    space_sizes: dict = field(default_factory=dict)
+    runs: list[RunResult] = field(default_factory=list)
+    baseline_results: dict = field(default_factory=dict)  # workload -> name -> BaselineResult
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    workloads_done: list[str] = field(default_factory=list)
+
+    def runs_of(self, workload: str, strategy: str) -> list[RunResult]:
+        return [r for r in self.runs if r.workload == workload and r.strategy == strategy]
+
+
+class _Trace:
+    """Tuning-loop callback: keeps the per-trial trace and appends every record to records.jsonl."""
+
+    def __init__(self, writer: RecordWriter, progress: "Progress | None"):
+        self.writer = writer
+        self.progress = progress
+        self.trace: list[tuple[int, float, float, float]] = []
+
+    def on_start(self, run: TuneRun) -> None:
+        self.trace = []
+        if self.progress:
+            self.progress.run_started(run)
+
+    def on_trial(self, run: TuneRun, record: Record, measured: bool) -> None:
+        self.writer.write(record)
+        self.trace.append((run.trials, round(run.elapsed, 4), record.gflops, run.best_gflops))
+        if self.progress:
+            self.progress.trial(run)
+
+    def on_end(self, run: TuneRun) -> None:
+        if self.progress:
+            self.progress.run_ended(run)
+
+
+class Progress:
+    """Console progress (rich): one bar over all runs, one for the current run's trials."""
+
+    def __init__(self, total_runs: int, console=None):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
+
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal
+        self.bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=self.console,
+                                disable=not self.live)
+        self.total = self.bar.add_task("runs", total=total_runs, info="")
+        self.current = None
+        self.bar.start()
+
+    def run_started(self, run: TuneRun) -> None:
+        if self.current is not None:
+            self.bar.remove_task(self.current)
+        self.current = self.bar.add_task(f"{run.strategy} seed? {run.workload}"[:70], total=run.budget_trials,
+                                         info="")
+
+    def set_seed(self, seed: int) -> None:
+        self._seed = seed
+
+    def trial(self, run: TuneRun) -> None:
+        self.bar.update(self.current, completed=run.trials,
+                        description=f"{run.strategy} s{getattr(self, '_seed', '?')} {run.workload}"[:70],
+                        info=f"best {run.best_gflops:.1f} GFLOPS, {run.errors} err")
+
+    def run_ended(self, run: TuneRun) -> None:
+        self.bar.advance(self.total)
+        if not self.live:
+            self.console.print(f"{run.workload} {run.strategy} seed {getattr(self, '_seed', '?')}: "
+                               f"{run.trials} trials in {run.elapsed:.1f} s, best {run.best_gflops:.2f} GFLOPS "
+                               f"({run.errors} errors, stopped: {run.stopped})")
+
+    def note(self, text: str) -> None:
+        self.console.print(text)
+
+    def close(self) -> None:
+        self.bar.stop()
+
+
+def run_bench(
+    suite: Suite,
+    out_dir: str | Path,
+    *,
+    strategies: Sequence[str] | None = None,
+    seeds: int | None = None,
+    budget: int | None = None,
+    budget_seconds: float | None = None,
+    baselines: Sequence[str] = bl.BASELINES,
+    target: Any = None,
+    levels: str | None = None,
+    replay: str | None = None,
+    settings: MeasureSettings | None = None,
+    batch_size: int = 8,
+    measurer_factory: MeasurerFactory | None = None,
+    metaschedule_timeout: float = 3600.0,
+    progress: bool = True,
+    plots: bool = True,
+    console=None,
+) -> BenchResult:
+    """Run the suite; arguments left as None take the suite's values."""
+    from ..session import RunSpec, make_measurer, make_space
+    from ..session import run as run_session
+    from ..target import parse_target, target_key
+
+    strategies = suite.check_strategies(list(strategies) if strategies else None)
+    seeds = suite.seeds if seeds is None else seeds
+    budget = suite.budget if budget is None else budget
+    budget_seconds = suite.budget_seconds if budget_seconds is None else budget_seconds
+    if seeds < 1:
+        raise TiletuneError(f"--seeds must be >= 1, got {seeds}")
+    if budget < 1:
+        raise TiletuneError(f"--budget must be >= 1, got {budget}")
+    if budget_seconds is not None and budget_seconds <= 0:
+        raise TiletuneError(f"--budget-seconds must be > 0, got {budget_seconds}")
+    unknown = [b for b in baselines if b not in bl.BASELINES]
+    if unknown:
+        raise TiletuneError(f"unknown baseline(s) {', '.join(unknown)}; accepted: {', '.join(bl.BASELINES)}, none")
+    if replay is not None and not Path(replay).exists():
+        raise TiletuneError(f"--replay table {replay!r} does not exist")
+    levels_text = levels if levels is not None else suite.levels
+    lv = parse_levels(levels_text)
+    tgt = parse_target(target)
+    settings = settings or MeasureSettings()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("records.jsonl", "traces.jsonl", "baselines.jsonl"):
+        (out / name).unlink(missing_ok=True)  # a bench directory describes one run
+
+    res = BenchResult(suite=suite, strategies=list(strategies), seeds=seeds, budget=budget,
+                      budget_seconds=budget_seconds, target=tgt, baselines=list(baselines), out_dir=out,
+                      replay=replay, machine=bl.machine_info(tgt))
+    if "peak" in baselines and tgt.get("kind") == "llvm":
+        res.peak = bl.peak(tgt)
+    workloads = [parse(w) for w in suite.workloads]
+    prog = Progress(len(workloads) * len(strategies) * seeds, console) if progress else None
+    writer = RecordWriter(out / "records.jsonl")
+    tracer = _Trace(writer, prog)
+    try:
+        for wl in workloads:
+            space = make_space(wl, lv, tgt)
+            res.flops[wl.key] = wl.flops
+            res.space_sizes[wl.key] = space.size
+            if measurer_factory is not None:
+                measurer = measurer_factory(wl, space, tgt)
+            else:
+                measurer = make_measurer(wl, space, tgt, replay=replay, settings=settings)
+            try:
+                warm_up = getattr(measurer, "warm_up", None)
+                if callable(warm_up):
+                    warm_up()  # start the workers before the first run's clock starts
+                for strat in strategies:
+                    for seed in range(seeds):
+                        if prog:
+                            prog.set_seed(seed)
+                        spec = RunSpec(workload=wl.key, strategy=strat, trials=budget, seconds=budget_seconds,
+                                       seed=seed, target=tgt, levels=lv, records=None, replay=replay,
+                                       batch_size=batch_size, settings=settings)
+                        run = run_session(spec, [tracer], measurer=measurer)
+                        rr = _run_result(run, wl, seed, space.size, tracer.trace)
+                        res.runs.append(rr)
+                        with open(out / "traces.jsonl", "a", encoding="utf-8") as f:
+                            f.write(json.dumps({k: v for k, v in asdict(rr).items()}) + "\n")
+            finally:
+                measurer.close()
+            res.baseline_results[wl.key] = _baselines(wl, res, settings, metaschedule_timeout, prog)
+            res.workloads_done.append(wl.key)
+            res.finished = time.time()
+            write_outputs(res, plots=plots)
+    finally:
+        writer.close()
+        if prog:
+            prog.close()
+    res.finished = time.time()
+    write_outputs(res, plots=plots)
+    return res
+
+
+def _run_result(run: TuneRun, wl: Workload, seed: int, space_size: int, trace: list) -> RunResult:
+    kinds: dict[str, int] = {}
+    for r in run.history:
+        if r.error:
+            kinds[r.error] = kinds.get(r.error, 0) + 1
+    b = run.best
+    return RunResult(workload=wl.key, strategy=run.strategy, seed=seed, trials=run.trials, measured=run.measured,
+                     errors=run.errors, best_gflops=run.best_gflops, best_median_s=b.median_s if b else None,
+                     best_trial=b.trial if b else None, best_config=b.config if b else None,
+                     elapsed_s=run.elapsed, stopped=run.stopped, space_size=space_size, trace=list(trace),
+                     error_kinds=kinds)
+
+
+def _baselines(wl: Workload, res: BenchResult, settings: MeasureSettings, ms_timeout: float,
+               prog: Progress | None) -> dict[str, bl.BaselineResult]:
+    out: dict[str, bl.BaselineResult] = {}
+    if "vendor" in res.baselines:
+        if prog:
+            prog.note(f"{wl.key}: vendor baseline")
+        out["vendor"] = bl.vendor(wl, settings, threads=res.target.get("num-cores"))
+    if "metaschedule" in res.baselines:
+        if res.target.get("kind") != "llvm":
+            out["metaschedule"] = bl.BaselineResult("metaschedule", wl.key, error="unsupported",
+                                                    message="MetaSchedule baseline runs on CPU targets only")
+        else:
+            if prog:
+                prog.note(f"{wl.key}: MetaSchedule, {res.budget} trials (log: metaschedule.log)")
+            out["metaschedule"] = bl.metaschedule(wl, res.target, res.budget, settings=settings,
+                                                  timeout=ms_timeout, log_path=res.out_dir / "metaschedule.log")
+    with open(res.out_dir / "baselines.jsonl", "a", encoding="utf-8") as f:
+        for b in out.values():
+            f.write(json.dumps(b.to_dict(wl.flops)) + "\n")
+    if prog:
+        for b in out.values():
+            txt = f"{b.gflops(wl.flops):.2f} GFLOPS" if b.ok else f"failed ({b.error}: {b.message[:120]})"
+            prog.note(f"{wl.key}: {b.name} ({b.label}) {txt}, {b.wall_s:.1f} s")
+    return out
+
+
+# ---- summary ------------------------------------------------------------------------------------------
+
+def _stats(xs: list[float]) -> dict[str, float | None]:
+    if not xs:
+        return {"mean": None, "std": None, "min": None, "median": None, "max": None}
+    return {"mean": statistics.fmean(xs), "std": statistics.stdev(xs) if len(xs) > 1 else 0.0, "min": min(xs),
+            "median": statistics.median(xs), "max": max(xs)}
+
+
+def summarize(res: BenchResult) -> dict[str, Any]:
+    peak = res.peak.gflops if res.peak else None
+    wls: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for key in res.flops:
+        flops = res.flops[key]
+        base = res.baseline_results.get(key, {})
+        vendor = base.get("vendor")
+        v_g = vendor.gflops(flops) if vendor is not None and vendor.ok else None
+        entry: dict[str, Any] = {"flops": flops, "space_size": res.space_sizes.get(key), "strategies": {},
+                                 "baselines": {n: b.to_dict(flops) for n, b in base.items()}}
+        for s in res.strategies:
+            runs = res.runs_of(key, s)
+            if not runs:
+                continue
+            g = [r.best_gflops for r in runs]
+            st = _stats(g)
+            d = {"seeds": len(runs), "best_gflops": st, "trials_mean": statistics.fmean(r.trials for r in runs),
+                 "elapsed_s_mean": statistics.fmean(r.elapsed_s for r in runs),
+                 "errors_mean": statistics.fmean(r.errors for r in runs),
+                 "explored_fraction_mean": statistics.fmean(r.trials / max(1, r.space_size) for r in runs),
+                 "vs_vendor": st["mean"] / v_g if v_g else None,
+                 "pct_peak": 100 * st["mean"] / peak if peak else None,
+                 "best_config": max(runs, key=lambda r: r.best_gflops).best_config,
+                 "runs": [{"seed": r.seed, "best_gflops": r.best_gflops, "trials": r.trials, "elapsed_s": r.elapsed_s,
+                           "errors": r.errors, "best_trial": r.best_trial, "stopped": r.stopped,
+                           "error_kinds": r.error_kinds} for r in runs]}
+            entry["strategies"][s] = d
+            rows.append({"workload": key, "method": s, "kind": "strategy", "label": s, "seeds": len(runs),
+                         "trials_mean": d["trials_mean"], "gflops_mean": st["mean"], "gflops_std": st["std"],
+                         "gflops_min": st["min"], "gflops_median": st["median"], "gflops_max": st["max"],
+                         "vs_vendor": d["vs_vendor"], "pct_peak": d["pct_peak"], "wall_s_mean": d["elapsed_s_mean"],
+                         "errors_mean": d["errors_mean"], "error": ""})
+        for n, b in base.items():
+            gf = b.gflops(flops) if b.ok else None
+            rows.append({"workload": key, "method": n, "kind": "baseline", "label": b.label, "seeds": 1,
+                         "trials_mean": b.trials or None, "gflops_mean": gf, "gflops_std": None, "gflops_min": gf,
+                         "gflops_median": gf, "gflops_max": gf,
+                         "vs_vendor": (gf / v_g) if (gf and v_g) else None,
+                         "pct_peak": 100 * gf / peak if (gf and peak) else None, "wall_s_mean": b.wall_s,
+                         "errors_mean": None, "error": "" if b.ok else f"{b.error}: {b.message[:200]}"})
+        if peak:
+            rows.append({"workload": key, "method": "peak", "kind": "baseline", "label": res.peak.source,
+                         "seeds": None, "trials_mean": None, "gflops_mean": peak, "gflops_std": None,
+                         "gflops_min": peak, "gflops_median": peak, "gflops_max": peak,
+                         "vs_vendor": peak / v_g if v_g else None, "pct_peak": 100.0, "wall_s_mean": None,
+                         "errors_mean": None, "error": ""})
+        wls[key] = entry
+    return {
+        "suite": res.suite.to_dict() | {"source": res.suite.source},
+        "strategies": res.strategies, "seeds": res.seeds, "budget": res.budget,
+        "budget_seconds": res.budget_seconds, "target": res.target, "replay": res.replay,
+        "baselines": res.baselines, "machine": res.machine,
+        "peak": asdict(res.peak) if res.peak else None,
+        "started": res.started, "finished": res.finished,
+        "complete": len(res.workloads_done) == len(res.suite.workloads),
+        "workloads": wls, "rows": rows,
+    }
+
+
+CSV_COLUMNS = ["workload", "method", "kind", "label", "seeds", "trials_mean", "gflops_mean", "gflops_std",
+               "gflops_min", "gflops_median", "gflops_max", "vs_vendor", "pct_peak", "wall_s_mean", "errors_mean",
+               "error"]
+
+
+def _fmt_csv(v: Any) -> Any:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.6g}"
+    return "" if v is None else v
+
+
+def write_outputs(res: BenchResult, plots: bool = True) -> dict[str, Any]:
+    from . import report
+
+    summary = summarize(res)
+    out = res.out_dir
+    files = ["records.jsonl", "traces.jsonl", "baselines.jsonl", "summary.json", "summary.csv", "report.md"]
+    if plots:
+        from . import plots as plt_mod
+
+        summary["plots"] = plt_mod.make_plots(res, out)
+    else:
+        summary["plots"] = []
+    summary["files"] = files + summary["plots"]
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        for row in summary["rows"]:
+            w.writerow({k: _fmt_csv(row.get(k)) for k in CSV_COLUMNS})
+    (out / "report.md").write_text(report.render(res, summary))
+    return summary

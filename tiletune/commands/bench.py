@@ -1,0 +1,97 @@
+"""tiletune bench SUITE --strategies a,b --seeds N --budget T --out DIR"""
+from __future__ import annotations
+
+import argparse
+
+from ..errors import TiletuneError
+from ..measure.base import MeasureSettings
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench", help="run a benchmark suite: strategies x seeds x workloads, with baselines",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Run every strategy on every workload of SUITE (a shipped suite name or a JSON file), "
+        "N seeds each, through the normal tuning loop; measure the baselines (vendor library, TVM's "
+        "MetaSchedule with the same trial budget, the fp32 peak) in the same run; write records.jsonl, "
+        "summary.json, summary.csv, report.md and PNG plots into --out. Options left out take the suite's "
+        "values. 'tiletune bench --list' lists the shipped suites.",
+    )
+    p.add_argument("suite", nargs="?", help="suite name (see --list) or path to a suite JSON file")
+    p.add_argument("--list", action="store_true", help="list the shipped suites and exit")
+    p.add_argument("--strategies", default=None, help="comma-separated strategy names (default: the suite's)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per strategy and workload (0..N-1)")
+    p.add_argument("--budget", type=int, default=None, help="trials per run")
+    p.add_argument("--budget-seconds", type=float, default=None, help="wall-time limit per run")
+    p.add_argument("--baselines", default="vendor,metaschedule,peak",
+                   help="comma-separated: vendor, metaschedule, peak, or 'none'")
+    p.add_argument("--out", "-o", default=None, help="output directory (default: bench-<suite>)")
+    p.add_argument("--replay", default=None, metavar="TABLE.jsonl",
+                   help="answer the strategies from a table of measured configurations instead of measuring")
+    p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON target")
+    p.add_argument("--levels", default=None, help="tiling levels 'Ls,Lr' (default: the suite's, else 4,2)")
+    p.add_argument("--batch-size", type=int, default=8, help="configurations measured per batch")
+    p.add_argument("--repeat", type=int, default=3, help="timing samples per configuration")
+    p.add_argument("--min-repeat-ms", type=int, default=25, help="minimum duration of one timing sample")
+    p.add_argument("--build-timeout", type=float, default=30.0)
+    p.add_argument("--run-timeout", type=float, default=30.0)
+    p.add_argument("--metaschedule-timeout", type=float, default=3600.0,
+                   help="wall-clock limit of one MetaSchedule tuning, seconds")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    p.set_defaults(func=run)
+
+
+def parse_baselines(text: str | None) -> list[str]:
+    from ..bench.baselines import BASELINES
+
+    if text is None:
+        return list(BASELINES)
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if items == ["none"] or not items:
+        return []
+    unknown = [x for x in items if x not in BASELINES]
+    if unknown:
+        raise TiletuneError(f"unknown baseline(s) {', '.join(unknown)}; accepted: {', '.join(BASELINES)}, none")
+    return list(dict.fromkeys(items))
+
+
+def _list() -> int:
+    from ..bench.suites import list_suites
+
+    for s in list_suites():
+        if isinstance(s, tuple):
+            print(f"{s[0]:14s} (broken: {s[1]})")
+            continue
+        budget = f"{s.budget} trials" + (f"/{s.budget_seconds:g} s" if s.budget_seconds else "")
+        print(f"{s.name:14s} {len(s.workloads):3d} workloads, strategies {','.join(s.strategies)}, "
+              f"{s.seeds} seeds, {budget}")
+        print(f"{'':14s} {s.description}")
+    return 0
+
+
+def run(args) -> int:
+    from ..bench.run import run_bench
+    from ..bench.suites import load
+
+    if args.list:
+        return _list()
+    if not args.suite:
+        raise TiletuneError("give a SUITE (a name from 'tiletune bench --list' or a JSON file)")
+    suite = load(args.suite)
+    strategies = [x.strip() for x in args.strategies.split(",") if x.strip()] if args.strategies else None
+    if args.strategies is not None and not strategies:
+        raise TiletuneError("--strategies is empty")
+    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                               build_timeout=args.build_timeout, run_timeout=args.run_timeout)
+    out = args.out or f"bench-{suite.name}"
+    res = run_bench(suite, out, strategies=strategies, seeds=args.seeds, budget=args.budget,
+                    budget_seconds=args.budget_seconds, baselines=parse_baselines(args.baselines),
+                    target=args.target, levels=args.levels, replay=args.replay, settings=settings,
+                    batch_size=args.batch_size, metaschedule_timeout=args.metaschedule_timeout,
+                    progress=not args.quiet, plots=not args.no_plots)
+    n_ok = sum(1 for r in res.runs if r.best_gflops > 0)
+    print(f"{len(res.runs)} runs ({n_ok} with a valid kernel) on {len(res.flops)} workloads")
+    print(f"report    {res.out_dir / 'report.md'}")
+    print(f"summary   {res.out_dir / 'summary.csv'}")
+    return 0 if n_ok == len(res.runs) else 1
