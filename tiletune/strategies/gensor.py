@@ -8,7 +8,9 @@ halves every step, the cache action's probability is multiplied by T0/T (so the 
 memory level as it cools), and every new state joins the top results with the acceptance probability
 below. The walk stops when T falls below ``threshold`` (2^-100 by default: ~100 steps, the paper's count).
 The best constructed states (by the analytic performance of the state) are mapped to Configs of the CPU
-space and only the top ``k`` are measured.
+space and only the top ``k`` are measured. The first construction pools the top results of ``walks``
+(default 4) independent walks from the initial state (our choice: one ~100-step walk spends only a few
+steps per memory level, and a few walks stay within the paper's "milliseconds to seconds" budget).
 
 ETIR (the state). For every loop axis a and every scheduled memory level l = 0..n-1 (n = the private
 levels of the target that the space can express: registers, L1, L2 on a CPU; registers, shared memory on
@@ -108,11 +110,15 @@ class Model:
     """Axes, accesses, hardware and the level plan of one space; footprints, traffic, analytic time,
     and the ETIR <-> Config map."""
 
-    def __init__(self, space: Space, workload=None, hardware=None):
-        from ..hardware import detect_cpu
+    def __init__(self, space: Space, workload=None, hardware=None, target=None):
+        from ..hardware import detect_cpu, for_target
 
         self.space = space
-        self.hw = hardware if hardware is not None else detect_cpu(measure_bandwidth=False)
+        if hardware is None:
+            # no HardwareSpec given: the target's (a CUDA arch -> its preset), else this CPU, never measuring
+            hardware = (for_target(target, measure_bandwidth=False) if isinstance(target, dict)
+                        else detect_cpu(measure_bandwidth=False))
+        self.hw = hardware
         self.knobs: list[tuple[int, SplitKnob]] = space.split_knobs
         if not self.knobs:
             raise TiletuneError("gensor/roller need a space with split (tile) knobs")
@@ -332,6 +338,8 @@ class Gensor(Strategy):
                float, check=lambda v: v > 0, check_help="must be > 0"),
         Option("vthread", "auto", "setVthread action: auto (on for GPU hardware only), on, off", _vthread_mode),
         Option("cache_moves", "on", "annealed cache action (on) or a fixed level schedule (off)", _onoff),
+        Option("walks", 4, "independent annealed walks pooled into the first construction", int,
+               check=lambda v: 1 <= v <= 64, check_help="must be 1..64"),
         Option("max_vthread", 8, "largest virtual-thread count", int, check=lambda v: v >= 1, check_help=">= 1"),
         Option("after_topk", "continue", "after the top-k: continue with next-best constructed states, or stop",
                str, choices=("continue", "stop")),
@@ -339,7 +347,7 @@ class Gensor(Strategy):
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
-        self.model = Model(space, self.context.workload, self.context.hardware)
+        self.model = Model(space, self.context.workload, self.context.hardware, self.context.target)
         vt = self.opts["vthread"]
         self.use_vthread = (vt == "on") or (vt == "auto" and self.model.hw.kind == "gpu")
         self.steps = max(1, math.ceil(math.log2(self.opts["t0"] / self.opts["threshold"])))
@@ -427,7 +435,7 @@ class Gensor(Strategy):
         top: list[tuple[float, ETIR]] = [(t_e, e)]
         it = 0
         per_level = max(1, self.steps // m.n)
-        while T >= self.opts["threshold"]:
+        while T > self.opts["threshold"]:
             if self.opts["cache_moves"] == "off" and it and it % per_level == 0 and e.level + 1 < m.n:
                 cached = m.normalize(e.tiles, e.level + 1, e.vthread)
                 if m.fits(cached, cached.level):
@@ -462,7 +470,8 @@ class Gensor(Strategy):
     def ask(self, n: int) -> list[Config]:
         if not self._built:
             self._built = True
-            self._add_walk()
+            for _ in range(self.opts["walks"]):
+                self._add_walk()
         k = self.opts["k"]
         if self._served >= k and self.opts["after_topk"] == "stop":
             return []
@@ -488,8 +497,9 @@ class Gensor(Strategy):
 
     # ---- for inspection and tests ----------------------------------------------------------------
     def construct(self) -> list[tuple[float, Config]]:
-        """The pool of one walk (analytic time, config), best first, without proposing anything."""
+        """The first construction's pool (analytic time, config), best first, without proposing anything."""
         if not self._built:
             self._built = True
-            self._add_walk()
+            for _ in range(self.opts["walks"]):
+                self._add_walk()
         return list(self._pool)

@@ -15,8 +15,9 @@ Roller builds an rTile per memory level, from the registers outwards, with no se
    previous one), until the private levels are done (registers, L1, L2 on a CPU); the outermost factor
    (S0) is what remains of each extent and runs in parallel over the cores.
 
-Roller keeps several rPrograms, not one: the tree branches at the first enlargement of every level into
-the ``branch`` best-scoring choices, the leaves are ranked by the same analytic (roofline) performance model
+Roller keeps several rPrograms, not one: at every scale-up step the ``branch`` best-scoring enlargements
+(over all tiles being grown) are kept, besides the pure greedy path from every start; the finished tiles of a level
+(at most 2 x branch, the fastest by the model) each start the next level; the leaves are ranked by the same analytic (roofline) performance model
 as Gensor's (tiletune.strategies.gensor.Model.time, standing in for Roller's micro-performance model), and
 only the top ``k`` are measured (Roller measures its top 10 by default). The ETIR -> Config map is Gensor's
 (register tile -> S3 / R1 level, L1 -> S2, L2 -> S1, cores -> S0). After the top-k, ``after_topk=continue``
@@ -39,7 +40,7 @@ class Roller(Strategy):
     options = (
         Option("k", 10, "how many constructed configurations to measure first (top-k)", int,
                check=lambda v: 1 <= v <= 10, check_help="must be 1..10"),
-        Option("branch", 2, "tree branching at the first enlargement of each memory level", int,
+        Option("branch", 3, "enlargements kept per scale-up step besides the greedy path", int,
                check=lambda v: 1 <= v <= 4, check_help="must be 1..4"),
         Option("after_topk", "continue", "after the top-k: continue with the remaining constructed leaves, or stop",
                str, choices=("continue", "stop")),
@@ -47,7 +48,7 @@ class Roller(Strategy):
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
-        self.model = Model(space, self.context.workload, self.context.hardware)
+        self.model = Model(space, self.context.workload, self.context.hardware, self.context.target)
         self._ranked: list[tuple[float, Config]] | None = None
         self._served = 0
         self._proposed: set[Config] = set()
@@ -102,23 +103,37 @@ class Roller(Strategy):
         if self._ranked is not None:
             return list(self._ranked)
         m = self.model
+        B = self.opts["branch"]
         frontier = [self.initial()]
         for level in range(m.n):
-            nxt: list[ETIR] = []
+            beam: list[ETIR] = []
+            done: list[ETIR] = []
             for e in frontier:
                 if level > 0:
-                    e = m.normalize(e.tiles, level, e.vthread)
-                    if not m.fits(e, level):
-                        nxt.append(ETIR(e.tiles, level - 1, e.vthread))  # the next level cannot hold it
+                    up = m.normalize(e.tiles, level, e.vthread)
+                    if not m.fits(up, level):
+                        done.append(e)  # the next level cannot hold the tile: it stays as it is
                         continue
-                first = self.enlargements(e)[: self.opts["branch"]] or [(0.0, e)]
-                for _, child in first:
-                    nxt.append(self.greedy(child))
-            seen, frontier = set(), []
-            for e in nxt:
-                if e.tiles not in seen:
-                    seen.add(e.tiles)
-                    frontier.append(e)
+                    e = up
+                beam.append(e)
+                done.append(self.greedy(e))  # the greedy path is always one of the branches
+            while beam:  # scale up: the best-scoring enlargements, B of them per step (B=1: greedy)
+                children: list[tuple[float, ETIR]] = []
+                for e in beam:
+                    ups = self.enlargements(e)
+                    if ups:
+                        children += ups
+                    else:
+                        done.append(e)
+                children.sort(key=lambda se: -se[0])
+                seen: set = set()
+                beam = []
+                for _, e in children:
+                    if e.tiles not in seen and len(beam) < B:
+                        seen.add(e.tiles)
+                        beam.append(e)
+            unique = {e.tiles: e for e in done}
+            frontier = sorted(unique.values(), key=m.time)[: 2 * B]
         best: dict[Config, float] = {}
         for e in frontier:
             c = m.to_config(e)
