@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from .errors import TiletuneError
 from .measure.base import MeasureSettings, Measurer
-from .space import DEFAULT_UNROLL, Space
+from .space import Space
 from .strategies import TuneContext, create
 from .target import parse_target, target_key
 from .tune import Callback, TuneRun, tune
@@ -25,7 +25,9 @@ def make_space(workload: Workload, levels=None, target: dict | None = None) -> S
         from .schedules import cuda
 
         return cuda.make_space(workload, levels)
-    return Space.from_axes(workload.axes(), levels=levels, choices={"unroll": DEFAULT_UNROLL})
+    from .schedules.cpu import choice_knobs
+
+    return Space.from_axes(workload.axes(), levels=levels, choices=choice_knobs(workload))
 
 
 def make_measurer(workload: Workload, space: Space, target: dict, *, replay: str | None = None,

@@ -13,6 +13,12 @@ the loops are ordered
 - The innermost S3 loop of the last spatial axis (the contiguous dimension of the output) is
   vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop.
 - Padding stages (conv2d, pooling) are inlined into the main block.
+- ``pack`` (only for inputs that a reduction walks across while the vectorized axis indexes their
+  contiguous dimension, i.e. GEMM's and batch_matmul's B[.., k, n]): a stage before the compute copies
+  the input into panels ``Bp[.., n // n3, k, n % n3]`` (n3 = the innermost tile of the vectorized axis),
+  so that the micro-kernel reads B contiguously instead of one cache line per 4 KiB row (which also
+  thrashes the L1 sets at power-of-two strides). OpenBLAS packs for the same reason. The copy costs
+  O(K N) against O(M N K) arithmetic and is parallel over panels.
 
 Other level counts work too: with Ls spatial levels the first ceil(Ls/2) form the outer part
 (parallel + cache tiles) and the rest the inner part; with Lr reduction levels the first Lr-1 are
@@ -33,6 +39,63 @@ MAX_LOCAL_ELEMS = 64 * 1024
 
 class InvalidConfig(ValueError):
     """The configuration cannot be scheduled (reported as error kind 'invalid', nothing is built)."""
+
+
+def packable_inputs(workload: Workload) -> list[str]:
+    """Inputs read with plain axis indices that include the last spatial axis and a reduction axis."""
+    from ..workloads.access import tensor_accesses
+
+    axes = workload.axes_no_tvm()
+    spatial = [a.name for a in axes if a.kind == "S"]
+    reduction = {a.name for a in axes if a.kind == "R"}
+    if not spatial or not reduction:
+        return []
+    out = []
+    for t in tensor_accesses(workload):
+        if t.role != "input":
+            continue
+        plain = all(len(d.terms) == 1 and d.terms[0][1] == 1 for d in t.dims)
+        names = [d.terms[0][0] for d in t.dims] if plain else []
+        if plain and spatial[-1] in names and reduction & set(names) and names[-1] == spatial[-1]:
+            out.append(t.name)
+    return out
+
+
+def choice_knobs(workload: Workload) -> dict[str, tuple]:
+    """The template's categorical knobs for this workload."""
+    from ..space import DEFAULT_UNROLL
+
+    knobs: dict[str, tuple] = {"unroll": DEFAULT_UNROLL}
+    if packable_inputs(workload):
+        knobs["pack"] = (0, 1)
+    return knobs
+
+
+def _pack(sch, block, workload: Workload, name: str, inner: int) -> None:
+    """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block``."""
+    reads = [r.source.name for r in sch.get(block).reads]
+    idx = reads.index(name)
+    axes = workload.axes_no_tvm()
+    last = [a.name for a in axes if a.kind == "S"][-1]
+    reduction = {a.name for a in axes if a.kind == "R"}
+    from ..workloads.access import tensor_accesses
+
+    acc = next(t for t in tensor_accesses(workload) if t.name == name)
+    names = [d.terms[0][0] for d in acc.dims]
+    nd = names.index(last)
+    first_red = min(i for i, a in enumerate(names) if a in reduction)
+
+    def index_map(*iv):
+        lead = [iv[i] for i in range(first_red) if i != nd]
+        rest = [iv[i] for i in range(first_red, len(iv)) if i != nd]
+        return tuple(lead + [iv[nd] // inner] + rest + [iv[nd] % inner])
+
+    packed = sch.cache_read(block, idx, "global")
+    sch.transform_layout(packed, ("write", 0), index_map)
+    loops = sch.get_loops(packed)
+    sch.parallel(loops[0])
+    if inner > 1:
+        sch.vectorize(loops[-1])
 
 
 def check(workload: Workload, space: Space, config: Config) -> None:
@@ -65,6 +128,10 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     out_name = workload.te()[-1].op.name
     _inline_producers(sch, out_name)
     block = sch.get_sblock(out_name)
+    if d.get("pack"):
+        last = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"][-1]
+        for name in packable_inputs(workload):
+            _pack(sch, block, workload, name, d[last.name][-1])
 
     axes = workload.axes()
     loops = sch.get_loops(block)
