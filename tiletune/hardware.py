@@ -430,7 +430,8 @@ def _gpu(name: str, *, sms: int, clock_ghz: float, cores_per_sm: int, max_thread
         registers_per_thread=255, shared_mem_per_sm=smem_sm_kib * 1024, shared_mem_per_block=smem_block_kib * 1024,
         bank_count=32, bank_width_bytes=4,
         source={"preset": name, "arch": arch, "numbers": "vendor data sheets (SMs, boost clock, memory); "
-                "latencies from published microbenchmarks; L2 bandwidth taken as 2.5x DRAM" + (f"; {note}" if note else "")},
+                "latencies from published microbenchmarks; L2 bandwidth taken as 2.5x DRAM"
+                + (f"; {note}" if note else "")},
     )
 
 

@@ -31,10 +31,10 @@ divisor of E_a that is a multiple of T_a^(c-1)), cache (c -> c+1; level c is the
 (V -> 2V or V/2, at levels >= 1).
 
 Data movement (tiletune.workloads.access): F(t) = footprint of the tile's tensor slices, Q(t) = traffic
-into the memory that holds the tile over the whole computation, both counted in the level's transfer units
-(the contiguous dimension rounded up to whole vectors for registers, whole lines for caches), Q_min = every tensor moved once, C_l =
-capacity of memory level l. The paper's formulas (their symbols are lost in our copy; reconstructed from
-the text, in its notation):
+into the memory that holds the tile over the whole computation, both counted in the level's transfer
+units (the contiguous dimension rounded up to whole vectors for registers, whole lines for caches);
+Q_min = every tensor moved once; C_l = capacity of memory level l. The paper's formulas (their symbols
+are lost in our copy; reconstructed from the text, in its notation):
 
 (1) tiling, e -> e' at level l (reduction in memory traffic per increase in footprint):
         B_tile = ((Q - Q') / Q_min) / ((F' - F) / C_l)
@@ -43,8 +43,9 @@ the text, in its notation):
     ratio"). For the inverse tiling the same ratio is read the other way (footprint freed per traffic
     added): B_inv = ((F - F') / C_l) / ((Q' - Q) / Q_min). Read literally, (Q-Q')/(F'-F) is also positive
     for a shrink and, traffic being convex in the tile size, larger than for the matching grow, which would
-    drive every walk back to 1x1 tiles. A move that changes no traffic gets B_tile = 0 (a shrink that costs
-    no traffic: one element of traffic in the denominator).
+    drive every walk back to 1x1 tiles. A growth that saves no traffic and a shrink that frees no
+    footprint get 0; a growth that adds no footprint (still within the same lines) or a shrink that adds
+    no traffic gets one element in the zero denominator (a large benefit).
 (2) caching, level l -> l+1 (speed-up in access time of the tile's data D = F(T^l)):
         B_cache = (lat_{l+1} + D / BW_{l+1}) / (lat_l + D / BW_l) x (T0 / T)
     the factor T0/T is the annealing boost ("the probability of the cache action increases as T falls").
@@ -70,7 +71,9 @@ it for GPU hardware specs); ``vthread=on`` keeps it, and V is then realised the 
 threads (InjectVirtualThread replicates the body V times in one thread): through the ``unroll`` knob. The
 unroll knob is set to the largest value <= V x the micro-kernel's loop steps (R1 x S3 points, the vectorised
 axis counted in vectors): the register tile is unrolled, never beyond it; a ``vthread`` choice knob, if a
-space has one, gets V.
+space has one, gets V; other choice knobs (the CPU template's ``pack``) keep their first value. The
+closest CPU analog of bank conflicts is L1 set conflicts of tile rows at power-of-two strides, which the
+template fixes with ``pack``, not with threads; the model does not capture it.
 
 Ablations: ``cache_moves=off`` replaces the annealed cache action by a fixed schedule (the level advances
 every steps/n iterations); ``vthread=off``. After its top-k, ``after_topk=continue`` (default) keeps proposing

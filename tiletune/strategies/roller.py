@@ -16,12 +16,14 @@ Roller builds an rTile per memory level, from the registers outwards, with no se
    (S0) is what remains of each extent and runs in parallel over the cores.
 
 Roller keeps several rPrograms, not one: at every scale-up step the ``branch`` best-scoring enlargements
-(over all tiles being grown) are kept, besides the pure greedy path from every start; the finished tiles of a level
-(at most 2 x branch, the fastest by the model) each start the next level; the leaves are ranked by the same analytic (roofline) performance model
-as Gensor's (tiletune.strategies.gensor.Model.time, standing in for Roller's micro-performance model), and
-only the top ``k`` are measured (Roller measures its top 10 by default). The ETIR -> Config map is Gensor's
-(register tile -> S3 / R1 level, L1 -> S2, L2 -> S1, cores -> S0). After the top-k, ``after_topk=continue``
-proposes the remaining leaves in rank order, then returns []; ``after_topk=stop`` returns [] at once.
+(over all tiles being grown) are kept, besides the pure greedy path from every start; the finished tiles
+of a level (at most 2 x branch, the fastest by the model) each start the next level; the leaves are
+ranked by the same analytic (roofline) performance model as Gensor's (tiletune.strategies.gensor.
+Model.time, standing in for Roller's micro-performance model), and only the top ``k`` are measured
+(Roller measures its top 10 by default; the tree often has fewer distinct leaves than that). The
+ETIR -> Config map is Gensor's (register tile -> S3 / R1 level, L1 -> S2, L2 -> S1, cores -> S0).
+After the top-k, ``after_topk=continue`` proposes the remaining leaves in rank order, then returns [];
+``after_topk=stop`` returns [] at once.
 """
 from __future__ import annotations
 
