@@ -60,6 +60,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import TiletuneError
 from ..space import Action, Config, Space, SplitKnob
 from .base import Option, Strategy, Trial, register
 from .gbfs import START_OPTION, start_state
@@ -82,6 +83,17 @@ def inverse_actions(space: Space) -> list[int]:
     return inv
 
 
+def require_torch():
+    """(torch, torch.nn), or a TiletuneError that says how to install it."""
+    try:
+        import torch
+        from torch import nn
+    except ImportError:
+        raise TiletuneError("strategies na2c and rnn need PyTorch (CPU build is enough): "
+                            "pip install 'tiletune[torch]'") from None
+    return torch, nn
+
+
 def unvisited_sample(space: Space, rng: np.random.Generator, k: int, visited: set[Config]) -> list[Config]:
     """k distinct configurations not in ``visited``, uniformly (exactly, from the complement, when the
     space is small or nearly exhausted)."""
@@ -100,9 +112,7 @@ class _Nets:
     """Actor pi(a|s) and critic V(s): small MLPs, Adam, CPU."""
 
     def __init__(self, n_in: int, n_actions: int, hidden: int, lr: float, seed: int):
-        import torch
-        from torch import nn
-
+        torch, nn = require_torch()
         self.torch = torch
         gen = torch.Generator().manual_seed(int(seed))
 

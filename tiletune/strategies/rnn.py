@@ -36,7 +36,7 @@ import numpy as np
 
 from ..space import Config, Space
 from .base import Option, Strategy, Trial, register
-from .na2c import unvisited_sample
+from .na2c import require_torch, unvisited_sample
 
 
 def _positive(v) -> bool:
@@ -45,9 +45,7 @@ def _positive(v) -> bool:
 
 class _Controller:
     def __init__(self, sizes: list[int], hidden: int, cell: str, lr: float, seed: int):
-        import torch
-        from torch import nn
-
+        torch, nn = require_torch()
         self.torch = torch
         self.sizes = sizes
         self.hidden = hidden
