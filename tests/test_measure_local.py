@@ -57,8 +57,9 @@ def _gemm_space():
 
 
 def _cfg(space, unroll, i=0):
-    base = space.get(i)
-    return Config(base.values[:-1] + (unroll,))
+    d = space.to_dict(space.get(i))
+    d["unroll"] = unroll
+    return space.from_dict(d)
 
 
 def test_build_faults_are_recorded_and_the_run_goes_on(pool):
