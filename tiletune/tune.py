@@ -65,12 +65,18 @@ def _record(result: MeasureResult, *, space: Space, workload: str, target: str, 
     )
 
 
-def known_from_records(path: str | Path | None, space: Space, workload: str, target: str) -> dict[Config, Record]:
-    """Configurations of this workload/target already in a records file (the last record wins)."""
+def known_from_records(path: str | Path | None, space: Space, workload: str, target: str,
+                       measurer: str | None = None) -> dict[Config, Record]:
+    """Configurations of this workload/target already in a records file (the last record wins).
+
+    With ``measurer``, only records produced by that kind of measurer count: a simulated (replay) cost
+    is never recalled as a hardware measurement, nor the other way round."""
     if path is None or not Path(path).exists():
         return {}
     known: dict[Config, Record] = {}
     for r in load(path, workload=workload, target=target):
+        if measurer is not None and r.measurer != measurer:
+            continue
         try:
             known[space.from_dict(r.config)] = r
         except TiletuneError:
@@ -99,7 +105,7 @@ def tune(
         raise TiletuneError(f"trials must be >= 1, got {trials}")
     if batch_size < 1:
         raise TiletuneError(f"batch size must be >= 1, got {batch_size}")
-    known = known_from_records(records, space, workload, target)
+    known = known_from_records(records, space, workload, target, measurer.kind)
     writer = RecordWriter(records) if records is not None else None
     run = TuneRun(workload, target, strategy.name, trials, seconds)
     for cb in callbacks:

@@ -1,0 +1,109 @@
+"""Foundation figures (issue 2): measurement throughput and GEMM quality against numpy/OpenBLAS.
+
+    python benchmarks/foundation.py throughput [--trials 64]
+        tunes GEMM 256^3 with random search and prints trials per second, with the build/run split.
+    python benchmarks/foundation.py quality [--strategy random --trials 200 --records g1024.jsonl]
+        tunes GEMM 1024^3 (resumable through the records file), then times the best kernel and
+        numpy's matmul alternately in the same process (--rounds times) and prints both and the ratio.
+
+Not a test: it prints figures. The machine is shared and noisy, so compare the ratios of one run.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from tiletune.measure.base import MeasureSettings
+from tiletune.session import RunSpec, run
+
+
+def throughput(args) -> None:
+    from tiletune.measure.local import LocalMeasurer
+    from tiletune.session import make_space
+    from tiletune.target import host_target
+    from tiletune.workloads import parse
+
+    wl = parse("gemm:M=256,N=256,K=256")
+    space = make_space(wl)
+    m = LocalMeasurer(wl, space, host_target(), MeasureSettings())
+    t0 = time.perf_counter()
+    m.warm_up()
+    startup = time.perf_counter() - t0
+    spec = RunSpec(workload=wl.key, strategy="random", trials=args.trials, seed=args.seed, records=None)
+    t0 = time.perf_counter()
+    res = run(spec, measurer=m)
+    wall = time.perf_counter() - t0
+    m.close()
+    print(f"GEMM 256^3, random, {res.trials} trials ({res.errors} errors)")
+    print(f"  worker start-up (once): {startup:.2f} s")
+    print(f"  tuning wall time: {wall:.2f} s -> {res.trials / wall:.2f} trials/s")
+    print(f"  build phase {m.stats['build_s']:.2f} s (parallel over workers), run phase {m.stats['run_s']:.2f} s")
+    print(f"  best {res.best_gflops:.1f} GFLOPS")
+
+
+def _time(fn, n: int) -> float:
+    fn()
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def quality(args) -> None:
+    import tvm
+
+    from tiletune.api import export_best, load_kernel
+    from tiletune.workloads import parse
+
+    wl = parse(f"gemm:M={args.size},N={args.size},K={args.size}")
+    spec = RunSpec(workload=wl.key, strategy=args.strategy, trials=args.trials, seed=args.seed,
+                   records=args.records, options=dict(o.split("=", 1) for o in args.option))
+    t0 = time.perf_counter()
+    res = run(spec)
+    print(f"tuned {wl.key} with {args.strategy}: {res.trials} trials ({res.measured} measured) in "
+          f"{time.perf_counter() - t0:.0f} s; best during tuning {res.best_gflops:.1f} GFLOPS")
+    lib = args.records + ".so"
+    meta = export_best(args.records, lib)
+    k = load_kernel(lib)
+    dev = tvm.cpu()
+    a, b = wl.make_inputs()
+    ta, tb = tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev)
+    tc = tvm.runtime.tensor(np.zeros((wl.M, wl.N), "float32"), dev)
+    f = k._lib["main"]
+    ours, vendor = [], []
+    for _ in range(args.rounds):
+        ours.append(wl.flops / _time(lambda: f(ta, tb, tc), 10) / 1e9)
+        vendor.append(wl.flops / _time(lambda: a @ b, 10) / 1e9)
+    np.testing.assert_allclose(tc.numpy(), a @ b, rtol=1e-3, atol=1e-2)
+    ratios = [o / v for o, v in zip(ours, vendor)]
+    print(f"best config {meta['config']}")
+    print(f"ours   GFLOPS per round: {[round(x, 1) for x in ours]}")
+    print(f"numpy  GFLOPS per round: {[round(x, 1) for x in vendor]}  (np.__config__: OpenBLAS)")
+    print(f"ratio ours/numpy per round: {[round(x, 2) for x in ratios]}; median {statistics.median(ratios):.2f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    t = sub.add_parser("throughput")
+    t.add_argument("--trials", type=int, default=64)
+    t.add_argument("--seed", type=int, default=0)
+    q = sub.add_parser("quality")
+    q.add_argument("--size", type=int, default=1024)
+    q.add_argument("--strategy", default="random")
+    q.add_argument("--option", action="append", default=[])
+    q.add_argument("--trials", type=int, default=200)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--records", default="g1024.jsonl")
+    q.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+    throughput(args) if args.what == "throughput" else quality(args)
+
+
+if __name__ == "__main__":
+    main()
