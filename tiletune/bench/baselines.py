@@ -86,16 +86,17 @@ class BaselineResult:
 # ---- timing ----------------------------------------------------------------------------------------
 
 def time_callable(fn: Callable[[], Any], settings: MeasureSettings) -> list[float]:
-    """Seconds per call of ``fn``: ``warmup`` calls, then ``repeat`` samples; each sample runs ``number``
-    calls, more if needed to last ``min_repeat_ms`` (the rule of TVM's time_evaluator)."""
+    """Seconds per call of ``fn``: ``warmup`` calls (at least one), then ``repeat`` samples; each sample
+    runs ``number`` calls, more if needed to last ``min_repeat_ms`` (the rule of TVM's time_evaluator),
+    sized from one warm call."""
+    for _ in range(max(1, settings.warmup)):
+        fn()  # the first call pays for JIT / allocation (oneDNN, OpenBLAS buffers)
     t0 = time.perf_counter()
     fn()
-    first = time.perf_counter() - t0
-    for _ in range(max(0, settings.warmup - 1)):
-        fn()
+    one = time.perf_counter() - t0  # a warm call, to size the samples
     number = max(1, settings.number)
-    if settings.min_repeat_ms > 0 and first * number * 1e3 < settings.min_repeat_ms:
-        number = max(number, int(np.ceil(settings.min_repeat_ms / 1e3 / max(first, 1e-7))))
+    if settings.min_repeat_ms > 0 and one * number * 1e3 < settings.min_repeat_ms:
+        number = max(number, int(np.ceil(settings.min_repeat_ms / 1e3 / max(one, 1e-7))))
     out = []
     for _ in range(max(1, settings.repeat)):
         t0 = time.perf_counter()

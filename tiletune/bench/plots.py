@@ -51,8 +51,8 @@ def _step_mean(runs, xs_of, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
             ys.append(np.zeros_like(grid))
             continue
         idx = np.searchsorted(x, grid, side="right") - 1
-        y = np.where(idx >= 0, b[np.clip(idx, 0, len(b) - 1)], np.nan)
-        # after a run ends its best stays (a shorter run is not a worse run)
+        # nothing found before a run's first result (0); after a run ends its best stays
+        y = np.where(idx >= 0, b[np.clip(idx, 0, len(b) - 1)], 0.0)
         ys.append(y)
     arr = np.vstack(ys)
     with np.errstate(all="ignore"):
@@ -198,15 +198,22 @@ def plot_overview(res: "BenchResult", path: Path) -> bool:
     return True
 
 
-def make_plots(res: "BenchResult", out: Path) -> list[str]:
-    """Write every figure; returns the file names (relative to ``out``)."""
+def make_plots(res: "BenchResult", out: Path, final: bool = True, drawn: set | None = None) -> list[str]:
+    """Write the figures; returns the file names (relative to ``out``). Curves of workloads in ``drawn``
+    (a set of keys, updated) are not drawn again; ``final=False`` skips the figures over all workloads."""
     files = []
+    drawn = set() if drawn is None else drawn
     for key in res.flops:
         if not any(res.runs_of(key, s) for s in res.strategies):
             continue
         name = f"curves_{slug(key)}.png"
-        plot_curves(res, key, out / name)
+        if key not in drawn or not (out / name).exists():
+            plot_curves(res, key, out / name)
+            if key in res.baseline_results:  # complete: its runs and baselines are all in
+                drawn.add(key)
         files.append(name)
+    if not final:
+        return files
     if res.runs:
         plot_boxes(res, out / "boxes.png")
         files.append("boxes.png")

@@ -90,6 +90,7 @@ class BenchResult:
     started: float = field(default_factory=time.time)
     finished: float | None = None
     workloads_done: list[str] = field(default_factory=list)
+    drawn: set = field(default_factory=set)  # workloads whose curves are drawn
 
     def runs_of(self, workload: str, strategy: str) -> list[RunResult]:
         return [r for r in self.runs if r.workload == workload and r.strategy == strategy]
@@ -252,7 +253,8 @@ def run_bench(
             res.baseline_results[wl.key] = _baselines(wl, res, settings, metaschedule_timeout, prog)
             res.workloads_done.append(wl.key)
             res.finished = time.time()
-            write_outputs(res, plots=plots)
+            if wl is not workloads[-1]:
+                write_outputs(res, plots=plots, final=False)
     finally:
         writer.close()
         if prog:
@@ -381,7 +383,9 @@ def _fmt_csv(v: Any) -> Any:
     return "" if v is None else v
 
 
-def write_outputs(res: BenchResult, plots: bool = True) -> dict[str, Any]:
+def write_outputs(res: BenchResult, plots: bool = True, final: bool = True) -> dict[str, Any]:
+    """Summary, CSV, report and figures. ``final=False`` (after each workload of a long run) draws only
+    the curves not drawn yet, not the figures over all workloads."""
     from . import report
 
     summary = summarize(res)
@@ -390,7 +394,7 @@ def write_outputs(res: BenchResult, plots: bool = True) -> dict[str, Any]:
     if plots:
         from . import plots as plt_mod
 
-        summary["plots"] = plt_mod.make_plots(res, out)
+        summary["plots"] = plt_mod.make_plots(res, out, final=final, drawn=res.drawn)
     else:
         summary["plots"] = []
     summary["files"] = files + summary["plots"]

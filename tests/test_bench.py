@@ -1,0 +1,223 @@
+"""The benchmark harness: suites load and validate, a tiny suite runs end to end, errors are clear."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+
+import pytest
+
+from tiletune.bench import baselines as bl
+from tiletune.bench.run import run_bench
+from tiletune.bench.suites import list_suites, load, shipped, validate
+from tiletune.errors import TiletuneError
+from tiletune.measure.synthetic import FunctionMeasurer
+
+
+def _suite_dict(**over):
+    d = {"name": "t", "description": "d", "workloads": ["gemm:M=16,N=16,K=16"], "strategies": ["random"],
+         "seeds": 1, "budget": 2, "notes": ""}
+    d.update(over)
+    return d
+
+
+def synthetic_factory(wl, space, target):
+    """A deterministic cost over the tile factors: fast tests, no TVM build."""
+
+    def cost(c):
+        d = space.to_dict(c)
+        s = 1.0
+        for name, v in d.items():
+            if name.startswith("tile_"):
+                s += abs(math.log2(v[-1]) - 1.0)
+        return s * 1e-4
+
+    return FunctionMeasurer(cost)
+
+
+# ---- suites -------------------------------------------------------------------------------------
+
+def test_shipped_suites_load_and_validate():
+    names = shipped()
+    assert {"tiny", "tvm-af-ds"} <= set(names)
+    for s in list_suites():
+        assert not isinstance(s, tuple), f"shipped suite {s[0]} does not load: {s[1]}"
+    tiny = load("tiny")
+    assert len(tiny.workloads) == 2 and tiny.seeds >= 1 and tiny.budget >= 1
+    af = load("tvm-af-ds")
+    assert 25 <= len(af.workloads) <= 35
+    ops = {w.split(":")[0] for w in af.workloads}
+    assert {"gemm", "conv2d"} <= ops
+    assert "gemm:M=512,N=64,K=1024" in af.workloads
+    assert af.notes  # says how the suite was sized
+
+
+def test_suite_from_path(tmp_path):
+    p = tmp_path / "mine.json"
+    p.write_text(json.dumps(_suite_dict(budget_seconds=5, levels="3,2")))
+    s = load(str(p))
+    assert s.name == "t" and s.budget_seconds == 5.0 and s.levels == "3,2"
+    assert s.workloads == ("gemm:M=16,N=16,K=16",)
+
+
+@pytest.mark.parametrize("data, words", [
+    ({k: v for k, v in _suite_dict().items() if k != "budget"}, ["missing", "budget"]),
+    (_suite_dict(seeds="3"), ["seeds", "integer"]),
+    (_suite_dict(seeds=True), ["seeds", "integer"]),
+    (_suite_dict(budget=0), ["budget", ">= 1"]),
+    (_suite_dict(workloads=[]), ["workloads", "empty"]),
+    (_suite_dict(workloads="gemm:M=1,N=1,K=1"), ["workloads", "list"]),
+    (_suite_dict(workloads=["gemm:M=16,N=16"]), ["bad workload", "missing parameter K"]),
+    (_suite_dict(workloads=["conv9d:X=1"]), ["bad workload", "unknown operator"]),
+    (_suite_dict(levels="four"), ["levels"]),
+    (_suite_dict(budget_seconds=-1), ["budget_seconds"]),
+    ([1, 2], ["JSON object"]),
+])
+def test_malformed_suite_gives_clear_error(data, words):
+    with pytest.raises(TiletuneError) as e:
+        validate(data, "x.json")
+    msg = str(e.value)
+    assert "x.json" in msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_malformed_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\"name\": \"x\",")
+    with pytest.raises(TiletuneError, match="not valid JSON"):
+        load(str(bad))
+    with pytest.raises(TiletuneError, match="no suite"):
+        load("no-such-suite")
+
+
+def test_unknown_strategy_is_rejected_before_running(tmp_path):
+    s = validate(_suite_dict(strategies=["random", "no-such-strategy"]), "s.json")
+    with pytest.raises(TiletuneError, match="no-such-strategy.*registered"):
+        run_bench(s, tmp_path / "out", measurer_factory=synthetic_factory, baselines=(), progress=False)
+    with pytest.raises(TiletuneError, match="unknown baseline"):
+        run_bench(load("tiny"), tmp_path / "out", strategies=["random"], baselines=("blas",), progress=False,
+                  measurer_factory=synthetic_factory)
+
+
+# ---- end to end ----------------------------------------------------------------------------------
+
+def test_tiny_suite_end_to_end(tmp_path):
+    out = tmp_path / "bench"
+    res = run_bench(load("tiny"), out, strategies=["random", "grid"], seeds=2, budget=2,
+                    baselines=("vendor", "peak"), measurer_factory=synthetic_factory, progress=False)
+    # every (workload, strategy, seed) ran with its budget
+    assert len(res.runs) == 2 * 2 * 2
+    assert all(r.trials == 2 and r.best_gflops > 0 for r in res.runs)
+    for name in ("records.jsonl", "traces.jsonl", "baselines.jsonl", "summary.json", "summary.csv", "report.md",
+                 "boxes.png", "overview.png"):
+        assert (out / name).exists() and (out / name).stat().st_size > 0, name
+    pngs = sorted(p.name for p in out.glob("curves_*.png"))
+    assert len(pngs) == 2
+    assert (out / pngs[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # records: every trial, tagged with strategy and seed
+    lines = [json.loads(l) for l in (out / "records.jsonl").read_text().splitlines()]
+    assert len(lines) == 16
+    assert {(d["strategy"], d["seed"]) for d in lines} == {("random", 0), ("random", 1), ("grid", 0), ("grid", 1)}
+    # summary: stats over seeds, vendor ratio and % of peak
+    summ = json.loads((out / "summary.json").read_text())
+    assert summ["complete"] and summ["machine"]["python"] and summ["machine"]["numpy"]
+    key = "gemm:M=64,N=64,K=64"
+    st = summ["workloads"][key]["strategies"]["random"]
+    assert st["seeds"] == 2 and st["best_gflops"]["mean"] > 0
+    vend = summ["workloads"][key]["baselines"]["vendor"]
+    assert vend["error"] is None and vend["gflops"] > 0 and "numpy" in vend["label"]
+    assert st["vs_vendor"] == pytest.approx(st["best_gflops"]["mean"] / vend["gflops"])
+    if summ["peak"]:
+        assert st["pct_peak"] == pytest.approx(100 * st["best_gflops"]["mean"] / summ["peak"]["gflops"])
+    rows = list(csv.DictReader(open(out / "summary.csv")))
+    methods = {(r["workload"], r["method"]) for r in rows}
+    assert (key, "random") in methods and (key, "grid") in methods and (key, "vendor") in methods
+    report = (out / "report.md").read_text()
+    assert "## Results" in report and pngs[0] in report and "numpy" in report and "python" in report
+
+
+def test_budget_seconds_stops_runs(tmp_path):
+    import time as _time
+
+    def slow_factory(wl, space, target):
+        def cost(c):
+            _time.sleep(0.02)
+            return 1e-4
+        return FunctionMeasurer(cost)
+
+    s = validate(_suite_dict(budget=10_000, budget_seconds=0.3), "s.json")
+    res = run_bench(s, tmp_path / "o", measurer_factory=slow_factory, baselines=(), progress=False, plots=False)
+    (r,) = res.runs
+    assert r.stopped == "seconds" and 1 <= r.trials < 10_000
+    assert r.trace[-1][1] >= 0.3 - 1e-6  # times in the trace are seconds since the run started
+
+
+def test_replay_table(tmp_path):
+    s = validate(_suite_dict(strategies=["grid"], budget=6), "s.json")
+    first = run_bench(s, tmp_path / "a", measurer_factory=synthetic_factory, baselines=(), progress=False,
+                      plots=False)
+    # the records of a bench are a replay table: the same deterministic strategy replays the same results
+    again = run_bench(s, tmp_path / "b", replay=str(tmp_path / "a" / "records.jsonl"), baselines=(),
+                      progress=False, plots=False)
+    (r1,), (r2,) = first.runs, again.runs
+    assert r2.trials == 6 and r2.errors == 0
+    assert r2.best_gflops == pytest.approx(r1.best_gflops)
+    recs = [json.loads(l) for l in (tmp_path / "b" / "records.jsonl").read_text().splitlines()]
+    assert {d["measurer"] for d in recs} == {"replay"}
+    with pytest.raises(TiletuneError, match="does not exist"):
+        run_bench(s, tmp_path / "c", replay=str(tmp_path / "missing.jsonl"), baselines=(), progress=False)
+
+
+def test_cli(tmp_path, capsys):
+    from tiletune.cli import main
+
+    suite = tmp_path / "one.json"
+    suite.write_text(json.dumps(_suite_dict(workloads=["gemm:M=16,N=16,K=16"], budget=3)))
+    assert main(["bench", "--list"]) == 0
+    assert "tvm-af-ds" in capsys.readouterr().out
+    # unknown strategy through the CLI: exit status 2 and a clear message
+    assert main(["bench", str(suite), "--strategies", "nope", "--out", str(tmp_path / "o"), "-q"]) == 2
+    assert "unknown strategy 'nope'" in capsys.readouterr().err
+    assert main(["bench", str(suite), "--baselines", "vendor,bogus", "-q"]) == 2
+    assert "unknown baseline" in capsys.readouterr().err
+
+
+def test_vendor_baselines_match_reference(monkeypatch):
+    settings = bl.MeasureSettings(repeat=1, min_repeat_ms=0)
+    for spec in ("gemm:M=8,N=8,K=8", "gemv:M=16,K=8", "batch_matmul:B=2,M=4,N=4,K=4",
+                 "conv2d:N=1,C=3,H=8,W=8,K=4,R=3,S=3,stride=2,pad=1",
+                 "depthwise_conv2d:N=1,C=4,H=8,W=8,R=3,S=3,pad=1",
+                 "avgpool2d:N=1,C=2,H=8,W=8,kernel=3,stride=2,pad=1"):
+        r = bl.vendor(spec, settings)
+        assert r.ok, (spec, r.error, r.message)
+    # without torch: numpy fallbacks, labelled as such, still correct
+    monkeypatch.setattr(bl, "_torch", lambda: None)
+    for spec in ("conv2d:N=2,C=3,H=8,W=8,K=4,R=3,S=3,stride=2,pad=1,dilation=1",
+                 "depthwise_conv2d:N=1,C=4,H=9,W=9,R=3,S=3,pad=2,dilation=2",
+                 "avgpool2d:N=1,C=2,H=8,W=8,kernel=3,stride=2,pad=1"):
+        r = bl.vendor(spec, settings)
+        assert r.ok and "torch not installed" in r.label, (spec, r.error, r.message)
+
+
+def test_peak_and_machine_info():
+    p = bl.peak({"kind": "llvm", "num-cores": 1})
+    if p is not None:
+        assert p.gflops > 0 and p.source
+    info = bl.machine_info()
+    for k in ("python", "tvm", "numpy", "torch", "cpu", "cores"):
+        assert k in info
+
+
+@pytest.mark.tvm
+@pytest.mark.skipif(not os.environ.get("TILETUNE_TEST_METASCHEDULE"),
+                    reason="MetaSchedule smoke test takes 30-45 s on 2 cores (TVM tensor-intrinsic import and "
+                           "evolutionary search start-up); run with TILETUNE_TEST_METASCHEDULE=1")
+def test_metaschedule_smoke(tmp_path):
+    from tiletune.target import host_target
+
+    r = bl.metaschedule("gemm:M=32,N=32,K=32", host_target(), 4, timeout=300, log_path=tmp_path / "ms.log",
+                        settings=bl.MeasureSettings(repeat=2, min_repeat_ms=5))
+    assert r.ok, (r.error, r.message)
+    assert r.trials >= 1 and r.curve and r.wall_s > 0
