@@ -1,16 +1,21 @@
 """Local measurement in warm worker processes.
 
-Build workers (one per core by default) compile configurations in parallel and export each kernel as a
-shared library; then a single run worker loads, runs, checks and times them one after another, so that
-timings are never taken while another build competes for the cores. Workers import TVM once and stay
-warm across batches (TVM's own LocalBuilder spends ~37 s per candidate here for a 0.07 s compile).
+Workers (one per core by default) compile a batch of configurations in parallel and keep each compiled
+kernel in memory; then the kernels are run, checked and timed one at a time, each by the worker that
+built it, while the other workers wait, so a timing is never taken while a build competes for the
+cores, and no kernel is written to disk and linked (that step cost as much as compiling). Workers import
+TVM once and stay warm across batches and across workloads (TVM's own LocalBuilder spends ~37 s per
+candidate here for a 0.07 s compile).
 
 Failures are data: a configuration the template rejects is ``invalid`` (nothing built); an exception
 while building is ``build-error``; a worker that dies (segfault) is replaced and the configuration is
-``build-error``/``run-error``; a task that exceeds its timeout kills the worker (``build-timeout`` /
-``run-timeout``); an output different from the numpy reference is ``wrong-answer``.
+``build-error`` / ``run-error`` (the other kernels it held are rebuilt by its replacement); a task that
+exceeds its timeout kills the worker (``build-timeout`` / ``run-timeout``); an output different from the
+numpy reference is ``wrong-answer``.
 
-The builder and runner are named by "module:function" so that tests can inject faults.
+The builder and runner are named by "module:function" so that tests can inject faults:
+``builder(workload, space, config, target) -> runtime module`` and
+``runner(workload, module, settings) -> list of seconds``.
 """
 from __future__ import annotations
 
@@ -19,8 +24,6 @@ import os
 import socket
 import subprocess
 import sys
-import shutil
-import tempfile
 import time
 import traceback
 from multiprocessing.connection import Connection, wait
@@ -45,12 +48,11 @@ def _resolve(path: str):
 
 # ---- functions that run inside the workers --------------------------------------------------------
 
-def build_kernel(workload: Workload, space: Space, config: Config, target: dict, out_path: str) -> None:
-    """Schedule, compile and export ``config`` to ``out_path`` (a .so)."""
+def build_kernel(workload: Workload, space: Space, config: Config, target: dict):
+    """Schedule and compile ``config``; returns the runtime module."""
     from ..schedules import build
 
-    ex = build(workload, space, config, target)
-    ex.export_library(out_path)
+    return build(workload, space, config, target).mod
 
 
 class WrongAnswer(Exception):
@@ -82,13 +84,12 @@ def check_output(workload: Workload, out, ref) -> None:
                           f"(got {out[i]!r}, expected {ref[i]!r}; rtol={rtol}, atol={atol})")
 
 
-def run_kernel(workload: Workload, path: str, settings: MeasureSettings) -> list[float]:
-    """Load, run once and check against numpy, then time; returns seconds per run for every sample."""
+def run_kernel(workload: Workload, lib, settings: MeasureSettings) -> list[float]:
+    """Run once and check against numpy, warm up, then time; seconds per run for every sample."""
     import numpy as np
     import tvm
 
     dev = tvm.cpu()
-    lib = tvm.runtime.load_module(path)
     inputs, ref = _inputs_and_reference(workload)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
     out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.dtype), dev)
@@ -100,13 +101,11 @@ def run_kernel(workload: Workload, path: str, settings: MeasureSettings) -> list
     for _ in range(max(0, settings.warmup - 1)):
         lib["main"](*args, out)
     repeat = settings.repeat
-    # keep one kernel well inside the run timeout
     while repeat > 1 and first * repeat * settings.number > settings.run_timeout / 3:
-        repeat -= 1
+        repeat -= 1  # keep one kernel well inside the run timeout
     min_ms = settings.min_repeat_ms if first * 1e3 < settings.min_repeat_ms else 0
     f = lib.time_evaluator("main", dev, number=settings.number, repeat=repeat, min_repeat_ms=min_ms)
-    res = f(*args, out)
-    return [float(x) for x in res.results]
+    return [float(x) for x in f(*args, out).results]
 
 
 _CONTEXTS: dict[bytes, tuple] = {}
@@ -116,10 +115,10 @@ def _context(blob: bytes) -> tuple:
     """(workload, space, target, builder, runner) of a task, unpickled once per worker."""
     if blob not in _CONTEXTS:
         cfg = cloudpickle.loads(blob)
-        wl = parse(cfg["workload"])
         if len(_CONTEXTS) > 16:
             _CONTEXTS.clear()
-        _CONTEXTS[blob] = (wl, cfg["space"], cfg["target"], _resolve(cfg["builder"]), _resolve(cfg["runner"]))
+        _CONTEXTS[blob] = (parse(cfg["workload"]), cfg["space"], cfg["target"], _resolve(cfg["builder"]),
+                           _resolve(cfg["runner"]))
     return _CONTEXTS[blob]
 
 
@@ -128,6 +127,7 @@ def _worker_main(conn: Connection) -> None:
 
     from ..schedules.cpu import InvalidConfig
 
+    kernels: dict[int, Any] = {}
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -136,17 +136,16 @@ def _worker_main(conn: Connection) -> None:
             return
         if task is None:
             return
-        op, blob = task[0], task[1]
+        op, blob, key = task[0], task[1], task[2]
         t0 = time.perf_counter()
         try:
             workload, space, target, builder, runner = _context(blob)
             if op == "build":
-                _, _, config, out_path = task
-                builder(workload, space, config, target, out_path)
+                kernels[key] = builder(workload, space, task[3], target)
                 conn.send(("ok", time.perf_counter() - t0))
             elif op == "run":
-                _, _, path, settings = task
-                conn.send(("ok", runner(workload, path, settings)))
+                lib = kernels.pop(key)
+                conn.send(("ok", runner(workload, lib, task[3])))
         except InvalidConfig as e:
             conn.send(("invalid", str(e)))
         except WrongAnswer as e:
@@ -190,6 +189,20 @@ class _Worker:
     def exitcode(self) -> int | None:
         return self.proc.poll()
 
+    def send(self, msg) -> None:
+        if not self.wait_ready():
+            raise OSError("worker did not start")
+        self.conn.send(msg)
+
+    def poll(self) -> tuple[Any, bool]:
+        """(message or None, worker is dead)."""
+        try:
+            if self.conn.poll():
+                return self.conn.recv(), False
+        except (EOFError, OSError):
+            return None, True
+        return None, not self.alive()
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -209,52 +222,34 @@ class _Worker:
 
 
 class WorkerPool:
-    """Warm workers: ``n_build`` build workers and one run worker, replaced when they die.
+    """``size`` warm workers, replaced when they die. One pool can serve many measurers in turn (the
+    benchmark harness keeps one for a whole suite); workers start at once so that their TVM imports
+    overlap with the caller's own set-up."""
 
-    One pool can serve many measurers in turn (the benchmark harness keeps one for a whole suite)."""
-
-    def __init__(self, n_build: int | None = None):
-        self.n_build = n_build or max(1, os.cpu_count() or 1)
-        self.builders: list[_Worker | None] = [None] * self.n_build
-        self.runner: _Worker | None = None
+    def __init__(self, size: int | None = None):
+        self.size = size or max(1, os.cpu_count() or 1)
+        self.workers: list[_Worker] = [_Worker() for _ in range(self.size)]
         self.restarts = 0
-        for slot in range(self.n_build):  # start now: imports overlap with the caller's set-up
-            self.get(slot)
-        self.get(None)
 
-    def get(self, slot: int | None) -> _Worker:
-        w = self.runner if slot is None else self.builders[slot]
-        if w is None or not w.alive():
-            if w is not None:
-                self.restarts += 1
-                w.kill()
-            w = _Worker()
-            if slot is None:
-                self.runner = w
-            else:
-                self.builders[slot] = w
-        return w
+    def get(self, slot: int) -> _Worker:
+        w = self.workers[slot]
+        if not w.alive():
+            self.replace(slot)
+        return self.workers[slot]
 
-    def discard(self, slot: int | None) -> None:
-        w = self.runner if slot is None else self.builders[slot]
-        if w is not None:
-            w.kill()
-            self.restarts += 1
-        if slot is None:
-            self.runner = None
-        else:
-            self.builders[slot] = None
+    def replace(self, slot: int) -> None:
+        self.workers[slot].kill()
+        self.workers[slot] = _Worker()
+        self.restarts += 1
 
     def warm_up(self) -> None:
-        for w in [self.get(i) for i in range(self.n_build)] + [self.get(None)]:
+        for w in self.workers:
             w.wait_ready()
 
     def close(self) -> None:
-        for w in self.builders + [self.runner]:
-            if w is not None:
-                w.stop()
-        self.builders = [None] * self.n_build
-        self.runner = None
+        for w in self.workers:
+            w.stop()
+        self.workers = []
 
 
 class LocalMeasurer(Measurer):
@@ -276,7 +271,6 @@ class LocalMeasurer(Measurer):
         self.pool = pool or WorkerPool(n)
         self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
                                         "builder": builder, "runner": runner})
-        self._tmp = tempfile.mkdtemp(prefix="tiletune-")
         self._count = 0
         self._restarts0 = self.pool.restarts
         self.stats = {"build_s": 0.0, "run_s": 0.0, "worker_restarts": 0}
@@ -296,111 +290,96 @@ class LocalMeasurer(Measurer):
             except InvalidConfig as e:
                 results[i] = MeasureResult(c, error="invalid", message=str(e))
         t0 = time.perf_counter()
-        built = self._build_all(configs, todo, results)
+        built = self._build(configs, todo, results)
         self.stats["build_s"] += time.perf_counter() - t0
-        for i in todo:  # run phase: one kernel at a time, nothing else running
+        for i in todo:  # run phase: one kernel at a time, by the worker that holds it
             if i not in built:
                 continue
-            path, build_s = built[i]
+            slot, key, owner, build_s = built[i]
+            if self.pool.workers[slot] is not owner:  # its worker died since: rebuild in the replacement
+                again = self._build(configs, [i], results, slots=[slot])
+                if i not in again:
+                    continue
+                slot, key, owner, _ = again[i]
             t0 = time.perf_counter()
-            kind, payload = self._run_one(path)
+            kind, payload = self._run(slot, key)
             run_s = time.perf_counter() - t0
             self.stats["run_s"] += run_s
             if kind == "ok":
                 results[i] = MeasureResult(configs[i], costs=tuple(payload), build_s=build_s, run_s=run_s)
             else:
                 results[i] = MeasureResult(configs[i], error=kind, message=payload, build_s=build_s, run_s=run_s)
-            for f in (path, path + ".fault"):
-                try:
-                    os.remove(f)
-                except OSError:
-                    pass
         self.stats["worker_restarts"] = self.pool.restarts - self._restarts0
         return [results[i] for i in range(len(configs))]
 
-    def _build_all(self, configs, todo, results) -> dict[int, tuple[str, float]]:
-        """Build in parallel over the pool's build workers; failures go into ``results``."""
+    def _build(self, configs, todo, results, slots=None) -> dict[int, tuple]:
+        """Build in parallel over the workers; failures go into ``results``.
+        Returns {index: (slot, kernel key, worker, build seconds)}."""
         pool, built = self.pool, {}
+        slots = list(range(pool.size)) if slots is None else slots
         pending = list(todo)
-        busy: dict[int, tuple[int, float, str]] = {}  # slot -> (config index, deadline, path)
+        busy: dict[int, tuple[int, int, float]] = {}  # slot -> (config index, kernel key, deadline)
         while pending or busy:
-            for slot in range(pool.n_build):
+            for slot in slots:
                 if slot in busy or not pending:
                     continue
                 i = pending.pop(0)
                 self._count += 1
-                path = os.path.join(self._tmp, f"k{self._count}.so")
                 w = pool.get(slot)
                 try:
-                    if not w.wait_ready():
-                        raise OSError("worker did not start")
-                    w.conn.send(("build", self._blob, configs[i], path))
+                    w.send(("build", self._blob, self._count, configs[i]))
                 except (OSError, BrokenPipeError) as e:
-                    pool.discard(slot)
+                    pool.replace(slot)
                     results[i] = MeasureResult(configs[i], error="build-error", message=f"build worker: {e}")
                     continue
-                busy[slot] = (i, time.perf_counter() + self.settings.build_timeout, path)
+                busy[slot] = (i, self._count, time.perf_counter() + self.settings.build_timeout)
             if not busy:
                 continue
-            conns = [pool.builders[s].conn for s in busy]
-            wait(conns, timeout=max(0.0, min(d for _, d, _ in busy.values()) - time.perf_counter()))
+            wait([pool.workers[s].conn for s in busy],
+                 timeout=max(0.0, min(d for _, _, d in busy.values()) - time.perf_counter()))
             now = time.perf_counter()
             for slot in list(busy):
-                i, deadline, path = busy[slot]
-                w = pool.builders[slot]
-                msg, dead = _poll(w)
+                i, key, deadline = busy[slot]
+                w = pool.workers[slot]
+                msg, dead = w.poll()
                 if msg is None and not dead and now < deadline:
                     continue
                 del busy[slot]
                 if msg is not None and msg[0] == "ok":
-                    built[i] = (path, float(msg[1]))
+                    built[i] = (slot, key, w, float(msg[1]))
                 elif msg is not None:
                     results[i] = MeasureResult(configs[i], error=msg[0], message=msg[1])
                 elif dead:
                     code = w.exitcode
-                    pool.discard(slot)
+                    pool.replace(slot)
                     results[i] = MeasureResult(configs[i], error="build-error",
                                                message=f"build worker crashed (exit code {code})")
                 else:
-                    pool.discard(slot)
+                    pool.replace(slot)
                     results[i] = MeasureResult(configs[i], error="build-timeout",
                                                message=f"build exceeded {self.settings.build_timeout:.0f} s")
         return built
 
-    def _run_one(self, path: str) -> tuple[str, Any]:
-        w = self.pool.get(None)
+    def _run(self, slot: int, key: int) -> tuple[str, Any]:
+        w = self.pool.workers[slot]
         try:
-            if not w.wait_ready():
-                raise OSError("worker did not start")
-            w.conn.send(("run", self._blob, path, self.settings))
+            w.send(("run", self._blob, key, self.settings))
         except (OSError, BrokenPipeError) as e:
-            self.pool.discard(None)
+            self.pool.replace(slot)
             return "run-error", f"run worker: {e}"
         wait([w.conn], timeout=self.settings.run_timeout)
-        msg, dead = _poll(w)
+        msg, dead = w.poll()
         if msg is not None:
             return msg[0], msg[1]
+        code = w.exitcode
+        self.pool.replace(slot)
         if dead:
-            code = w.exitcode
-            self.pool.discard(None)
-            return "run-error", f"run worker crashed (exit code {code})"
-        self.pool.discard(None)
+            return "run-error", f"worker crashed while running (exit code {code})"
         return "run-timeout", f"run exceeded {self.settings.run_timeout:.0f} s"
 
     def close(self) -> None:
         if self._own_pool:
             self.pool.close()
-        shutil.rmtree(self._tmp, ignore_errors=True)
-
-
-def _poll(w: _Worker) -> tuple[Any, bool]:
-    """(message or None, worker is dead)."""
-    try:
-        if w.conn.poll():
-            return w.conn.recv(), False
-    except (EOFError, OSError):
-        return None, True
-    return None, not w.alive()
 
 
 if __name__ == "__main__":
