@@ -1,0 +1,391 @@
+"""AutoTVM's ``itervar`` features, read from the lowered loop nest of a scheduled configuration.
+
+This module is the TVM side of feature extraction (it runs in the feature worker processes; the strategy
+never imports it directly). For one configuration:
+
+1. ``lower(workload, space, config, target)``: the CPU schedule (``tiletune.schedules``) is applied and
+   its IRModule lowered with the TensorIR passes that make the loop program explicit (LowerInitBlock,
+   PlanAndUpdateBufferAllocationLocation, ConvertBlocksToOpaque, CompactBufferAllocation,
+   LowerOpaqueBlock, FlattenBuffer, StmtSimplify). The result is what AutoTVM analysed: For loops
+   with their kind (serial / parallel / vectorized / unrolled / thread binding), the compacted local
+   accumulator, one flattened index per buffer access. Loops of extent 1 disappear in this lowering,
+   as they did in AutoTVM's.
+2. ``touch_analysis(func)``: AutoTVM's TouchExtractor (src/autotvm/touch_extractor.cc), re-implemented
+   over ``tvm.tirx`` statements. For every loop variable v it records the loop length, nest level,
+   top-down product (product of the lengths of v and the loops around it), bottom-up product (largest
+   count x reuse below v), the annotation, the float add/mul/div count of the loop body, and for every
+   buffer access b inside v (each access is its own "buffer" ``name_i``, i = access counter):
+     stride  -- the multiplier of v in b's flattened index (AutoTVM's IndexParser: c for ``v*c``, 1 when
+                v appears otherwise, 0 when it does not appear),
+     count   -- touch count: product of the lengths of the loops at or inside v whose variable appears
+                in b's index (distinct elements touched below v),
+     reuse   -- reuse ratio: product of the lengths of the loops at or inside v that do not index b,
+     thread_count / thread_reuse -- count and reuse relative to the serial loops right under a parallel
+                loop (AutoTVM's "base pushed to the upper parallel level").
+   AutoTVM's ``mod`` entry is dropped: its IndexParser never set it (always -1).
+3. ``itervar_vector``: the flattened vector, every number through AutoTVM's ``trans`` (log2(x+1),
+   -log2(1-x) for negative x), plus the choice-knob values (AutoTVM appended ``get_other_option()``;
+   here log2(1+value)).
+
+Fixed length (AutoTVM padded vectors of different lengths with zeros, so position i meant different
+loops for different configurations): the layout is fixed per workload and template by the loop names
+of the *unlowered* schedule (every split level is a loop there, also of extent 1) and by the buffer
+accesses of the program. Slot j holds the loop named ``loops[j]`` (all zeros when lowering removed it);
+inside a slot, one group of 5 numbers per access name in ``accesses`` (zeros where the loop does not
+enclose that access). Length = L * (12 + 5 B) + number of choice knobs, with L loops and B accesses:
+e.g. GEMM with (4, 2) levels: L = 20 loops, B = 7 accesses -> 940 + 1. Two shapes of the same operator
+(same levels) have the same layout, so itervar features transfer across shapes of one operator, not
+across operator kinds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..space import ChoiceKnob, Config, Space
+from ..workloads.base import Workload
+
+# annotation one-hot order
+ANNOTATIONS = ("serial", "parallel", "vectorized", "unrolled", "thread")
+LOOP_FIELDS = 4 + len(ANNOTATIONS) + 3  # length, nest, topdown, bottomup, one-hot, add, mul, div
+BUFFER_FIELDS = 5  # stride, count, reuse, thread_count, thread_reuse
+
+
+def trans(x: float) -> float:
+    """AutoTVM's take_log transform."""
+    if x < 0:
+        return -math.log2(-x + 1)
+    return math.log2(x + 1)
+
+
+@dataclass
+class Touch:
+    stride: int = 0
+    count: int = 1
+    reuse: int = 1
+    thread_count: int = 0
+    thread_reuse: int = 0
+
+
+@dataclass
+class LoopInfo:
+    name: str
+    length: int
+    nest_level: int
+    ann: str
+    topdown: int
+    order: int
+    bottomup: int = -1
+    add: int = 0
+    mul: int = 0
+    div: int = 0
+    touch: dict[str, Touch] = field(default_factory=dict)
+
+
+def _para_level(ann: str) -> int:
+    return 1 if ann in ("parallel", "thread") else 0
+
+
+def lower(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None):
+    """The lowered PrimFunc of ``config`` (raises the schedule's InvalidConfig for rejected configs)."""
+    import tvm
+    from tvm import s_tir, tirx
+
+    from ..schedules import schedule
+
+    sch = schedule(workload, space, config, target or {"kind": "llvm"})
+    seq = tvm.transform.Sequential([
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.CompactBufferAllocation(),
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.StmtSimplify(),
+    ])
+    return seq(sch.mod)["main"], sch
+
+
+def loop_names(sch) -> list[str]:
+    """Loop variable names of the unlowered schedule (every split level is a loop there, also of
+    extent 1), in program (pre-)order."""
+    from tvm import s_tir, tirx
+
+    order: list[str] = []
+
+    def walk(node):
+        if node is None:
+            return
+        if isinstance(node, tirx.For):
+            if node.loop_var.name not in order:
+                order.append(node.loop_var.name)
+            walk(node.body)
+        elif isinstance(node, tirx.SeqStmt):
+            for x in node.seq:
+                walk(x)
+        elif isinstance(node, s_tir.SBlockRealize):
+            walk(node.block)
+        elif isinstance(node, s_tir.SBlock):
+            walk(node.init)
+            walk(node.body)
+        elif isinstance(node, tirx.IfThenElse):
+            walk(node.then_case)
+            walk(node.else_case)
+        elif hasattr(node, "body"):
+            walk(node.body)
+
+    walk(sch.mod["main"].body)
+    return order
+
+
+def _nodes():
+    """The tirx node classes this module matches (they moved between modules in TVM 0.27)."""
+    from types import SimpleNamespace
+
+    import tvm
+    from tvm import tirx
+    from tvm.tirx import expr as E
+
+    return SimpleNamespace(
+        For=tirx.For, SeqStmt=tirx.SeqStmt, BufferStore=tirx.BufferStore, IfThenElse=tirx.IfThenElse,
+        Evaluate=tirx.Evaluate, LetStmt=tirx.LetStmt, BufferLoad=tvm.ir.TensorLoad, Var=E.Var, IntImm=E.IntImm,
+        FloatImm=E.FloatImm, Add=E.Add, Sub=E.Sub, Mul=E.Mul, Div=E.Div, FloorDiv=E.FloorDiv,
+    )
+
+
+def _name(x) -> str:
+    n = getattr(x, "name", None) or getattr(x, "name_hint", None)
+    return str(n) if n is not None else str(x)
+
+
+def _is_call(e) -> bool:
+    return hasattr(e, "op") and hasattr(e, "args")
+
+
+class _Extractor:
+    """AutoTVM's TouchExtractor over a lowered tirx PrimFunc body."""
+
+    def __init__(self):
+        self.t = _nodes()
+        self.loops: dict[str, LoopInfo] = {}
+        self.stack: list[LoopInfo] = []
+        self.topdown = 1
+        self.counter = 0
+        self.buffer_counter: dict[str, int] = {}
+        self.accesses: list[str] = []
+
+    # ---- statements ------------------------------------------------------------------------------
+    def stmt(self, s) -> None:
+        t = self.t
+        if s is None:
+            return
+        if isinstance(s, t.For):
+            ext = s.extent
+            length = int(ext.value) if isinstance(ext, t.IntImm) else -1
+            kind = int(s.kind)
+            ann = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}.get(kind, "serial")
+            self._enter(s.loop_var.name, length, ann)
+            self.stmt(s.body)
+            self._exit()
+        elif isinstance(s, t.SeqStmt):
+            for x in s.seq:
+                self.stmt(x)
+        elif isinstance(s, t.BufferStore):
+            self._mem(_name(s.buffer), s.indices)
+            self.expr(s.value)
+            for i in s.indices:
+                self.expr(i, index=True)
+        elif isinstance(s, t.IfThenElse):
+            self.expr(s.condition)
+            self.stmt(s.then_case)
+            self.stmt(s.else_case)
+        elif isinstance(s, t.Evaluate):
+            self.expr(s.value)
+        elif isinstance(s, t.LetStmt):
+            self.expr(s.value)
+            self.stmt(s.body)
+        elif hasattr(s, "body"):
+            self.stmt(s.body)
+
+    # ---- expressions -----------------------------------------------------------------------------
+    def expr(self, e, index: bool = False) -> None:
+        t = self.t
+        if e is None or isinstance(e, (t.Var, t.IntImm, t.FloatImm)):
+            return
+        if isinstance(e, t.BufferLoad):
+            self._mem(_name(e.source), e.indices)
+            for i in e.indices:
+                self.expr(i, index=True)
+            return
+        if not index and self.stack and "float" in str(getattr(e, "ty", "")):
+            top = self.stack[-1]
+            if isinstance(e, (t.Add, t.Sub)):
+                top.add += 1
+            elif isinstance(e, t.Mul):
+                top.mul += 1
+            elif isinstance(e, (t.Div, t.FloorDiv)):
+                top.div += 1
+        if _is_call(e):
+            for a in e.args:
+                self.expr(a, index)
+            return
+        for attr in ("a", "b", "value", "condition", "true_value", "false_value", "base", "stride", "body"):
+            if hasattr(e, attr):
+                self.expr(getattr(e, attr), index)
+
+    # ---- AutoTVM's EnterItervar_ / ExitItervar_ / EnterMem_ --------------------------------------
+    def _enter(self, name: str, length: int, ann: str) -> None:
+        self.topdown *= max(length, 1)
+        info = LoopInfo(name, length, len(self.stack) + 1, ann, self.topdown, self.counter)
+        self.counter += 1
+        self.stack.append(info)
+        self.loops[name] = info
+
+    def _exit(self) -> None:
+        var = self.stack[-1]
+        L = max(var.length, 1)
+        for buf, tp in var.touch.items():
+            for sv in self.stack:
+                p = sv.touch[buf]
+                if tp.stride != 0:
+                    p.count *= L
+                else:
+                    p.reuse *= L
+        self.stack.pop()
+        self.topdown //= L
+        var.bottomup = max((tp.count * tp.reuse for tp in var.touch.values()), default=-1)
+        para = _para_level(var.ann)
+        if self.stack and _para_level(self.stack[-1].ann) == para + 1:
+            for buf, tp in var.touch.items():
+                for sv in self.stack:
+                    if _para_level(sv.ann) == para + 1:
+                        p = sv.touch[buf]
+                        p.thread_reuse = -tp.reuse
+                        p.thread_count = -tp.count
+        for tp in var.touch.values():
+            if tp.thread_count < 0:
+                tp.thread_count = tp.count // (-tp.thread_count)
+                tp.thread_reuse = tp.reuse // (-tp.thread_reuse)
+
+    def _mem(self, buffer: str, indices) -> None:
+        k = self.buffer_counter.get(buffer, 0)
+        self.buffer_counter[buffer] = k + 1
+        name = f"{buffer}_{k}"
+        self.accesses.append(name)
+        strides: dict[str, int] = {}
+        for i in indices:
+            self._parse_index(i, strides)
+        for sv in self.stack:
+            sv.touch[name] = Touch(stride=strides.get(sv.name, 0))
+
+    def _parse_index(self, e, strides: dict[str, int]) -> None:
+        """AutoTVM's IndexParser: stride c for ``v * c``, 1 for any other first occurrence of v."""
+        t = self.t
+        if isinstance(e, t.Var):
+            strides.setdefault(e.name, 1)
+            return
+        if isinstance(e, t.Mul):
+            if isinstance(e.a, t.Var) and isinstance(e.b, t.IntImm):
+                strides.setdefault(e.a.name, int(e.b.value))
+                return
+            if isinstance(e.b, t.Var) and isinstance(e.a, t.IntImm):
+                strides.setdefault(e.b.name, int(e.a.value))
+                return
+        if isinstance(e, t.BufferLoad):
+            for i in e.indices:
+                self._parse_index(i, strides)
+            return
+        if _is_call(e):
+            for a in e.args:
+                self._parse_index(a, strides)
+            return
+        for attr in ("a", "b", "value", "base", "stride"):
+            if hasattr(e, attr):
+                self._parse_index(getattr(e, attr), strides)
+
+
+@dataclass
+class Analysis:
+    """The touch analysis of one lowered configuration."""
+
+    loops: list[LoopInfo]  # in order of first occurrence
+    accesses: list[str]
+
+
+def touch_analysis(func) -> Analysis:
+    ex = _Extractor()
+    ex.stmt(func.body)
+    loops = sorted(ex.loops.values(), key=lambda x: x.order)
+    return Analysis(loops, ex.accesses)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The fixed itervar layout of one workload + template: loop slots and access slots."""
+
+    loops: tuple[str, ...]
+    accesses: tuple[str, ...]
+    choices: int
+
+    @property
+    def dim(self) -> int:
+        return len(self.loops) * (LOOP_FIELDS + BUFFER_FIELDS * len(self.accesses)) + self.choices
+
+
+def choice_values(space: Space, config: Config) -> list[float]:
+    return [math.log2(1 + float(v)) if isinstance(v, (int, float)) else float(k.index(v))
+            for k, v in zip(space.knobs, config.values) if isinstance(k, ChoiceKnob)]
+
+
+def reference_config(space: Space, workload: Workload) -> Config:
+    """A configuration the template accepts, to read the layout from (the untiled one first)."""
+    from ..schedules.cpu import InvalidConfig, check
+
+    cands = [space.untiled()] + [space.get(i) for i in range(0, space.size, max(1, space.size // 50))]
+    for c in cands:
+        try:
+            check(workload, space, c)
+            if space.is_legal(c):
+                return c
+        except InvalidConfig:
+            continue
+    return space.untiled()
+
+
+def layout(workload: Workload, space: Space, target: dict | None) -> Layout:
+    ref = reference_config(space, workload)
+    func, sch = lower(workload, space, ref, target)
+    names = loop_names(sch)
+    acc = touch_analysis(func).accesses
+    n_choice = sum(isinstance(k, ChoiceKnob) for k in space.knobs)
+    return Layout(tuple(names), tuple(dict.fromkeys(acc)), n_choice)
+
+
+def itervar_vector(an: Analysis, lay: Layout, space: Space, config: Config) -> np.ndarray:
+    per_loop = LOOP_FIELDS + BUFFER_FIELDS * len(lay.accesses)
+    out = np.zeros(lay.dim, dtype=np.float32)
+    slot = {n: i for i, n in enumerate(lay.loops)}
+    acc_slot = {n: i for i, n in enumerate(lay.accesses)}
+    for lp in an.loops:
+        j = slot.get(lp.name)
+        if j is None:
+            continue
+        base = j * per_loop
+        row = [trans(lp.length), lp.nest_level, trans(lp.topdown), trans(lp.bottomup)]
+        row += [1.0 if lp.ann == a else 0.0 for a in ANNOTATIONS]
+        row += [trans(lp.add), trans(lp.mul), trans(lp.div)]
+        out[base:base + LOOP_FIELDS] = row
+        for buf, tp in lp.touch.items():
+            b = acc_slot.get(buf)
+            if b is None:
+                continue
+            o = base + LOOP_FIELDS + BUFFER_FIELDS * b
+            out[o:o + BUFFER_FIELDS] = [trans(tp.stride), trans(tp.count), trans(tp.reuse),
+                                        trans(tp.thread_count), trans(tp.thread_reuse)]
+    ch = choice_values(space, config)
+    if ch:
+        out[-len(ch):] = ch
+    return out

@@ -1,0 +1,144 @@
+"""A genetic algorithm over knob values, as AutoTVM's GATuner.
+
+A gene is a configuration written as one option index per knob. AutoTVM's GATuner, as ask/tell:
+
+    genes <- pop_size unmeasured configurations drawn uniformly
+    repeat
+        measure every gene of the generation (ask hands them out in order; tell collects the scores,
+        score = 1/cost, 0 for a failed configuration)
+        when the whole generation is scored:
+            pool <- genes + elites, scores <- their scores + elite scores
+            elites <- the elite_num best of the pool                       # elitism
+            repeat pop_size times:                                         # crossover
+                pick two distinct parents with probability proportional to score
+                (scores normalised to max 1, + 1e-8 so that an all-failed pool is uniform)
+                child <- parent1[:p] + parent2[p:] for a uniform cut point p over the knobs
+            each knob of each child is reset to a uniform option with probability mutation_prob
+            a child that was measured before is mutated one random knob at a time until it is new
+            genes <- the children (no duplicates)
+
+AutoTVM's defaults: pop_size 100, elite_num 3, mutation_prob 0.1. When the unmeasured part of the
+space is smaller than a generation, the generation is cut to it; the search ends when every
+configuration has been measured.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..space import Config
+from .base import Option, Strategy, Trial, register
+
+
+@register
+class GATuner(Strategy):
+    name = "ga"
+    summary = "AutoTVM's genetic algorithm: elitism, one-point crossover of knobs, mutation"
+    options = (
+        Option("pop_size", 100, "genes per generation", int, check=lambda v: v >= 2, check_help="must be >= 2"),
+        Option("elite_num", 3, "best genes carried into the next selection pool", int,
+               check=lambda v: v >= 0, check_help="must be >= 0"),
+        Option("mutation_prob", 0.1, "probability to reset each knob of a child", float,
+               check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]"),
+    )
+
+    def __init__(self, space, **kw):
+        super().__init__(space, **kw)
+        self.dims = [len(k) for k in space.knobs]
+        self.visited: set[tuple[int, ...]] = set()
+        self.genes: list[tuple[int, ...]] = self._initial()
+        self.scores: dict[tuple[int, ...], float] = {}
+        self.elites: list[tuple[int, ...]] = []
+        self.elite_scores: list[float] = []
+        self.next = 0  # next gene of the generation to hand out
+
+    # ---- encoding --------------------------------------------------------------------------------
+    def _config(self, gene: tuple[int, ...]) -> Config:
+        return Config(tuple(k.options[i] for k, i in zip(self.space.knobs, gene)))
+
+    def _gene(self, config: Config) -> tuple[int, ...]:
+        return tuple(k.index(v) for k, v in zip(self.space.knobs, config.values))
+
+    def _legal(self, gene) -> bool:
+        return self.space.constraint is None or bool(self.space.constraint(self.space, self._config(gene)))
+
+    def _initial(self) -> list[tuple[int, ...]]:
+        n = min(self.opts["pop_size"], self.space.size)
+        genes = [self._gene(c) for c in self.space.sample_unique(self.rng, n)]
+        self.visited.update(genes)
+        return genes
+
+    def _random_unvisited(self) -> tuple[int, ...] | None:
+        if len(self.visited) >= self.space.size:
+            return None
+        if self.space.size - len(self.visited) < 64 and self.space.size <= 200_000:
+            rest = [g for g in (self._gene(self.space.get(i)) for i in range(self.space.size))
+                    if g not in self.visited and self._legal(g)]
+            return rest[int(self.rng.integers(len(rest)))] if rest else None
+        for _ in range(1000):
+            g = self._gene(self.space.sample(self.rng))
+            if g not in self.visited:
+                return g
+        return None
+
+    # ---- ask / tell ------------------------------------------------------------------------------
+    def ask(self, n: int) -> list[Config]:
+        out = self.genes[self.next:self.next + n]
+        self.next += len(out)
+        return [self._config(g) for g in out]
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        for t in trials:
+            g = self._gene(t.config)
+            self.visited.add(g)
+            self.scores[g] = 1.0 / t.cost if t.ok and t.cost > 0 else 0.0
+        if self.next >= len(self.genes) and all(g in self.scores for g in self.genes):
+            self._evolve()
+
+    def _evolve(self) -> None:
+        pop_size, elite_num, pm = self.opts["pop_size"], self.opts["elite_num"], self.opts["mutation_prob"]
+        pool = self.genes + self.elites
+        scores = np.asarray([self.scores[g] for g in self.genes] + self.elite_scores, dtype=np.float64)
+        # elitism
+        k = min(elite_num, len(pool))
+        if k:
+            best = np.argsort(-scores, kind="stable")[:k]
+            self.elites = [pool[i] for i in best]
+            self.elite_scores = [float(scores[i]) for i in best]
+        # selection probabilities
+        s = scores + 1e-8
+        s = s / s.max()
+        probs = s / s.sum()
+        idx = np.arange(len(pool))
+        children: list[list[int]] = []
+        for _ in range(pop_size):
+            if len(pool) >= 2:
+                a, b = self.rng.choice(idx, size=2, replace=False, p=probs)
+            else:
+                a = b = 0
+            cut = int(self.rng.integers(len(self.dims)))
+            children.append(list(pool[a][:cut]) + list(pool[b][cut:]))
+        # mutation, and no configuration twice
+        nxt: list[tuple[int, ...]] = []
+        for child in children:
+            if len(self.visited) >= self.space.size:
+                break
+            for j, d in enumerate(self.dims):
+                if self.rng.random() < pm:
+                    child[j] = int(self.rng.integers(d))
+            g = tuple(child)
+            tries = 0
+            while (g in self.visited or not self._legal(g)) and tries < 200:
+                j = int(self.rng.integers(len(self.dims)))
+                child[j] = int(self.rng.integers(self.dims[j]))
+                g = tuple(child)
+                tries += 1
+            if g in self.visited or not self._legal(g):
+                g = self._random_unvisited()
+                if g is None:
+                    break
+            self.visited.add(g)
+            nxt.append(g)
+        self.genes = nxt
+        self.next = 0
