@@ -6,7 +6,8 @@ sets the probability of actions that overflow the memory level to 0, normalises 
 transition probabilities and picks one by roulette. Algorithm 1 (``walk``) anneals: the temperature T
 halves every step, the cache action's probability is multiplied by T0/T (so the walk is pushed to the next
 memory level as it cools), and every new state joins the top results with the acceptance probability
-below. The walk stops when T falls below ``threshold`` (2^-100 by default: ~100 steps, the paper's count).
+below. The walk stops when T falls below ``threshold`` (1e-30 by default: 100 steps from T0 = 1, the
+paper's count).
 The best constructed states (by the analytic performance of the state) are mapped to Configs of the CPU
 space and only the top ``k`` are measured. The first construction pools the top results of ``walks``
 (default 4) independent walks from the initial state (our choice: one ~100-step walk spends only a few
@@ -337,7 +338,7 @@ class Gensor(Strategy):
         Option("k", 1, "how many constructed configurations to measure first (top-k)", int,
                check=lambda v: 1 <= v <= 10, check_help="must be 1..10"),
         Option("t0", 1.0, "initial temperature T0", float, check=lambda v: v > 0, check_help="must be > 0"),
-        Option("threshold", 2.0 ** -100, "stop when T < threshold (T halves per step; 2^-100 -> ~100 steps)",
+        Option("threshold", 1e-30, "stop when T falls to the threshold (T halves per step: 1e-30 -> 100 steps)",
                float, check=lambda v: v > 0, check_help="must be > 0"),
         Option("vthread", "auto", "setVthread action: auto (on for GPU hardware only), on, off", _vthread_mode),
         Option("cache_moves", "on", "annealed cache action (on) or a fixed level schedule (off)", _onoff),
