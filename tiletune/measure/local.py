@@ -85,10 +85,13 @@ def check_output(workload: Workload, out, ref) -> None:
 
 
 def run_kernel(workload: Workload, lib, settings: MeasureSettings) -> list[float]:
-    """Run once and check against numpy, warm up, then time; seconds per run for every sample."""
+    """Run once and check against numpy, warm up, then time; seconds per run for every sample.
+    ``lib`` is a runtime module or the path of an exported library."""
     import numpy as np
     import tvm
 
+    if isinstance(lib, (str, os.PathLike)):
+        lib = tvm.runtime.load_module(str(lib))
     dev = tvm.cpu()
     inputs, ref = _inputs_and_reference(workload)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
