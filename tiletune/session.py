@@ -61,6 +61,7 @@ class RunSpec:
     batch_size: int = 8
     transfer: Sequence[str] = ()
     settings: MeasureSettings | None = None
+    hardware: str | None = None  # a HardwareSpec JSON file; None = strategies detect what they need
 
 
 def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | None = None) -> TuneRun:
@@ -68,6 +69,10 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     target = parse_target(spec.target)
     space = make_space(wl, spec.levels, target)
     hardware = None
+    if spec.hardware is not None:
+        from .hardware import load as load_hardware
+
+        hardware = load_hardware(spec.hardware)
     context = TuneContext(workload=wl, target=target, hardware=hardware,
                           extras={"transfer": list(spec.transfer), "levels": spec.levels})
     strat = create(spec.strategy, space, seed=spec.seed, context=context, options=spec.options)

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
                    help="answer from a table of measured configurations instead of the hardware")
     p.add_argument("--transfer", action="append", default=[], metavar="OTHER.jsonl",
                    help="records of other workloads to warm-start a cost model (xgb strategies)")
+    p.add_argument("--hardware", default=None, metavar="SPEC.json",
+                   help="HardwareSpec for model-based strategies (gensor, roller, *-af); default: detected "
+                   "(see 'tiletune hardware')")
     p.add_argument("--repeat", type=int, default=3, help="timing samples per configuration")
     p.add_argument("--min-repeat-ms", type=int, default=25, help="minimum duration of one timing sample")
     p.add_argument("--build-timeout", type=float, default=30.0)
@@ -52,7 +55,8 @@ def run(args) -> int:
     spec = RunSpec(workload=wl.key, strategy=args.strategy, trials=args.trials or None, seconds=args.seconds,
                    early_stop=args.early_stop, seed=args.seed, target=args.target, levels=parse_levels(args.levels),
                    options=parse_options(args.option), records=records, replay=args.replay,
-                   batch_size=args.batch_size, transfer=args.transfer, settings=settings)
+                   batch_size=args.batch_size, transfer=args.transfer, settings=settings,
+                   hardware=args.hardware)
     callbacks = [] if args.quiet else [RichProgress()]
     result = run_session(spec, callbacks)
     print(summary(result, wl.flops))
