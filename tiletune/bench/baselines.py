@@ -542,7 +542,7 @@ def _ms_child(job_path: str) -> int:
     except Exception as e:  # noqa: BLE001
         import traceback
 
-        out.update(error="error", message="".join(traceback.format_exception_only(type(e), e)).strip()[-2000:])
+        out.update(error="error", message=traceback.format_exc().strip()[-2000:])
     write()
     return 0
 
