@@ -95,3 +95,24 @@ def test_worker_pool_matches_in_process():
     finally:
         ex.close()
     assert np.array_equal(local, pooled)
+
+
+def test_transfer_curve_across_kinds_itervar_not(tmp_path):
+    from tiletune.records import Record, RecordWriter
+    from tiletune.session import make_space
+    from tiletune.strategies import TuneContext, create
+
+    conv = parse(SPECS[1])
+    cspace = make_space(conv)
+    path = tmp_path / "conv.jsonl"
+    with RecordWriter(path) as w:
+        for i, c in enumerate(cspace.sample_unique(np.random.default_rng(0), 12)):
+            w.write(Record(workload=conv.key, target="t", config=cspace.to_dict(c), costs=(1e-3 + i * 1e-4,),
+                           median_s=1e-3 + i * 1e-4))
+    gemm = parse(SPECS[0])
+    ctx = TuneContext(workload=gemm, extras={"transfer": [str(path)]})
+    s = create("xgb", make_space(gemm), context=ctx, options={"feature": "curve", "workers": 0})
+    assert s.model.fitted and s.transfer.workloads == [conv.key]
+    assert len(s.ask(4)) == 4  # proposals from the transferred model
+    with pytest.raises(TiletuneError, match="itervar"):
+        create("xgb", make_space(gemm), context=ctx, options={"feature": "itervar", "workers": 0})

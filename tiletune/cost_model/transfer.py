@@ -51,6 +51,21 @@ def space_choices(space: Space) -> dict[str, tuple]:
     return {k.name: k.values for k in space.knobs if isinstance(k, ChoiceKnob)}
 
 
+def _choices_for(workload, space: Space, own_workload) -> dict[str, tuple]:
+    """The categorical knobs of the other workload's space, built the way the tuned space was: with
+    the CPU template's knobs for that workload when the tuned space has its template's knobs, else
+    with the tuned space's own choice knobs."""
+    mine = space_choices(space)
+    try:
+        from ..schedules.cpu import choice_knobs
+
+        if own_workload is not None and dict(choice_knobs(own_workload)) == mine:
+            return dict(choice_knobs(workload))
+    except Exception:
+        pass
+    return mine
+
+
 def load_transfer(paths: Sequence[str], space: Space, feature: str, *, workload=None, target=None,
                   levels=None, make_extractor: Callable | None = None, max_records: int = 5000,
                   exclude_workload: str | None = None) -> TransferData:
@@ -82,7 +97,7 @@ def load_transfer(paths: Sequence[str], space: Space, feature: str, *, workload=
         wl = parse(key)
         try:
             axes = wl.axes_no_tvm()
-            other = Space.from_axes(axes, levels=levels, choices=space_choices(space))
+            other = Space.from_axes(axes, levels=levels, choices=_choices_for(wl, space, workload))
         except TiletuneError as e:
             raise TiletuneError(f"transfer: cannot rebuild the space of {key} with levels {levels}: {e}") from None
         if feature == "knob":

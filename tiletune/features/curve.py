@@ -21,8 +21,9 @@ Two versions (Zheng, section 4.2):
   (count->reuse and reuse->count).
 
 Fixed length: ``MAX_BUFFERS`` (4) innermost-buffer slots in name order, zero-padded or truncated,
-times the relations times 2 n, plus the choice-knob values (as AutoTVM appended
-``get_other_option()``). The length does not depend on the operator, so curve features transfer
+times the relations times 2 n, plus the template's categorical knobs (as AutoTVM appended
+``get_other_option()``), by name (``CHOICES``: unroll as log2(1+value), pack; 0 where a space lacks
+one). The length does not depend on the operator, so curve features transfer
 across shapes and across operator kinds (GEMM -> conv2d), which itervar and knob features cannot.
 """
 from __future__ import annotations
@@ -32,9 +33,11 @@ import math
 import numpy as np
 
 from ..space import Config, Space
-from .itervar import Analysis, choice_values
+from .itervar import Analysis
 
 MAX_BUFFERS = 4
+# categorical knobs appended by name (0 where a space lacks one), so the length is operator-independent
+CHOICES = ("unroll", "pack")
 CURVE_RELATIONS = (("count", "reuse"), ("reuse", "count"))
 CURVE1_RELATIONS = (("count", "reuse"), ("reuse", "count"), ("count", "topdown"), ("topdown", "count"))
 
@@ -89,9 +92,16 @@ def sample_curve(x: list[float], y: list[float], n: int) -> list[float]:
 
 
 def curve_dim(space: Space, n: int, relations) -> int:
-    from ..space import ChoiceKnob
+    return MAX_BUFFERS * len(relations) * 2 * n + len(CHOICES)
 
-    return MAX_BUFFERS * len(relations) * 2 * n + sum(isinstance(k, ChoiceKnob) for k in space.knobs)
+
+def named_choices(space: Space, config: Config) -> list[float]:
+    d = space.to_dict(config)
+    out = []
+    for name in CHOICES:
+        v = d.get(name, 0)
+        out.append(math.log2(1 + float(v)) if isinstance(v, (int, float)) else 0.0)
+    return out
 
 
 def curve_vector(an: Analysis, space: Space, config: Config, n: int, relations) -> np.ndarray:
@@ -102,7 +112,5 @@ def curve_vector(an: Analysis, space: Space, config: Config, n: int, relations) 
         for xs, ys in relations:
             vals += sample_curve(c[xs], c[ys], n)
         out[slot * block:(slot + 1) * block] = vals
-    ch = choice_values(space, config)
-    if ch:
-        out[-len(ch):] = ch
+    out[-len(CHOICES):] = named_choices(space, config)
     return out

@@ -340,28 +340,43 @@ def choice_values(space: Space, config: Config) -> list[float]:
             for k, v in zip(space.knobs, config.values) if isinstance(k, ChoiceKnob)]
 
 
-def reference_config(space: Space, workload: Workload) -> Config:
-    """A configuration the template accepts, to read the layout from (the untiled one first)."""
+def reference_configs(space: Space, workload: Workload) -> list[Config]:
+    """Configurations the template accepts that together show every loop and access of the template:
+    an accepted base configuration (the untiled one first) and its variants with each value of each
+    choice knob (e.g. pack=1 adds a packing stage)."""
     from ..schedules.cpu import InvalidConfig, check
 
-    cands = [space.untiled()] + [space.get(i) for i in range(0, space.size, max(1, space.size // 50))]
-    for c in cands:
+    def ok(c: Config) -> bool:
         try:
             check(workload, space, c)
-            if space.is_legal(c):
-                return c
         except InvalidConfig:
-            continue
-    return space.untiled()
+            return False
+        return space.is_legal(c)
+
+    cands = [space.untiled()] + [space.get(i) for i in range(0, space.size, max(1, space.size // 50))]
+    base = next((c for c in cands if ok(c)), space.untiled())
+    out = [base]
+    for ki, k in enumerate(space.knobs):
+        if isinstance(k, ChoiceKnob):
+            for v in k.values:
+                vals = list(base.values)
+                vals[ki] = v
+                c = Config(tuple(vals))
+                if c not in out and ok(c):
+                    out.append(c)
+    return out
 
 
 def layout(workload: Workload, space: Space, target: dict | None) -> Layout:
-    ref = reference_config(space, workload)
-    func, sch = lower(workload, space, ref, target)
-    names = loop_names(sch)
-    acc = touch_analysis(func).accesses
+    """The union of the loops (in order of first appearance) and accesses of the reference configs."""
+    names: dict[str, None] = {}
+    acc: dict[str, None] = {}
+    for ref in reference_configs(space, workload):
+        func, sch = lower(workload, space, ref, target)
+        names.update(dict.fromkeys(loop_names(sch)))
+        acc.update(dict.fromkeys(touch_analysis(func).accesses))
     n_choice = sum(isinstance(k, ChoiceKnob) for k in space.knobs)
-    return Layout(tuple(names), tuple(dict.fromkeys(acc)), n_choice)
+    return Layout(tuple(names), tuple(acc), n_choice)
 
 
 def itervar_vector(an: Analysis, lay: Layout, space: Space, config: Config) -> np.ndarray:

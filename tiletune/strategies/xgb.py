@@ -119,7 +119,7 @@ class XGBTuner(Strategy):
         o = self.opts
         wl = self.context.workload
         data = load_transfer(
-            paths, self.space, o["feature"], target=self.context.target,
+            paths, self.space, o["feature"], workload=wl, target=self.context.target,
             levels=self.context.extras.get("levels"),
             make_extractor=lambda kind, sp, w: make_extractor(kind, sp, w, self.context.target,
                                                               workers=o["workers"], curve_n=o["curve_n"]),
