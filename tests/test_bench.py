@@ -153,6 +153,23 @@ def test_budget_seconds_stops_runs(tmp_path):
     assert r.trace[-1][1] >= 0.3 - 1e-6  # times in the trace are seconds since the run started
 
 
+def test_failed_trials_are_reported(tmp_path):
+    def failing_factory(wl, space, target):
+        calls = []
+
+        def cost(c):
+            calls.append(c)
+            return "run-error" if len(calls) % 2 else 1e-4
+        return FunctionMeasurer(cost)
+
+    s = validate(_suite_dict(budget=4), "s.json")
+    res = run_bench(s, tmp_path / "o", measurer_factory=failing_factory, baselines=(), progress=False, plots=False)
+    (r,) = res.runs
+    assert r.errors == 2 and r.error_kinds == {"run-error": 2} and r.best_gflops > 0
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert "## Failed trials" in report and "run-error" in report and "synthetic failure" in report
+
+
 def test_replay_table(tmp_path):
     s = validate(_suite_dict(strategies=["grid"], budget=6), "s.json")
     first = run_bench(s, tmp_path / "a", measurer_factory=synthetic_factory, baselines=(), progress=False,

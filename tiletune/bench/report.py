@@ -24,6 +24,7 @@ def _time(ts: float | None) -> str:
 
 def render(res: "BenchResult", summary: dict[str, Any]) -> str:
     from .plots import slug
+    from .run import last_line
 
     s = res.suite
     m = res.machine
@@ -77,8 +78,9 @@ def render(res: "BenchResult", summary: dict[str, Any]) -> str:
             gf = b["gflops"] if b.get("median_s") else None
             label = f"{name}: {b['label']}" if b.get("label") else name
             if gf is None:
+                msg = last_line(b.get("message") or "")[:120].replace("|", "/")
                 lines.append(f"| {label} | failed: {b.get('error')} | | | | {_g(b.get('trials') or None)} | "
-                             f"{_g(b.get('wall_s'), 1)} | {(b.get('message') or '')[:80]} |")
+                             f"{_g(b.get('wall_s'), 1)} | {msg} |")
             else:
                 lines.append(f"| {label} | {gf:.2f} | | {_g(gf / v_g if v_g else None)} | "
                              f"{_g(100 * gf / peak if peak else None, 1)} | {_g(b.get('trials') or None)} | "
@@ -112,6 +114,22 @@ def render(res: "BenchResult", summary: dict[str, Any]) -> str:
                 gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
                 lines.append(f"| {meth} | {gm:.3f} | {len(ratios)} |")
         lines.append("")
+    errs = []
+    for key, entry in summary["workloads"].items():
+        for name, d in entry["strategies"].items():
+            kinds: dict[str, int] = {}
+            samples: dict[str, str] = {}
+            for r in d["runs"]:
+                for k, n in r["error_kinds"].items():
+                    kinds[k] = kinds.get(k, 0) + n
+                for k, msg in r.get("error_samples", {}).items():
+                    samples.setdefault(k, msg)
+            for k, n in sorted(kinds.items()):
+                errs.append(f"| `{key}` | {name} | {k} | {n} | {samples.get(k, '')[:160].replace('|', '/')} |")
+    if errs:
+        lines += ["## Failed trials", "", "Trials that gave no timing, by kind, over all seeds (`invalid` = "
+                  "rejected by the schedule template before building).", "",
+                  "| workload | strategy | kind | count | first message |", "|---|---|---|---|---|"] + errs + [""]
     figs = [p for p in summary.get("plots", []) if not p.startswith("curves_")]
     if figs:
         lines += ["## Figures", ""]

@@ -59,6 +59,7 @@ class RunResult:
     space_size: int
     trace: list = field(default_factory=list)  # (trial, elapsed_s, gflops, best_gflops_so_far)
     error_kinds: dict = field(default_factory=dict)
+    error_samples: dict = field(default_factory=dict)  # error kind -> the first message of that kind
 
     def best_at(self, trials: int) -> float:
         """Best GFLOPS within the first ``trials`` trials."""
@@ -266,15 +267,17 @@ def run_bench(
 
 def _run_result(run: TuneRun, wl: Workload, seed: int, space_size: int, trace: list) -> RunResult:
     kinds: dict[str, int] = {}
+    samples: dict[str, str] = {}
     for r in run.history:
         if r.error:
             kinds[r.error] = kinds.get(r.error, 0) + 1
+            samples.setdefault(r.error, last_line(r.message)[:300])
     b = run.best
     return RunResult(workload=wl.key, strategy=run.strategy, seed=seed, trials=run.trials, measured=run.measured,
                      errors=run.errors, best_gflops=run.best_gflops, best_median_s=b.median_s if b else None,
                      best_trial=b.trial if b else None, best_config=b.config if b else None,
                      elapsed_s=run.elapsed, stopped=run.stopped, space_size=space_size, trace=list(trace),
-                     error_kinds=kinds)
+                     error_kinds=kinds, error_samples=samples)
 
 
 def _baselines(wl: Workload, res: BenchResult, settings: MeasureSettings, ms_timeout: float,
@@ -304,6 +307,12 @@ def _baselines(wl: Workload, res: BenchResult, settings: MeasureSettings, ms_tim
 
 
 # ---- summary ------------------------------------------------------------------------------------------
+
+def last_line(text: str) -> str:
+    """The last non-empty line of a message (a traceback's exception line)."""
+    lines = [x.strip() for x in (text or "").strip().splitlines() if x.strip()]
+    return lines[-1] if lines else ""
+
 
 def _stats(xs: list[float]) -> dict[str, float | None]:
     if not xs:
@@ -338,7 +347,7 @@ def summarize(res: BenchResult) -> dict[str, Any]:
                  "best_config": max(runs, key=lambda r: r.best_gflops).best_config,
                  "runs": [{"seed": r.seed, "best_gflops": r.best_gflops, "trials": r.trials, "elapsed_s": r.elapsed_s,
                            "errors": r.errors, "best_trial": r.best_trial, "stopped": r.stopped,
-                           "error_kinds": r.error_kinds} for r in runs]}
+                           "error_kinds": r.error_kinds, "error_samples": r.error_samples} for r in runs]}
             entry["strategies"][s] = d
             rows.append({"workload": key, "method": s, "kind": "strategy", "label": s, "seeds": len(runs),
                          "trials_mean": d["trials_mean"], "gflops_mean": st["mean"], "gflops_std": st["std"],
@@ -352,7 +361,7 @@ def summarize(res: BenchResult) -> dict[str, Any]:
                          "gflops_median": gf, "gflops_max": gf,
                          "vs_vendor": (gf / v_g) if (gf and v_g) else None,
                          "pct_peak": 100 * gf / peak if (gf and peak) else None, "wall_s_mean": b.wall_s,
-                         "errors_mean": None, "error": "" if b.ok else f"{b.error}: {b.message[:200]}"})
+                         "errors_mean": None, "error": "" if b.ok else f"{b.error}: {last_line(b.message)[:200]}"})
         if peak:
             rows.append({"workload": key, "method": "peak", "kind": "baseline", "label": res.peak.source,
                          "seeds": None, "trials_mean": None, "gflops_mean": peak, "gflops_std": None,
