@@ -71,6 +71,8 @@ def test_suite_from_path(tmp_path):
     (_suite_dict(workloads=["conv9d:X=1"]), ["bad workload", "unknown operator"]),
     (_suite_dict(levels="four"), ["levels"]),
     (_suite_dict(budget_seconds=-1), ["budget_seconds"]),
+    (_suite_dict(budget_second=5), ["unknown key", "budget_second", "accepted"]),
+    (_suite_dict(options={"random": 3}), ["options"]),
     ([1, 2], ["JSON object"]),
 ])
 def test_malformed_suite_gives_clear_error(data, words):
@@ -98,6 +100,24 @@ def test_unknown_strategy_is_rejected_before_running(tmp_path):
     with pytest.raises(TiletuneError, match="unknown baseline"):
         run_bench(load("tiny"), tmp_path / "out", strategies=["random"], baselines=("blas",), progress=False,
                   measurer_factory=synthetic_factory)
+
+
+def test_strategy_options_are_checked_up_front(tmp_path):
+    from tiletune.strategies import registry
+
+    name, cls = next((n, c) for n, c in registry().items() if c.options)
+    opt = cls.options[0]
+    s = validate(_suite_dict(strategies=[name], options={name: {"no_such_option": 1}}), "s.json")
+    with pytest.raises(TiletuneError, match="unknown option 'no_such_option'"):
+        run_bench(s, tmp_path / "o", measurer_factory=synthetic_factory, baselines=(), progress=False)
+    with pytest.raises(TiletuneError, match="not run"):
+        run_bench(load("tiny"), tmp_path / "o", strategies=["random"], options={name: {opt.name: opt.default}},
+                  measurer_factory=synthetic_factory, baselines=(), progress=False)
+    from tiletune.commands.bench import parse_strategy_options
+
+    assert parse_strategy_options(["gbfs.rho=0.5", "gbfs.x=1"]) == {"gbfs": {"rho": "0.5", "x": "1"}}
+    with pytest.raises(TiletuneError, match="STRATEGY.NAME=VALUE"):
+        parse_strategy_options(["rho=0.5"])
 
 
 # ---- end to end ----------------------------------------------------------------------------------

@@ -182,16 +182,21 @@ def run_bench(
     batch_size: int = 8,
     measurer_factory: MeasurerFactory | None = None,
     metaschedule_timeout: float = 3600.0,
+    options: dict[str, dict] | None = None,
+    hardware: str | None = None,
     progress: bool = True,
     plots: bool = True,
     console=None,
 ) -> BenchResult:
-    """Run the suite; arguments left as None take the suite's values."""
+    """Run the suite; arguments left as None take the suite's values. ``options`` maps a strategy name to
+    its options (merged over the suite's ``options``); ``hardware`` is a HardwareSpec JSON file for the
+    strategies that use one."""
     from ..session import RunSpec, make_measurer, make_space
     from ..session import run as run_session
     from ..target import parse_target, target_key
 
     strategies = suite.check_strategies(list(strategies) if strategies else None)
+    strat_options = check_options(strategies, suite.options, options or {})
     seeds = suite.seeds if seeds is None else seeds
     budget = suite.budget if budget is None else budget
     budget_seconds = suite.budget_seconds if budget_seconds is None else budget_seconds
@@ -243,7 +248,8 @@ def run_bench(
                             prog.set_seed(seed)
                         spec = RunSpec(workload=wl.key, strategy=strat, trials=budget, seconds=budget_seconds,
                                        seed=seed, target=tgt, levels=lv, records=None, replay=replay,
-                                       batch_size=batch_size, settings=settings)
+                                       batch_size=batch_size, settings=settings,
+                                       options=dict(strat_options.get(strat, {})), hardware=hardware)
                         run = run_session(spec, [tracer], measurer=measurer)
                         rr = _run_result(run, wl, seed, space.size, tracer.trace)
                         res.runs.append(rr)
@@ -263,6 +269,29 @@ def run_bench(
     res.finished = time.time()
     write_outputs(res, plots=plots)
     return res
+
+
+def check_options(strategies: Sequence[str], *layers: dict[str, dict]) -> dict[str, dict]:
+    """Merge per-strategy options (later layers win) and check them against each strategy's declared
+    options, so that a typo fails before hours of measuring rather than at that strategy's first run."""
+    from ..strategies import get
+
+    merged: dict[str, dict] = {}
+    for layer in layers:
+        for name, opts in (layer or {}).items():
+            merged.setdefault(name, {}).update(opts)
+    for name, opts in merged.items():
+        if name not in strategies:
+            raise TiletuneError(f"options given for strategy {name!r}, which is not run "
+                                f"(strategies: {', '.join(strategies)})")
+        cls = get(name)
+        declared = {o.name: o for o in cls.options}
+        for k, v in opts.items():
+            if k not in declared:
+                raise TiletuneError(f"strategy {name}: unknown option {k!r}; accepted: "
+                                    + (", ".join(f"{o.name} (default {o.default})" for o in cls.options) or "none"))
+            declared[k].parse(v, name)
+    return merged
 
 
 def _run_result(run: TuneRun, wl: Workload, seed: int, space_size: int, trace: list) -> RunResult:

@@ -4,7 +4,7 @@ Format (every helper writes to it)::
 
     {"name": str, "description": str, "workloads": [spec strings], "strategies": [names],
      "seeds": int, "budget": int, "budget_seconds": optional number, "levels": optional "Ls,Lr",
-     "notes": str}
+     "notes": str, "options": optional {strategy: {option: value}}}
 
 ``load(name_or_path)`` returns a validated ``Suite``; every mistake (unreadable JSON, a missing key, a
 wrong type, a bad workload spec, bad levels) raises TiletuneError naming the file and the key.
@@ -33,6 +33,7 @@ OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "budget_seconds": (int, float, type(None)),
     "levels": (str, type(None)),
     "notes": str,
+    "options": dict,  # {strategy: {option: value}}, passed to that strategy in every run
 }
 
 
@@ -48,12 +49,13 @@ class Suite:
     levels: str | None = None
     notes: str = ""
     source: str = ""
-    extra: dict = field(default_factory=dict, compare=False)
+    options: dict = field(default_factory=dict, compare=False)  # strategy -> {option: value}
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "workloads": list(self.workloads),
                 "strategies": list(self.strategies), "seeds": self.seeds, "budget": self.budget,
-                "budget_seconds": self.budget_seconds, "levels": self.levels, "notes": self.notes}
+                "budget_seconds": self.budget_seconds, "levels": self.levels, "notes": self.notes,
+                "options": self.options}
 
     def check_strategies(self, names: list[str] | tuple[str, ...] | None = None) -> list[str]:
         """The names (default: the suite's) if all are registered, else a TiletuneError listing them."""
@@ -110,6 +112,9 @@ def validate(data: Any, source: str = "<suite>") -> Suite:
         if isinstance(v, bool) or not isinstance(v, t):
             raise TiletuneError(f"{where}: key {key!r} must be a {_type_name(t)}, got {v!r}")
     unknown = sorted(set(data) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:  # most likely a typo (budget_second, seed): say so rather than ignore it
+        raise TiletuneError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; accepted: "
+                            f"{', '.join(REQUIRED)} (required), {', '.join(OPTIONAL)} (optional)")
     if not data["workloads"]:
         raise TiletuneError(f"{where}: 'workloads' is empty")
     if not data["strategies"]:
@@ -125,6 +130,11 @@ def validate(data: Any, source: str = "<suite>") -> Suite:
     bs = data.get("budget_seconds")
     if bs is not None and bs <= 0:
         raise TiletuneError(f"{where}: 'budget_seconds' must be > 0, got {bs}")
+    options = data.get("options") or {}
+    for strat, opts in options.items():
+        if not isinstance(opts, dict):
+            raise TiletuneError(f"{where}: 'options' maps a strategy name to an object of options; "
+                                f"got {strat!r}: {opts!r}")
     levels = data.get("levels")
     if levels is not None:
         from ..space import parse_levels
@@ -148,7 +158,7 @@ def validate(data: Any, source: str = "<suite>") -> Suite:
         name=data["name"], description=data["description"], workloads=tuple(keys),
         strategies=tuple(s.strip() for s in data["strategies"]), seeds=data["seeds"], budget=data["budget"],
         budget_seconds=float(bs) if bs is not None else None, levels=levels, notes=data.get("notes", ""),
-        source=source, extra={k: data[k] for k in unknown},
+        source=source, options={k: dict(v) for k, v in options.items()},
     )
 
 

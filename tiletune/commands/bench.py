@@ -23,6 +23,10 @@ def add_parser(sub) -> None:
     p.add_argument("--seeds", type=int, default=None, help="seeds per strategy and workload (0..N-1)")
     p.add_argument("--budget", type=int, default=None, help="trials per run")
     p.add_argument("--budget-seconds", type=float, default=None, help="wall-time limit per run")
+    p.add_argument("--option", "-O", action="append", default=[], metavar="STRATEGY.NAME=VALUE",
+                   help="an option of one strategy, e.g. gbfs.rho=0.5 (repeatable; over the suite's 'options')")
+    p.add_argument("--hardware", default=None, metavar="SPEC.json",
+                   help="a HardwareSpec file for strategies that model the hardware (default: detected)")
     p.add_argument("--baselines", default="vendor,metaschedule,peak",
                    help="comma-separated: vendor, metaschedule, peak, or 'none'")
     p.add_argument("--out", "-o", default=None, help="output directory (default: bench-<suite>)")
@@ -54,6 +58,18 @@ def parse_baselines(text: str | None) -> list[str]:
     if unknown:
         raise TiletuneError(f"unknown baseline(s) {', '.join(unknown)}; accepted: {', '.join(BASELINES)}, none")
     return list(dict.fromkeys(items))
+
+
+def parse_strategy_options(items: list[str]) -> dict[str, dict]:
+    """['gbfs.rho=0.5', ...] -> {'gbfs': {'rho': '0.5'}}"""
+    out: dict[str, dict] = {}
+    for item in items or ():
+        key, eq, value = item.partition("=")
+        strat, dot, name = key.strip().partition(".")
+        if not eq or not dot or not strat or not name:
+            raise TiletuneError(f"bad --option {item!r}: expected STRATEGY.NAME=VALUE, e.g. gbfs.rho=0.5")
+        out.setdefault(strat, {})[name.strip()] = value.strip()
+    return out
 
 
 def _list() -> int:
@@ -89,6 +105,7 @@ def run(args) -> int:
                     budget_seconds=args.budget_seconds, baselines=parse_baselines(args.baselines),
                     target=args.target, levels=args.levels, replay=args.replay, settings=settings,
                     batch_size=args.batch_size, metaschedule_timeout=args.metaschedule_timeout,
+                    options=parse_strategy_options(args.option), hardware=args.hardware,
                     progress=not args.quiet, plots=not args.no_plots)
     n_ok = sum(1 for r in res.runs if r.best_gflops > 0)
     print(f"{len(res.runs)} runs ({n_ok} with a valid kernel) on {len(res.flops)} workloads")
