@@ -28,14 +28,17 @@ never imports it directly). For one configuration:
    here log2(1+value)).
 
 Fixed length (AutoTVM padded vectors of different lengths with zeros, so position i meant different
-loops for different configurations): the layout is fixed per workload and template by the loop names
-of the *unlowered* schedule (every split level is a loop there, also of extent 1) and by the buffer
-accesses of the program. Slot j holds the loop named ``loops[j]`` (all zeros when lowering removed it);
-inside a slot, one group of 5 numbers per access name in ``accesses`` (zeros where the loop does not
-enclose that access). Length = L * (12 + 5 B) + number of choice knobs, with L loops and B accesses:
-e.g. GEMM with (4, 2) levels: L = 20 loops, B = 7 accesses -> 940 + 1. Two shapes of the same operator
-(same levels) have the same layout, so itervar features transfer across shapes of one operator, not
-across operator kinds.
+loops for different configurations): the layout is fixed per workload and template by the loops of
+the *unlowered* schedule (every split level is a loop there, also of extent 1), each keyed
+``name@buffer`` by its variable name and the first buffer stored under it (blocks reuse names such as
+``ax0``), and by the buffer accesses of the program; both are collected over a few reference
+configurations that together show every stage (one per value of each choice knob, e.g. pack=1 adds a
+packing stage). Slot j holds the loop ``loops[j]`` (all zeros when lowering removed it or the
+configuration has no such stage); inside a slot, one group of 5 numbers per access in ``accesses``
+(zeros where the loop does not enclose that access). Length = L (12 + 5 B) + number of choice knobs,
+with L loop slots and B accesses: GEMM 64^3 with (4, 2) levels and the unroll/pack knobs: L = 17,
+B = 9 -> 971; conv2d: L = 31, B = 7 -> 1458. Two shapes of the same operator (same levels) have the
+same layout, so itervar features transfer across shapes of one operator, not across operator kinds.
 """
 from __future__ import annotations
 
@@ -79,10 +82,15 @@ class LoopInfo:
     topdown: int
     order: int
     bottomup: int = -1
+    store: str | None = None  # first buffer stored under the loop
     add: int = 0
     mul: int = 0
     div: int = 0
     touch: dict[str, Touch] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}@{self.store}"
 
 
 def _para_level(ann: str) -> int:
@@ -110,35 +118,46 @@ def lower(workload: Workload, space: Space, config: Config, target: dict[str, An
 
 
 def loop_names(sch) -> list[str]:
-    """Loop variable names of the unlowered schedule (every split level is a loop there, also of
-    extent 1), in program (pre-)order."""
+    """Loop keys of the unlowered schedule (every split level is a loop there, also of extent 1), in
+    program (pre-)order. A key is ``name@buffer``: the loop variable's name and the first buffer stored
+    under it, since blocks reuse loop names (``ax0`` of a write-back and of a packing stage)."""
     from tvm import s_tir, tirx
 
-    order: list[str] = []
+    order: list = []
 
     def walk(node):
+        """Visit; return the first buffer written in the subtree."""
         if node is None:
-            return
+            return None
         if isinstance(node, tirx.For):
-            if node.loop_var.name not in order:
-                order.append(node.loop_var.name)
-            walk(node.body)
-        elif isinstance(node, tirx.SeqStmt):
+            i = len(order)
+            order.append(None)
+            store = walk(node.body)
+            order[i] = f"{node.loop_var.name}@{store}"
+            return store
+        if isinstance(node, tirx.SeqStmt):
+            first = None
             for x in node.seq:
-                walk(x)
-        elif isinstance(node, s_tir.SBlockRealize):
-            walk(node.block)
-        elif isinstance(node, s_tir.SBlock):
-            walk(node.init)
-            walk(node.body)
-        elif isinstance(node, tirx.IfThenElse):
-            walk(node.then_case)
-            walk(node.else_case)
-        elif hasattr(node, "body"):
-            walk(node.body)
+                st = walk(x)
+                first = first or st
+            return first
+        if isinstance(node, s_tir.SBlockRealize):
+            return walk(node.block)
+        if isinstance(node, s_tir.SBlock):
+            a = walk(node.init)
+            b = walk(node.body)
+            own = _name(node.writes[0].source) if len(node.writes) else None
+            return own or a or b
+        if isinstance(node, tirx.IfThenElse):
+            a = walk(node.then_case)
+            b = walk(node.else_case)
+            return a or b
+        if hasattr(node, "body"):
+            return walk(node.body)
+        return None
 
     walk(sch.mod["main"].body)
-    return order
+    return list(dict.fromkeys(order))
 
 
 def _nodes():
@@ -170,7 +189,7 @@ class _Extractor:
 
     def __init__(self):
         self.t = _nodes()
-        self.loops: dict[str, LoopInfo] = {}
+        self.loops: list[LoopInfo] = []
         self.stack: list[LoopInfo] = []
         self.topdown = 1
         self.counter = 0
@@ -194,7 +213,7 @@ class _Extractor:
             for x in s.seq:
                 self.stmt(x)
         elif isinstance(s, t.BufferStore):
-            self._mem(_name(s.buffer), s.indices)
+            self._mem(_name(s.buffer), s.indices, store=True)
             self.expr(s.value)
             for i in s.indices:
                 self.expr(i, index=True)
@@ -242,7 +261,7 @@ class _Extractor:
         info = LoopInfo(name, length, len(self.stack) + 1, ann, self.topdown, self.counter)
         self.counter += 1
         self.stack.append(info)
-        self.loops[name] = info
+        self.loops.append(info)
 
     def _exit(self) -> None:
         var = self.stack[-1]
@@ -270,7 +289,11 @@ class _Extractor:
                 tp.thread_count = tp.count // (-tp.thread_count)
                 tp.thread_reuse = tp.reuse // (-tp.thread_reuse)
 
-    def _mem(self, buffer: str, indices) -> None:
+    def _mem(self, buffer: str, indices, store: bool = False) -> None:
+        if store:
+            for sv in self.stack:
+                if sv.store is None:
+                    sv.store = buffer
         k = self.buffer_counter.get(buffer, 0)
         self.buffer_counter[buffer] = k + 1
         name = f"{buffer}_{k}"
@@ -318,7 +341,7 @@ class Analysis:
 def touch_analysis(func) -> Analysis:
     ex = _Extractor()
     ex.stmt(func.body)
-    loops = sorted(ex.loops.values(), key=lambda x: x.order)
+    loops = sorted(ex.loops, key=lambda x: x.order)
     return Analysis(loops, ex.accesses)
 
 
@@ -385,7 +408,7 @@ def itervar_vector(an: Analysis, lay: Layout, space: Space, config: Config) -> n
     slot = {n: i for i, n in enumerate(lay.loops)}
     acc_slot = {n: i for i, n in enumerate(lay.accesses)}
     for lp in an.loops:
-        j = slot.get(lp.name)
+        j = slot.get(lp.key)
         if j is None:
             continue
         base = j * per_loop

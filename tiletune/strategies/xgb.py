@@ -130,8 +130,6 @@ class XGBTuner(Strategy):
 
     # ---- model -----------------------------------------------------------------------------------
     def _features(self, configs: Sequence[Config]) -> np.ndarray:
-        if self.opts["feature"] == "knob":
-            return self.extractor.table.rows(list(configs))
         return self.extractor.extract(list(configs))
 
     def _score(self, rows: np.ndarray) -> np.ndarray:
