@@ -11,7 +11,7 @@ import sys
 from .errors import TiletuneError
 
 # module names under tiletune.commands, in --help order
-COMMANDS = ["tune", "space", "strategies", "best", "build", "hardware", "table", "bench"]
+COMMANDS = ["tune", "space", "strategies", "best", "build", "hardware", "table", "bench", "gpu_bundle"]
 
 
 def build_parser() -> argparse.ArgumentParser:
