@@ -9,7 +9,7 @@ import importlib
 
 from .base import Option, Strategy, Trial, TuneContext, create, get, parse_options, register, registry
 
-_MODULES = ["random_search", "grid", "gensor", "roller", "gbfs", "na2c", "rnn", "xgb", "ga"]
+_MODULES = ["random_search", "grid", "gensor", "roller", "gbfs", "na2c", "rnn", "xgb", "ga", "dgd", "evo"]
 _loaded = False
 
 
