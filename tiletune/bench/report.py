@@ -8,6 +8,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .run import BenchResult
 
 
+def last_line(text: str) -> str:
+    """The last non-empty line of a message (a traceback's exception line)."""
+    lines = [x.strip() for x in (text or "").strip().splitlines() if x.strip()]
+    return lines[-1] if lines else ""
+
+
 def _g(v: Any, digits: int = 2) -> str:
     if v is None:
         return "-"
@@ -24,7 +30,6 @@ def _time(ts: float | None) -> str:
 
 def render(res: "BenchResult", summary: dict[str, Any]) -> str:
     from .plots import slug
-    from .run import last_line
 
     s = res.suite
     m = res.machine

@@ -35,6 +35,9 @@ from ..tune import TuneRun
 from ..workloads import parse
 from ..workloads.base import Workload
 from . import baselines as bl
+from . import plots as plot_mod
+from . import report
+from .report import last_line
 from .suites import Suite
 
 MeasurerFactory = Callable[[Workload, Space, dict], Measurer]
@@ -337,12 +340,6 @@ def _baselines(wl: Workload, res: BenchResult, settings: MeasureSettings, ms_tim
 
 # ---- summary ------------------------------------------------------------------------------------------
 
-def last_line(text: str) -> str:
-    """The last non-empty line of a message (a traceback's exception line)."""
-    lines = [x.strip() for x in (text or "").strip().splitlines() if x.strip()]
-    return lines[-1] if lines else ""
-
-
 def _stats(xs: list[float]) -> dict[str, float | None]:
     if not xs:
         return {"mean": None, "std": None, "min": None, "median": None, "max": None}
@@ -424,15 +421,11 @@ def _fmt_csv(v: Any) -> Any:
 def write_outputs(res: BenchResult, plots: bool = True, final: bool = True) -> dict[str, Any]:
     """Summary, CSV, report and figures. ``final=False`` (after each workload of a long run) draws only
     the curves not drawn yet, not the figures over all workloads."""
-    from . import report
-
     summary = summarize(res)
     out = res.out_dir
     files = ["records.jsonl", "traces.jsonl", "baselines.jsonl", "summary.json", "summary.csv", "report.md"]
     if plots:
-        from . import plots as plt_mod
-
-        summary["plots"] = plt_mod.make_plots(res, out, final=final, drawn=res.drawn)
+        summary["plots"] = plot_mod.make_plots(res, out, final=final, drawn=res.drawn)
     else:
         summary["plots"] = []
     summary["files"] = files + summary["plots"]
