@@ -10,7 +10,6 @@ from ..measure.base import MeasureSettings
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "bench", help="run a benchmark suite: strategies x seeds x workloads, with baselines",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Run every strategy on every workload of SUITE (a shipped suite name or a JSON file), "
         "N seeds each, through the normal tuning loop; measure the baselines (vendor library, TVM's "
         "MetaSchedule with the same trial budget, the fp32 peak) in the same run; write records.jsonl, "
@@ -28,19 +27,19 @@ def add_parser(sub) -> None:
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="a HardwareSpec file for strategies that model the hardware (default: detected)")
     p.add_argument("--baselines", default="vendor,metaschedule,peak",
-                   help="comma-separated: vendor, metaschedule, peak, or 'none'")
+                   help="comma-separated: vendor, metaschedule, peak, or 'none' (default: all)")
     p.add_argument("--out", "-o", default=None, help="output directory (default: bench-<suite>)")
     p.add_argument("--replay", default=None, metavar="TABLE.jsonl",
                    help="answer the strategies from a table of measured configurations instead of measuring")
     p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON target")
     p.add_argument("--levels", default=None, help="tiling levels 'Ls,Lr' (default: the suite's, else 4,2)")
-    p.add_argument("--batch-size", type=int, default=8, help="configurations measured per batch")
-    p.add_argument("--repeat", type=int, default=3, help="timing samples per configuration")
-    p.add_argument("--min-repeat-ms", type=int, default=25, help="minimum duration of one timing sample")
-    p.add_argument("--build-timeout", type=float, default=30.0)
-    p.add_argument("--run-timeout", type=float, default=30.0)
+    p.add_argument("--batch-size", type=int, default=8, help="configurations measured per batch (default: 8)")
+    p.add_argument("--repeat", type=int, default=3, help="timing samples per configuration (default: 3)")
+    p.add_argument("--min-repeat-ms", type=int, default=25, help="minimum duration of one timing sample (default: 25)")
+    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds per build (default: 30)")
+    p.add_argument("--run-timeout", type=float, default=30.0, help="seconds per run (default: 30)")
     p.add_argument("--metaschedule-timeout", type=float, default=3600.0,
-                   help="wall-clock limit of one MetaSchedule tuning, seconds")
+                   help="wall-clock limit of one MetaSchedule tuning in seconds (default: 3600)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.set_defaults(func=run)
