@@ -47,6 +47,8 @@ import numpy as np
 VERSION = 1
 EXIT_STICKY = 3  # the child recorded a run error and exits so that a fresh CUDA context continues
 STARTUP_TIMEOUT = 600.0  # importing torch + tvm and computing the reference
+# the runner needs only the TVM runtime: import it in runtime-only mode (faster; no compiler needed)
+RUNTIME_ENV = {"TVM_USE_RUNTIME_LIB": "1"}
 
 
 # ---- references (torch, float64, on the measuring device) ------------------------------------------
@@ -144,9 +146,36 @@ def run_one(tvm, lib_path: str, dev, inputs: list, ref: np.ndarray, out_shape, d
     return [float(x) for x in f(*args, out).results]
 
 
+def reference_cached(batch: str, wl: dict, inputs: list, tdev: str, info: dict) -> np.ndarray:
+    """The torch reference, computed once per batch and kept in ``BATCH/reference.npy`` (a replacement
+    child after a crash then needs neither torch nor the reference computation)."""
+    path = os.path.join(batch, "reference.npy")
+    try:
+        ref = np.load(path)
+        if list(ref.shape) == list(wl["output_shape"]):
+            return ref
+    except (OSError, ValueError):
+        pass
+    import torch
+
+    info["torch"] = torch.__version__
+    if tdev == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # float64 anyway; never a reduced-precision reference
+        torch.backends.cudnn.allow_tf32 = False
+    with torch.no_grad():
+        ref_t = reference(wl["op"], wl.get("params", {}),
+                          [torch.from_numpy(x).to(torch.device(tdev), torch.float64) for x in inputs], torch)
+    ref = ref_t.cpu().numpy()
+    try:
+        np.save(path + ".tmp.npy", ref)
+        os.replace(path + ".tmp.npy", path)
+    except OSError:
+        pass
+    return ref
+
+
 def worker(batch: str, device: str, out_path: str, isolated: bool) -> int:
     """Measure every kernel of the batch not yet in the results file."""
-    import torch
     import tvm
 
     with open(os.path.join(batch, "manifest.json")) as f:
@@ -158,21 +187,15 @@ def worker(batch: str, device: str, out_path: str, isolated: bool) -> int:
         dev = tvm.cuda(0)
         if not dev.exist:
             raise SystemExit("gpu_runner: no CUDA device visible to the TVM runtime")
-        tdev = torch.device("cuda")
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        name = torch.cuda.get_device_name(0)
+        name = f"{dev.device_name} (compute {dev.compute_version})"
     else:
-        dev, tdev, name = tvm.cpu(0), torch.device("cpu"), "cpu"
-    info = {"device": device, "device_name": name, "torch": torch.__version__,
+        dev, name = tvm.cpu(0), "cpu"
+    info = {"device": device, "device_name": name,
             "tvm": getattr(tvm, "__version__", "?"), "tvm_path": os.path.dirname(tvm.__file__),
             "tvm_runtime_only": bool(getattr(getattr(tvm, "base", None), "_RUNTIME_ONLY", False)),
             "python": sys.version.split()[0], "version": VERSION}
     inputs = make_inputs(wl["input_shapes"], dtype, int(man.get("seed", 0)))
-    with torch.no_grad():
-        ref_t = reference(wl["op"], wl.get("params", {}),
-                          [torch.from_numpy(x).to(tdev, torch.float64) for x in inputs], torch)
-    ref = ref_t.cpu().numpy()
+    ref = reference_cached(batch, wl, inputs, device, info)
     data = load_results(out_path)
     data.update(info)
     save_results(out_path, data)
@@ -221,7 +244,7 @@ def supervise(batch: str, device: str, out_path: str, run_timeout: float | None 
         except OSError:
             pass
         proc = subprocess.Popen([python, os.path.abspath(__file__), batch, "--device", device, "--out", out_path,
-                                 "--worker"], stdin=subprocess.DEVNULL)
+                                 "--worker"], stdin=subprocess.DEVNULL, env={**os.environ, **RUNTIME_ENV})
         started = time.time()
         while proc.poll() is None:
             time.sleep(0.05)
@@ -294,4 +317,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    os.environ.update(RUNTIME_ENV)  # only for this script's own process (and its children)
     sys.exit(main())

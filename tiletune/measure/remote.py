@@ -173,7 +173,7 @@ def cuda_available() -> bool:
 
 # ---- batch directory -------------------------------------------------------------------------------
 def manifest(workload: Workload, space: Space, kernels: Sequence[tuple[str, str, Config]], settings: MeasureSettings,
-             device: str, seed: int = 0) -> dict[str, Any]:
+             device: str, seed: int = 0, target: dict | None = None) -> dict[str, Any]:
     """The manifest that gpu_runner.py reads (see its docstring)."""
     return {
         "version": 1,
@@ -182,17 +182,18 @@ def manifest(workload: Workload, space: Space, kernels: Sequence[tuple[str, str,
                      "output_shape": list(workload.output_shape()), "tolerance": list(workload.tolerance())},
         "seed": seed,
         "device": device,
+        "target": target,
         "settings": asdict(settings),
         "kernels": [{"id": kid, "file": f, "config": space.to_dict(c)} for kid, f, c in kernels],
     }
 
 
 def write_batch(batch_dir: str, workload: Workload, space: Space, kernels: Sequence[tuple[str, str, Config]],
-                settings: MeasureSettings, device: str) -> str:
+                settings: MeasureSettings, device: str, target: dict | None = None) -> str:
     """Write manifest.json into ``batch_dir`` (the kernel files, named in ``kernels``, are already there)."""
     os.makedirs(batch_dir, exist_ok=True)
     with open(os.path.join(batch_dir, "manifest.json"), "w") as f:
-        json.dump(manifest(workload, space, kernels, settings, device), f, indent=1)
+        json.dump(manifest(workload, space, kernels, settings, device, target=target), f, indent=1)
     return batch_dir
 
 
@@ -305,7 +306,7 @@ class RemoteMeasurer(LocalMeasurer):
 
     def _run_batch(self, configs, built: dict[int, float], results: dict[int, MeasureResult], batch: str) -> None:
         kernels = [(f"k{i}", f"k{i}.so", configs[i]) for i in sorted(built)]
-        write_batch(batch, self.workload, self.space, kernels, self.settings, self.device)
+        write_batch(batch, self.workload, self.space, kernels, self.settings, self.device, self.target)
         timeout = RUNNER_STARTUP_S + len(kernels) * (self.settings.run_timeout + 5.0)
         t0 = time.perf_counter()
         try:
