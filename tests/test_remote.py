@@ -252,3 +252,29 @@ def test_runner_imports_only_runtime_numpy_and_torch():
         elif isinstance(node, ast.ImportFrom):
             mods.add((node.module or "").split(".")[0] if node.level == 0 else "<relative>")
     assert mods <= {"argparse", "json", "os", "subprocess", "sys", "time", "numpy", "torch", "tvm", "__future__"}
+
+
+def test_prepare_run_elsewhere_collect(pool, tmp_path):
+    """The two-phase flow for a GPU reached by hand (or by an agent's device tool): prepare a batch here,
+    run the runner on it, collect the results from the directory alone, in the order of the configs."""
+    pytest.importorskip("torch")
+    from tiletune.measure.remote import collect, handoff_command
+
+    wl = parse("gemm:M=16,N=256,K=8")
+    target = host_target()
+    space = make_space(wl, None, target)
+    base = space.to_dict(space.sample(np.random.default_rng(4)))
+    good = space.from_dict({**base, "tile_m": [2, 2, 2, 2], "tile_n": [4, 2, 4, 8], "tile_k": [2, 4]})
+    invalid = space.from_dict({**base, "tile_m": [2, 2, 2, 2], "tile_n": [1, 1, 1, 256], "tile_k": [2, 4]})
+    with RemoteMeasurer(wl, space, target, FAST, pool=pool, workdir=str(tmp_path)) as m:
+        batch = m.prepare([invalid, good])
+    man = json.loads(open(os.path.join(batch, "manifest.json")).read())
+    assert [e["id"] for e in man["entries"]] == ["k0", "k1"] and [k["id"] for k in man["kernels"]] == ["k1"]
+    before, _ = collect(batch, space)  # nothing run yet: the built kernel has no result
+    assert before[0].error == "invalid" and before[1].error == "run-error" and "results" in before[1].message
+    gpu_runner.main([batch, "--device", "cpu", "--no-isolate"])
+    res, info = collect(batch, space)
+    assert res[0].error == "invalid" and res[0].config == invalid
+    assert res[1].ok and res[1].config == good and res[1].build_s > 0
+    assert info["device_name"] == "cpu"
+    assert handoff_command(batch, "gpu-bundle").startswith("sh gpu-bundle/run.sh ")

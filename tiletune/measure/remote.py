@@ -133,8 +133,14 @@ class CommandTransport(Transport):
 
 
 def handoff_command(batch_dir: str, bundle: str = "gpu-bundle") -> str:
-    """The command to run on the GPU machine for a batch copied there with the bundle beside it."""
-    return f"sh {bundle}/run.sh {batch_dir} --out $OUT/results.json"
+    """The command to run on the GPU machine, from the same working directory as here (paths under it are
+    given relative, as the device tool's copy of the working tree has another root)."""
+    def rel(p: str) -> str:
+        p = os.path.abspath(p)
+        here = os.getcwd()
+        return os.path.relpath(p, here) if p.startswith(here + os.sep) else p
+
+    return f"sh {rel(bundle)}/run.sh {rel(batch_dir)} --out $OUT/results.json"
 
 
 class HandoffTransport(Transport):
@@ -173,8 +179,9 @@ def cuda_available() -> bool:
 
 # ---- batch directory -------------------------------------------------------------------------------
 def manifest(workload: Workload, space: Space, kernels: Sequence[tuple[str, str, Config]], settings: MeasureSettings,
-             device: str, seed: int = 0, target: dict | None = None) -> dict[str, Any]:
-    """The manifest that gpu_runner.py reads (see its docstring)."""
+             device: str, seed: int = 0, target: dict | None = None, entries: list | None = None) -> dict[str, Any]:
+    """The manifest that gpu_runner.py reads (see its docstring); ``entries`` (ignored by the runner) list
+    every configuration of the batch with its build outcome, for ``collect``."""
     return {
         "version": 1,
         "workload": {"key": workload.key, "op": workload.op, "params": dict(workload.values),
@@ -185,15 +192,17 @@ def manifest(workload: Workload, space: Space, kernels: Sequence[tuple[str, str,
         "target": target,
         "settings": asdict(settings),
         "kernels": [{"id": kid, "file": f, "config": space.to_dict(c)} for kid, f, c in kernels],
+        "entries": entries if entries is not None else
+        [{"id": kid, "config": space.to_dict(c), "build_s": 0.0} for kid, _, c in kernels],
     }
 
 
 def write_batch(batch_dir: str, workload: Workload, space: Space, kernels: Sequence[tuple[str, str, Config]],
-                settings: MeasureSettings, device: str, target: dict | None = None) -> str:
+                settings: MeasureSettings, device: str, target: dict | None = None, entries: list | None = None) -> str:
     """Write manifest.json into ``batch_dir`` (the kernel files, named in ``kernels``, are already there)."""
     os.makedirs(batch_dir, exist_ok=True)
     with open(os.path.join(batch_dir, "manifest.json"), "w") as f:
-        json.dump(manifest(workload, space, kernels, settings, device, target=target), f, indent=1)
+        json.dump(manifest(workload, space, kernels, settings, device, target=target, entries=entries), f, indent=1)
     return batch_dir
 
 
@@ -251,6 +260,28 @@ class RemoteMeasurer(LocalMeasurer):
             check(self.workload, self.space, config)
 
     def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
+        batch = self.prepare(configs)
+        with open(os.path.join(batch, "manifest.json")) as f:
+            n = len(json.load(f)["kernels"])
+        failure = None
+        if n:
+            timeout = RUNNER_STARTUP_S + n * (self.settings.run_timeout + 5.0)
+            t0 = time.perf_counter()
+            try:
+                self.transport.run(batch, timeout)
+            except TransportError as e:
+                failure = str(e)
+            self.stats["run_s"] += time.perf_counter() - t0
+        results, self.last_info = collect(batch, self.space, failure=failure, runner=self.transport.describe())
+        if not self.keep:
+            shutil.rmtree(batch, ignore_errors=True)
+        return results
+
+    def prepare(self, configs: Sequence[Config]) -> str:
+        """Check, build and export ``configs`` into a new batch directory and write its manifest; returns the
+        directory. The manifest's ``entries`` list every configuration in order with its build outcome
+        (invalid and build errors too), so that ``collect(batch_dir, space)`` needs only the directory:
+        prepare here, run the batch on the GPU machine any way you like, collect later."""
         from ..schedules.cpu import InvalidConfig
 
         results: dict[int, MeasureResult] = {}
@@ -266,12 +297,16 @@ class RemoteMeasurer(LocalMeasurer):
         batch = tempfile.mkdtemp(prefix=f"batch{self._batches:04d}-", dir=self.workdir or self._tmp)
         built = self._export_all(configs, self._build(configs, todo, results), results, batch)
         self.stats["build_s"] += time.perf_counter() - t0
-        if built:
-            self._run_batch(configs, built, results, batch)
-        elif not self.keep:
-            shutil.rmtree(batch, ignore_errors=True)
         self.stats["worker_restarts"] = self.pool.restarts - self._restarts0
-        return [results[i] for i in range(len(configs))]
+        kernels = [(f"k{i}", f"k{i}.so", configs[i]) for i in sorted(built)]
+        entries = []
+        for i, c in enumerate(configs):
+            e = {"id": f"k{i}", "config": self.space.to_dict(c), "build_s": built.get(i, 0.0)}
+            if i in results:
+                e.update(error=results[i].error, message=results[i].message, build_s=results[i].build_s)
+            entries.append(e)
+        write_batch(batch, self.workload, self.space, kernels, self.settings, self.device, self.target, entries)
+        return batch
 
     def _export_all(self, configs, built: dict[int, tuple], results, batch: str) -> dict[int, float]:
         """Have each build worker export the kernel it holds into ``batch``; {index: build seconds}."""
@@ -304,38 +339,45 @@ class RemoteMeasurer(LocalMeasurer):
             results[i] = MeasureResult(configs[i], error=kind, message=f"export: {msg[1]}")
         return out
 
-    def _run_batch(self, configs, built: dict[int, float], results: dict[int, MeasureResult], batch: str) -> None:
-        kernels = [(f"k{i}", f"k{i}.so", configs[i]) for i in sorted(built)]
-        write_batch(batch, self.workload, self.space, kernels, self.settings, self.device, self.target)
-        timeout = RUNNER_STARTUP_S + len(kernels) * (self.settings.run_timeout + 5.0)
-        t0 = time.perf_counter()
+
+def collect(batch_dir: str, space: Space, failure: str | None = None,
+            runner: str = "the runner") -> tuple[list[MeasureResult], dict[str, Any]]:
+    """MeasureResults of a prepared batch (in the order of its configurations) from its manifest and the
+    runner's results.json; returns them with the runner's information (device name, versions).
+    A built kernel without a result is a run-error saying why (``failure``, e.g. the transport's error)."""
+    with open(os.path.join(batch_dir, "manifest.json")) as f:
+        man = json.load(f)
+    data: dict[str, Any] = {"results": {}}
+    if any(e.get("error") is None for e in man["entries"]):
         try:
-            self.transport.run(batch, timeout)
-            data = read_results(batch)
-            failure = None
+            data = read_results(batch_dir)
         except TransportError as e:
-            data, failure = {"results": {}}, str(e)
-        run_s = time.perf_counter() - t0
-        self.stats["run_s"] += run_s
-        self.last_info = {k: v for k, v in data.items() if k != "results"}
-        extra = {"device": data.get("device_name", self.device)}
-        for i, build_s in sorted(built.items()):
-            r = data["results"].get(f"k{i}")
-            if r is None:
-                msg = failure or f"the runner ({self.transport.describe()}) gave no result for this kernel"
-                results[i] = MeasureResult(configs[i], error="run-error", message=msg, build_s=build_s,
-                                           run_s=run_s / max(1, len(built)), extra=extra)
-            elif r.get("error"):
-                results[i] = MeasureResult(configs[i], error=str(r["error"]), message=str(r.get("message", "")),
-                                           build_s=build_s, run_s=float(r.get("run_s", 0.0)), extra=extra)
-            else:
-                costs = tuple(float(x) for x in r.get("costs", ()))
-                results[i] = (MeasureResult(configs[i], costs=costs, build_s=build_s,
-                                            run_s=float(r.get("run_s", 0.0)), extra=extra) if costs else
-                              MeasureResult(configs[i], error="run-error", message="runner returned no timings",
-                                            build_s=build_s, extra=extra))
-        if not self.keep:
-            shutil.rmtree(batch, ignore_errors=True)
+            failure = failure or str(e)
+    info = {k: v for k, v in data.items() if k != "results"}
+    extra = {"device": data.get("device_name", man.get("device"))}
+    out = []
+    for e in man["entries"]:
+        c = space.from_dict(e["config"])
+        build_s = float(e.get("build_s", 0.0))
+        if e.get("error"):
+            out.append(MeasureResult(c, error=str(e["error"]), message=str(e.get("message", "")), build_s=build_s))
+            continue
+        r = data["results"].get(e["id"])
+        if r is None:
+            out.append(MeasureResult(c, error="run-error", build_s=build_s, extra=extra,
+                                     message=failure or f"{runner} gave no result for this kernel"))
+            continue
+        run_s = float(r.get("run_s", 0.0))
+        costs = tuple(float(x) for x in r.get("costs", ()) or ())
+        if r.get("error"):
+            out.append(MeasureResult(c, error=str(r["error"]), message=str(r.get("message", "")), build_s=build_s,
+                                     run_s=run_s, extra=extra))
+        elif not costs:
+            out.append(MeasureResult(c, error="run-error", message="the runner returned no timings", build_s=build_s,
+                                     run_s=run_s, extra=extra))
+        else:
+            out.append(MeasureResult(c, costs=costs, build_s=build_s, run_s=run_s, extra=extra))
+    return out, info
 
 
 def make_measurer(workload: Workload | str, space: Space, target: dict, settings: MeasureSettings | None = None,
