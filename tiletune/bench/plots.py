@@ -36,6 +36,16 @@ def slug(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", key.replace("dilation=1", "")).strip("_")[:80]
 
 
+def short_label(key: str, width: int = 24) -> str:
+    """A workload key for a tick label: defaults dropped, wrapped on commas."""
+    import textwrap
+
+    op, _, body = key.partition(":")
+    items = [x for x in body.split(",") if x not in ("dilation=1", "N=1", "pad=0", "stride=1")]
+    lines = textwrap.wrap(", ".join(items), width, break_long_words=False)
+    return op + "\n" + "\n".join(x.replace(", ", ",") for x in lines)
+
+
 def _colors(names: list[str]) -> dict[str, str]:
     cycle = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"]
     return {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
@@ -188,7 +198,7 @@ def plot_overview(res: "BenchResult", path: Path) -> bool:
         ax.bar(x + (i - (len(methods) - 1) / 2) * w, ratios[s], w, color=colors[s], label=s)
     ax.axhline(1.0, color="k", ls="--", lw=1)
     ax.set_xticks(x)
-    ax.set_xticklabels([k if len(k) < 40 else k[:38] + ".." for k in keys], rotation=60, ha="right", fontsize=6)
+    ax.set_xticklabels([short_label(k) for k in keys], rotation=45, ha="right", fontsize=6)
     ax.set_ylabel("best GFLOPS / vendor library")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
