@@ -203,6 +203,12 @@ class DGD(Strategy):
             self.asked.add(t.config)
             self.best_measured = max(self.best_measured, p)
 
+    def timing(self) -> dict[str, float]:
+        return self.model.timing()
+
+    def close(self) -> None:
+        self.model.close()
+
 
 @register
 class DGDAF(DGD):

@@ -46,9 +46,11 @@ Choices where Ansor or the paper leaves a detail open here:
   not (synthetic spaces, the conformance suite); ``analytical`` = the seven TVM-AF-DS features
   (``tiletune.features.analytical``), also falling back on the knob encoding without a workload;
   ``knob``, ``itervar``, ``curve``, ``curve1`` by name.
-- Population: Ansor's 2048 for cheap features (knob, analytical); ``population=0`` (auto) gives 256
-  for features that lower every configuration with TVM (10-30 ms each on these machines; Ansor's C++
-  extraction is far cheaper), so that a round's extraction stays comparable to its measurements.
+- Population: Ansor's 2048 for cheap features (knob, analytical: ~0.5 ms per configuration);
+  ``population=0`` (auto) gives 128 for features that lower every configuration with TVM (~40 ms each
+  on these 2-core machines with 2 feature workers; Ansor's C++ extraction is far cheaper), so that a
+  round's extraction (about population x (num_iters + 1) new configurations) stays comparable to its
+  measurements. ``timing()`` reports the seconds spent in features, fitting and prediction.
 - A round shorter than ``measure_per_round`` happens when the space runs out of unmeasured points; when
   the whole space is measured ``ask`` returns [].
 """
@@ -81,6 +83,7 @@ class KnobEncoding:
     def __init__(self, space: Space):
         self.space = space
         self.cache: dict[Config, np.ndarray] = {}
+        self.stats = {"computed": 0, "seconds": 0.0}
 
     @property
     def dim(self) -> int:
@@ -92,6 +95,7 @@ class KnobEncoding:
             v = self.cache.get(c)
             if v is None:
                 v = self.cache[c] = self.space.encode(c)
+                self.stats["computed"] += 1
             rows.append(v)
         return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
 
@@ -163,6 +167,13 @@ class Surrogate:
         if not self.fitted:
             return np.zeros(len(configs))
         return np.asarray(self.model.predict(self.features.extract(configs)), dtype=np.float64)
+
+    def timing(self) -> dict[str, float]:
+        """Seconds in feature extraction, model fitting and prediction (and configurations featurised)."""
+        st = getattr(self.features, "stats", {})
+        ms = getattr(self.model, "stats", {})
+        return {"features": float(st.get("seconds", 0.0)), "feature_configs": float(st.get("computed", 0)),
+                "model_fit": float(ms.get("fit_seconds", 0.0)), "model_predict": float(ms.get("predict_seconds", 0.0))}
 
     def close(self) -> None:
         self.features.close()
@@ -240,7 +251,7 @@ class EvolutionarySearch(Strategy):
     summary = "Ansor's evolutionary search (population, mutation, crossover) scored by an XGBoost model"
     options = (
         Option("measure_per_round", 64, "measurements per round (Ansor num_measure_per_iter)", int, **_POS),
-        Option("population", 0, "evolution population (Ansor 2048; 0: auto, 2048 or 256 for TVM features)", int,
+        Option("population", 0, "evolution population (Ansor 2048; 0: auto, 2048 or 128 for TVM features)", int,
                **_NONNEG),
         Option("num_iters", 4, "evolution iterations per round (Ansor 4)", int, **_NONNEG),
         Option("mutation_prob", 0.85, "probability to mutate a selected configuration (Ansor 0.85)", float, **_PROB),
@@ -260,7 +271,7 @@ class EvolutionarySearch(Strategy):
         o = self.opts
         self.model = Surrogate(space, self.context, o["feature"], seed=self.seed, workers=o["workers"],
                                nthread=o["nthread"])
-        self.population = o["population"] or (256 if self.model.kind in TVM_FEATURES else 2048)
+        self.population = o["population"] or (128 if self.model.kind in TVM_FEATURES else 2048)
         self.measured: dict[Config, float] = {}  # told costs (inf for failures)
         self.asked: set[Config] = set()
         self.queue: list[Config] = []  # the current round, in measuring order
@@ -405,6 +416,12 @@ class EvolutionarySearch(Strategy):
         for t in trials:
             self.measured[t.config] = t.cost if t.ok else math.inf
             self.asked.add(t.config)
+
+    def timing(self) -> dict[str, float]:
+        return self.model.timing()
+
+    def close(self) -> None:
+        self.model.close()
 
 
 @register
