@@ -171,6 +171,10 @@ def test_budget_seconds_stops_runs(tmp_path):
     (r,) = res.runs
     assert r.stopped == "seconds" and 1 <= r.trials < 10_000
     assert r.trace[-1][1] >= 0.3 - 1e-6  # times in the trace are seconds since the run started
+    # budget_seconds=0 lifts the suite's wall-time limit
+    res = run_bench(s, tmp_path / "o2", budget=20, budget_seconds=0, measurer_factory=slow_factory, baselines=(),
+                    progress=False, plots=False)
+    assert res.runs[0].stopped == "trials" and res.runs[0].trials == 20
 
 
 def test_failed_trials_are_reported(tmp_path):

@@ -191,7 +191,8 @@ def run_bench(
     plots: bool = True,
     console=None,
 ) -> BenchResult:
-    """Run the suite; arguments left as None take the suite's values. ``options`` maps a strategy name to
+    """Run the suite; arguments left as None take the suite's values (``budget_seconds=0``: no wall-time
+    limit even if the suite has one). ``options`` maps a strategy name to
     its options (merged over the suite's ``options``); ``hardware`` is a HardwareSpec JSON file for the
     strategies that use one."""
     from ..session import RunSpec, make_measurer, make_space
@@ -207,8 +208,10 @@ def run_bench(
         raise TiletuneError(f"--seeds must be >= 1, got {seeds}")
     if budget < 1:
         raise TiletuneError(f"--budget must be >= 1, got {budget}")
-    if budget_seconds is not None and budget_seconds <= 0:
-        raise TiletuneError(f"--budget-seconds must be > 0, got {budget_seconds}")
+    if budget_seconds is not None and budget_seconds < 0:
+        raise TiletuneError(f"--budget-seconds must be >= 0 (0 = no wall-time limit), got {budget_seconds}")
+    if budget_seconds == 0:
+        budget_seconds = None  # explicitly no wall-time limit, whatever the suite says
     unknown = [b for b in baselines if b not in bl.BASELINES]
     if unknown:
         raise TiletuneError(f"unknown baseline(s) {', '.join(unknown)}; accepted: {', '.join(bl.BASELINES)}, none")

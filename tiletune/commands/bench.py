@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("--strategies", default=None, help="comma-separated strategy names (default: the suite's)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per strategy and workload (0..N-1)")
     p.add_argument("--budget", type=int, default=None, help="trials per run")
-    p.add_argument("--budget-seconds", type=float, default=None, help="wall-time limit per run")
+    p.add_argument("--budget-seconds", type=float, default=None, help="wall-time limit per run in seconds (0 = none, even if the suite sets one)")
     p.add_argument("--option", "-O", action="append", default=[], metavar="STRATEGY.NAME=VALUE",
                    help="an option of one strategy, e.g. gbfs.rho=0.5 (repeatable; over the suite's 'options')")
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
