@@ -278,3 +278,10 @@ def test_prepare_run_elsewhere_collect(pool, tmp_path):
     assert res[1].ok and res[1].config == good and res[1].build_s > 0
     assert info["device_name"] == "cpu"
     assert handoff_command(batch, "gpu-bundle").startswith("sh gpu-bundle/run.sh ")
+    # the command-line collect writes records
+    from tiletune.measure.remote import _main
+    from tiletune.records import load
+
+    assert _main(["collect", batch, "--records", str(tmp_path / "r.jsonl")]) == 0
+    recs = load(tmp_path / "r.jsonl")
+    assert [r.error for r in recs] == ["invalid", None] and recs[1].measurer == "remote" and recs[1].gflops > 0

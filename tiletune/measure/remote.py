@@ -397,3 +397,124 @@ def make_measurer(workload: Workload | str, space: Space, target: dict, settings
                 "'python -m tiletune.measure.gpu_bundle DIR'")
         transport = LocalTransport("cuda")
     return RemoteMeasurer(wl, space, target, settings, transport, **kwargs)
+
+
+# ---- command line: prepare a batch here, run it on the GPU machine, collect it here ---------------------
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m tiletune.measure.remote prepare|collect ...`` (see --help)."""
+    import argparse
+
+    import numpy as np
+
+    from ..records import Record, RecordWriter, now
+    from ..session import make_space
+    from ..target import parse_target, target_key
+
+    ap = argparse.ArgumentParser(prog="python -m tiletune.measure.remote",
+                                 description="Build a batch of kernels here, run it with gpu_runner.py on the "
+                                 "GPU machine (sh BUNDLE/run.sh BATCH --out RESULTS.json), collect it here.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare", help="build configurations into a batch directory (prints its path)")
+    p.add_argument("workload")
+    p.add_argument("--target", default="cuda", help="default cuda (sm_90)")
+    p.add_argument("--levels", default=None, help="Ls,Lr (default 4,2)")
+    p.add_argument("--sample", type=int, default=0, help="this many random valid configurations")
+    p.add_argument("--config", action="append", default=[], help="a configuration as a JSON object (repeatable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", default="gpu-batches", help="where the batch directory is made")
+    c = sub.add_parser("collect", help="read a batch's results (after the runner ran on it)")
+    c.add_argument("batch")
+    c.add_argument("--results", default=None, help="results JSON (default BATCH/results.json)")
+    c.add_argument("--records", default=None, help="append the results to this records file")
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "prepare":
+            wl = parse(a.workload)
+            target = parse_target(a.target)
+            levels = tuple(int(x) for x in a.levels.split(",")) if a.levels else None
+            space = make_space(wl, levels, target)
+            configs = [space.from_dict(json.loads(x)) for x in a.config]
+            if a.sample:
+                configs += _sample_valid(wl, space, target, a.sample, np.random.default_rng(a.seed), configs)
+            if not configs:
+                raise TiletuneError("nothing to prepare: give --sample N or --config JSON")
+            with RemoteMeasurer(wl, space, target, workdir=a.workdir, keep=True,
+                                transport=LocalTransport("cpu")) as m:
+                batch = m.prepare(configs)
+            print(batch)
+            print(f"on the GPU machine: {handoff_command(batch)}", file=sys.stderr)
+            return 0
+        with open(os.path.join(a.batch, "manifest.json")) as f:
+            man = json.load(f)
+        if a.results:
+            shutil.copyfile(a.results, os.path.join(a.batch, "results.json"))
+        wl = parse(man["workload"]["key"])
+        target = man.get("target") or {"kind": "cuda", "arch": "sm_90"}
+        space = make_space(wl, _levels_of(man), target)
+        results, info = collect(a.batch, space)
+        print(f"{wl.key} on {info.get('device_name', man.get('device'))}")
+        for e, r in zip(man["entries"], results):
+            what = f"{r.gflops(wl.flops):9.1f} GFLOPS  {r.median * 1e6:10.1f} us" if r.ok else \
+                f"{r.error}: {r.message[:100]}"
+            print(f"{e['id']:>6}  {what}  {json.dumps(e['config'])}")
+        if a.records:
+            t = now()
+            with RecordWriter(a.records) as w:
+                for i, r in enumerate(results):
+                    w.write(Record(workload=wl.key, target=target_key(target), config=space.to_dict(r.config),
+                                   costs=tuple(r.costs), median_s=r.median if r.ok else None,
+                                   gflops=r.gflops(wl.flops), error=r.error, message=r.message[:2000],
+                                   strategy="batch", trial=i, build_s=r.build_s, run_s=r.run_s, started=t,
+                                   finished=t, measurer="remote"))
+        return 0
+    except TiletuneError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _levels_of(man: dict):
+    """The level counts of a manifest's configurations (the split knobs' lengths): (Ls, Lr) or per axis."""
+    cfg = (man.get("entries") or man.get("kernels") or [{}])[0].get("config", {})
+    return _guess_levels(man, cfg) if cfg else None
+
+
+def _guess_levels(man: dict, cfg: dict):
+    wl = parse(man["workload"]["key"])
+    kinds = {a.name: a.kind for a in wl.axes_no_tvm()}
+    s = {len(v) for k, v in cfg.items() if k.startswith("tile_") and kinds.get(k[5:]) == "S"}
+    r = {len(v) for k, v in cfg.items() if k.startswith("tile_") and kinds.get(k[5:]) == "R"}
+    if len(s) == 1 and len(r) <= 1:
+        return (s.pop(), r.pop() if r else 2)
+    return {k[5:]: len(v) for k, v in cfg.items() if k.startswith("tile_")}
+
+
+def _sample_valid(wl, space, target, n, rng, exclude) -> list:
+    from ..schedules.cpu import InvalidConfig
+
+    def check(c):
+        if target.get("kind") == "cuda":
+            from ..schedules.cuda import check as ck
+
+            ck(wl, space, c, target)
+        else:
+            from ..schedules.cpu import check as ck
+
+            ck(wl, space, c)
+
+    out: list = []
+    for _ in range(200 * n):
+        if len(out) == n:
+            break
+        c = space.sample(rng)
+        if c in out or c in exclude:
+            continue
+        try:
+            check(c)
+        except InvalidConfig:
+            continue
+        out.append(c)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
