@@ -144,15 +144,14 @@ class Progress:
     def run_started(self, run: TuneRun) -> None:
         if self.current is not None:
             self.bar.remove_task(self.current)
-        self.current = self.bar.add_task(f"{run.strategy} seed? {run.workload}"[:70], total=run.budget_trials,
-                                         info="")
+        self.current = self.bar.add_task(f"{run.strategy} s{getattr(self, '_seed', '?')} {run.workload}"[:70],
+                                         total=run.budget_trials, info="")
 
     def set_seed(self, seed: int) -> None:
         self._seed = seed
 
     def trial(self, run: TuneRun) -> None:
         self.bar.update(self.current, completed=run.trials,
-                        description=f"{run.strategy} s{getattr(self, '_seed', '?')} {run.workload}"[:70],
                         info=f"best {run.best_gflops:.1f} GFLOPS, {run.errors} err")
 
     def run_ended(self, run: TuneRun) -> None:
