@@ -29,10 +29,17 @@ the same Python version as this one, and for tests). The TVM notes (0.1.14.post0
 runtime imports, are installed on the lent GPU machines.
 
 With the agent's device tool (``run``: copies the working tree, runs a command, returns the files written
-under $OUT): put the bundle and a batch directory (``RemoteMeasurer(..., keep=True, workdir=...)`` or
-``HandoffTransport``) in folders that ``.git/info/exclude`` ignores, name both in ``carry``, and run
-``sh gpu-bundle/run.sh BATCH --out $OUT/results.json``; copy the returned results.json into the batch
-directory.
+under $OUT), from the repository root::
+
+    echo /gpu-bundle/ >> .git/info/exclude; echo /gpu-batches/ >> .git/info/exclude
+    python -m tiletune.measure.gpu_bundle gpu-bundle --download-ffi
+    python -m tiletune.measure.remote prepare gemm:M=1024,N=1024,K=1024 --target cuda:sm_90 --sample 32
+    # device run, carry ["gpu-bundle", "gpu-batches"]:
+    #     sh gpu-bundle/run.sh gpu-batches/batch0001-XXXX --out $OUT/results.json
+    python -m tiletune.measure.remote collect gpu-batches/batch0001-XXXX --results FILES_AT/results.json
+
+(``RemoteMeasurer(..., transport=HandoffTransport(), workdir="gpu-batches", keep=True)`` does the same inside
+a tuning run: it prints that command for each batch and waits for results.json to appear in the batch.)
 """
 from __future__ import annotations
 

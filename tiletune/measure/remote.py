@@ -25,6 +25,14 @@ Transports:
   appears in it, calling ``notify(batch_dir, command)`` once: for a GPU that only a person or an agent
   can reach (the agent's device tool copies the working tree to a GPU machine and returns the files the
   command writes under ``$OUT``; see ``handoff_command``).
+
+The same steps split in two for a GPU reached by hand: ``RemoteMeasurer.prepare(configs)`` builds a batch
+directory (its manifest lists every configuration with its build outcome) and ``collect(batch_dir, space)``
+turns the runner's results.json into MeasureResults, in the configurations' order. From the shell::
+
+    python -m tiletune.measure.remote prepare gemm:M=1024,N=1024,K=1024 --target cuda:sm_90 --sample 32
+    # on the GPU machine:  sh gpu-bundle/run.sh gpu-batches/batch0001-XXXX --out $OUT/results.json
+    python -m tiletune.measure.remote collect gpu-batches/batch0001-XXXX --results RESULTS.json --records r.jsonl
 """
 from __future__ import annotations
 

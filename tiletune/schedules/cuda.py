@@ -27,9 +27,9 @@ same size as on the CPU) and maps them onto that structure with Ansor's two inne
 - The accumulator lives in registers (``cache_write(..., "local")``) attached at the threadIdx.x loop,
   so it covers S1*S3 per spatial axis (the vthread copies and the register tile); it is zeroed in its own
   loop nest (``decompose_reduction`` at R0) and written back after the reduction.
-- ``unroll`` (choices 0, 16, 64, 512, 1500: Ansor's GPU ``auto_unroll_max_step`` values with AutoTVM's
-  1500 for CUDA conv as the largest) sets ``pragma_auto_unroll_max_step`` (explicit unrolling) on the
-  blockIdx loop.
+- ``unroll`` (choices 0, 16, 64, 512, 1500: Ansor's ``auto_unroll_max_step`` values, with AutoTVM's largest
+  CUDA value 1500 in place of Ansor's GPU 1024) sets ``pragma_auto_unroll_max_step`` (explicit unrolling) on
+  the blockIdx loop, which covers the whole kernel body.
 - Padding stages (conv2d, depthwise, avgpool) are inlined into the shared-memory fetch of the padded
   input, so the zero border is produced while staging and no out-of-bounds global load is issued.
 
