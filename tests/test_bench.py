@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 
 import pytest
 
@@ -251,9 +252,12 @@ def test_peak_and_machine_info():
 
 
 @pytest.mark.tvm
+@pytest.mark.skipif(not os.environ.get("TILETUNE_TEST_METASCHEDULE"),
+                    reason="MetaSchedule smoke test: 17-40 s on a shared 2-core machine (TVM's tensor-intrinsic "
+                           "import and evolutionary-search start-up), more than the rest of this file together; "
+                           "run it with TILETUNE_TEST_METASCHEDULE=1")
 def test_metaschedule_smoke(tmp_path):
-    """TVM's MetaSchedule on a tiny GEMM with 2 trials, in-process builder and runner (25-45 s on 2 cores,
-    mostly TVM start-up; deselect with -m 'not tvm')."""
+    """TVM's MetaSchedule on a tiny GEMM with 2 trials, in-process builder and runner."""
     from tiletune.target import host_target
 
     r = bl.metaschedule("gemm:M=32,N=32,K=32", host_target(), 2, timeout=300, log_path=tmp_path / "ms.log",
