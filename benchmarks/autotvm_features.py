@@ -11,11 +11,15 @@ Not a test: it prints figures. Three parts:
 3. Transfer C12 -> C7 (Zheng 4.3): a model warm-started from the C12 records of part 1 vs tuning C7 from
    scratch, ``--transfer-trials`` (100) trials each, per feature type.
 
+4. (``--sa-compare``) Zheng's proposed SA improvements, a cooling schedule and restarts, against
+   AutoTVM's linear SA: spread of the best result over seeds on a synthetic cost (no hardware).
+
 Usage (the full run is long: ~200 trials x 4 features x 2 workloads + transfer; hours on 2 cores):
 
     python benchmarks/autotvm_features.py                       # C7 and C12, 200 trials, all features
     python benchmarks/autotvm_features.py --features knob,curve --trials 100
     python benchmarks/autotvm_features.py --smoke               # small convolutions, 16 trials: minutes
+    python benchmarks/autotvm_features.py --sa-compare 10       # SA cooling/restarts, synthetic cost
 
 Records go to ``--out`` (default benchmarks/out/autotvm/), one JSONL file per run, rewritten each time.
 """
@@ -96,6 +100,70 @@ def tune_one(spec: str, feature: str, trials: int, seed: int, records: Path, bat
     return run, curve.best, split, summary
 
 
+def synthetic_cost(space):
+    """A smooth stand-in for hardware (no TVM): a sum of per-knob terms, best with register tiles of
+    4 x 16 on the last two spatial axes, cache tiles of 2 there, an inner reduction tile of 8 (or the
+    extent) and unroll 64; off-target knobs cost quadratically in log2 units. Returns (cost, optimum);
+    the optimum is exact because the terms are independent. Used only to compare the SA variants."""
+    import math
+
+    from tiletune.space import SplitKnob
+
+    spatial = [i for i, k in enumerate(space.knobs) if isinstance(k, SplitKnob) and k.kind == "S"]
+    terms = {}
+    for pos, i in enumerate(spatial[-2:]):
+        terms[i] = (lambda t: lambda f: 0.3 * (math.log2(f[-1]) - t) ** 2 + 0.3 * (math.log2(f[-2]) - 1) ** 2)((2, 4)[pos])
+    for i, k in enumerate(space.knobs):
+        if isinstance(k, SplitKnob) and k.kind == "R":
+            terms[i] = (lambda e: lambda f: 0.1 * (math.log2(f[-1]) - min(3, math.log2(e))) ** 2)(k.extent)
+        elif k.name == "unroll":
+            terms[i] = lambda v: 0.2 * abs(math.log2(1 + v) - math.log2(65))
+
+    def cost(c):
+        return (1.0 + sum(t(c.values[i]) for i, t in terms.items())) * 1e-3
+
+    optimum = (1.0 + sum(min(t(v) for v in space.knobs[i].options) for i, t in terms.items())) * 1e-3
+    return cost, optimum
+
+
+def sa_compare(spec: str, seeds: int, trials: int) -> None:
+    """Zheng's proposed SA improvements vs AutoTVM's plain SA: best cost after ``trials`` trials,
+    mean and spread over ``seeds`` seeds, knob features, on the synthetic cost."""
+    import numpy as np
+
+    from tiletune.measure import FunctionMeasurer
+    from tiletune.session import make_space
+    from tiletune.strategies import create
+    from tiletune.tune import tune
+    from tiletune.workloads import parse
+
+    wl = parse(spec)
+    space = make_space(wl)
+    cost, optimum = synthetic_cost(space)
+    variants = {
+        "linear (AutoTVM)": {"cooling": "linear"},
+        "exp cooling": {"cooling": "exp"},
+        "linear + 2 restarts": {"cooling": "linear", "restarts": 2},
+        "exp + 2 restarts": {"cooling": "exp", "restarts": 2},
+    }
+    print(f"\nSA variants on a synthetic cost over the space of {spec} ({space.size} configs), "
+          f"{trials} trials, {seeds} seeds: best cost / optimum (1.000 = found it)")
+    print(f"{'variant':24s}{'mean':>8s}{'std':>8s}{'worst':>8s}{'hit opt':>9s}{'s/run':>8s}")
+    for name, opts in {**variants, "random search": None}.items():
+        best, secs = [], []
+        for seed in range(seeds):
+            m = FunctionMeasurer(cost)
+            strat = create("random" if opts is None else "xgb", space, seed=seed, options=opts)
+            t0 = time.perf_counter()
+            r = tune(space=space, strategy=strat, measurer=m, workload="synthetic", flops=1, trials=trials,
+                     batch_size=8)
+            secs.append(time.perf_counter() - t0)
+            best.append(r.best.median_s / optimum)
+        b = np.asarray(best)
+        print(f"{name:24s}{b.mean():8.3f}{b.std():8.3f}{b.max():8.3f}{np.mean(b < 1.0001):9.2f}"
+              f"{np.mean(secs):8.1f}", flush=True)
+
+
 def checkpoints(n: int) -> list[int]:
     out, k = [], 8
     while k < n:
@@ -124,10 +192,16 @@ def main() -> None:
     ap.add_argument("--option", action="append", default=[], help="extra xgb option name=value")
     ap.add_argument("--out", default="benchmarks/out/autotvm", help="records directory")
     ap.add_argument("--smoke", action="store_true", help="small convolutions, 16 trials, 8 transfer trials")
+    ap.add_argument("--sa-compare", type=int, default=0, metavar="SEEDS",
+                    help="only compare the SA variants (cooling, restarts) on a synthetic cost over the C7 "
+                         "space with this many seeds (no TVM; minutes)")
     args = ap.parse_args()
 
     from tiletune.strategies import parse_options
 
+    if args.sa_compare:
+        sa_compare(WORKLOADS["C7"], args.sa_compare, args.trials if args.trials != 200 else 100)
+        return
     table = SMOKE if args.smoke else WORKLOADS
     trials = 16 if args.smoke else args.trials
     ttrials = (8 if args.smoke else args.transfer_trials)
@@ -155,7 +229,7 @@ def main() -> None:
           f"{'feat/cfg':>10s}{'#feat':>8s}")
     for k, s in splits.items():
         print(f"{k:18s}{s['wall']:8.0f}{s['measure']:9.0f}{s['features']:10.1f}{s['model']:8.1f}"
-              f"{s['search']:8.1f}{s['feature_ms']:8.1f}ms{int(s['feature_configs']):8d}")
+              f"{max(0.0, s['search']):8.1f}{s['feature_ms']:8.1f}ms{int(s['feature_configs']):8d}")
 
     if ttrials > 0 and "C7" in table and "C12" in table:
         curves = {}
