@@ -285,3 +285,13 @@ def test_prepare_run_elsewhere_collect(pool, tmp_path):
     assert _main(["collect", batch, "--records", str(tmp_path / "r.jsonl")]) == 0
     recs = load(tmp_path / "r.jsonl")
     assert [r.error for r in recs] == ["invalid", None] and recs[1].measurer == "remote" and recs[1].gflops > 0
+
+
+def test_runner_start_up_failure_is_reported_per_kernel(tmp_path, pool):
+    """No CUDA device (here): the child exits before any kernel; every kernel gets the reason."""
+    if cuda_available():
+        pytest.skip("this machine has a GPU")
+    batch = _cpu_batch(tmp_path, pool, FAST)
+    data = gpu_runner.supervise(str(batch), "cuda", str(batch / "results.json"))
+    assert {r["error"] for r in data["results"].values()} == {"run-error"}
+    assert "no CUDA device" in data["results"]["k0"]["message"]

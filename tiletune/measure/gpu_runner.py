@@ -236,6 +236,8 @@ def supervise(batch: str, device: str, out_path: str, run_timeout: float | None 
     ids = [k["id"] for k in man["kernels"]]
     timeout = float(run_timeout or man.get("settings", {}).get("run_timeout", 30.0))
     current = out_path + ".current"
+    log = out_path + ".stderr"
+    startup_error = ""
     for _ in range(len(ids) + 2):
         if all(i in load_results(out_path)["results"] for i in ids):
             break
@@ -243,8 +245,10 @@ def supervise(batch: str, device: str, out_path: str, run_timeout: float | None 
             os.remove(current)
         except OSError:
             pass
-        proc = subprocess.Popen([python, os.path.abspath(__file__), batch, "--device", device, "--out", out_path,
-                                 "--worker"], stdin=subprocess.DEVNULL, env={**os.environ, **RUNTIME_ENV})
+        with open(log, "w") as logf:
+            proc = subprocess.Popen([python, os.path.abspath(__file__), batch, "--device", device, "--out",
+                                     out_path, "--worker"], stdin=subprocess.DEVNULL, stderr=logf,
+                                    env={**os.environ, **RUNTIME_ENV})
         started = time.time()
         while proc.poll() is None:
             time.sleep(0.05)
@@ -267,18 +271,31 @@ def supervise(batch: str, device: str, out_path: str, run_timeout: float | None 
                                           "message": f"runner process died (exit code {code}) running this kernel",
                                           "run_s": time.time() - cur["since"]})
         elif code not in (0, EXIT_STICKY) and cur is None:
+            startup_error = _tail(log)
             break  # failed before any kernel (start-up): retrying will not help
     data = load_results(out_path)
     for i in ids:
-        data["results"].setdefault(i, {"costs": [], "error": "run-error",
-                                       "message": "the GPU runner gave no result (start-up failed?)", "run_s": 0.0})
+        data["results"].setdefault(i, {"costs": [], "error": "run-error", "run_s": 0.0,
+                                       "message": "the runner failed before this kernel: "
+                                       + (startup_error or "no result (start-up failed or timed out)")})
     data["done"] = True
     save_results(out_path, data)
-    try:
-        os.remove(current)
-    except OSError:
-        pass
+    for f in (current, log):
+        try:
+            os.remove(f)
+        except OSError:
+            pass
     return data
+
+
+def _tail(path: str, n: int = 1500) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read().strip()
+    except OSError:
+        return ""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return (lines[-1] if lines else "")[-n:]
 
 
 def _read_current(path: str) -> dict | None:
