@@ -89,3 +89,6 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     finally:
         if own:
             m.close()
+        close = getattr(strat, "close", None)
+        if callable(close):  # strategies with worker pools (feature extraction) stop them
+            close()
