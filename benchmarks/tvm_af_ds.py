@@ -52,6 +52,7 @@ from tiletune.workloads import parse  # noqa: E402
 
 BASELINE = "evo"
 METHODS = ["evo", "evo-af", "dgd", "dgd-af"]
+COLOR = {"evo": "C7", "evo-af": "C0", "dgd": "C1", "dgd-af": "C2"}
 LABEL = {"evo": "Ansor (evo)", "evo-af": "Ansor-AF (evo-af)", "dgd": "Ansor-DS (dgd)", "dgd-af": "Ansor-AF-DS (dgd-af)"}
 QUICK_OPTIONS = {
     "dgd": {"sample_size": 12, "hop_threshold": 2},
@@ -222,7 +223,7 @@ def plots(a: dict, out: Path) -> list[str]:
         w = 0.8 / max(1, len(ms))
         for i, m in enumerate(ms):
             r = [a["comparisons"][key][m]["ratios"].get(wl, np.nan) for wl in ops]
-            ax.bar(np.arange(len(ops)) + i * w, r, w, label=f"{m} ({a['comparisons'][key][m]['k']}/"
+            ax.bar(np.arange(len(ops)) + i * w, r, w, color=COLOR.get(m), label=f"{m} ({a['comparisons'][key][m]['k']}/"
                    f"{a['comparisons'][key][m]['n']})")
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_title(title, fontsize=9)
@@ -241,7 +242,7 @@ def plots(a: dict, out: Path) -> list[str]:
     for i, m in enumerate(ms):
         rows = a["reduction"][m]["per_operator"]
         t = [rows.get(wl, {}).get("trials_to_baseline") or np.nan for wl in ops]
-        ax.bar(np.arange(len(ops)) + i * w, t, w, label=f"{m} (reached {a['reduction'][m]['reached']}/"
+        ax.bar(np.arange(len(ops)) + i * w, t, w, color=COLOR.get(m), label=f"{m} (reached {a['reduction'][m]['reached']}/"
                f"{a['reduction'][m]['n']})")
     ax.axhline(a["budget"], color="k", lw=0.8, ls="--", label=f"baseline budget {a['budget']}")
     ax.set_yscale("log")
