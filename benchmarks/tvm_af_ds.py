@@ -246,6 +246,7 @@ def plots(a: dict, out: Path) -> list[str]:
                f"{a['reduction'][m]['n']})")
     ax.axhline(a["budget"], color="k", lw=0.8, ls="--", label=f"baseline budget {a['budget']}")
     ax.set_yscale("log")
+    ax.set_ylim(bottom=1)
     ax.set_ylabel("trials to reach baseline best")
     ax.set_xticks(np.arange(len(ops)) + 0.4 - w / 2)
     ax.set_xticklabels(short, rotation=60, ha="right", fontsize=6)
