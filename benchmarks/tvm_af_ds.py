@@ -242,8 +242,8 @@ def plots(a: dict, out: Path) -> list[str]:
     for i, m in enumerate(ms):
         rows = a["reduction"][m]["per_operator"]
         t = [rows.get(wl, {}).get("trials_to_baseline") or np.nan for wl in ops]
-        ax.bar(np.arange(len(ops)) + i * w, t, w, color=COLOR.get(m), label=f"{m} (reached {a['reduction'][m]['reached']}/"
-               f"{a['reduction'][m]['n']})")
+        r = a["reduction"][m]
+        ax.bar(np.arange(len(ops)) + i * w, t, w, color=COLOR.get(m), label=f"{m} (reached {r['reached']}/{r['n']})")
     ax.axhline(a["budget"], color="k", lw=0.8, ls="--", label=f"baseline budget {a['budget']}")
     ax.set_yscale("log")
     ax.set_ylim(bottom=1)
@@ -259,7 +259,8 @@ def plots(a: dict, out: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench-tvm-af-ds", help="output directory")
     ap.add_argument("--suite", default="tvm-af-ds", help="suite name or JSON file")
     ap.add_argument("--workloads", default=None, help="comma-separated subset (indices or specs)")

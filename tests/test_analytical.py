@@ -146,7 +146,8 @@ def test_cpu_gather_and_pack():
     ratio = lambda v: v[IDX["Reg_Reuse_Factor"]] / v[IDX["OI_Shared_Mem"]]
     assert ratio(f) > ratio(g)
     if CPU.simd_lanes == 8:  # gemv: A 8 gathers + x 1 broadcast per k step, acc load+store per tile
-        assert f[IDX["OI_Shared_Mem"]] == pytest.approx(2 * 64 * 64 / (512 * 9 + 2 * 64))  # 512 register tiles, 64 {S3 x R1} tiles
+        # 512 register tiles, 64 {S3 x R1} tiles
+        assert f[IDX["OI_Shared_Mem"]] == pytest.approx(2 * 64 * 64 / (512 * 9 + 2 * 64))
 
 
 def test_l1_capacity_changes_global_traffic():

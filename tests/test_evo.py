@@ -2,10 +2,9 @@
 import math
 
 import numpy as np
-import pytest
 
 from tiletune.measure import FunctionMeasurer
-from tiletune.space import Config, Space
+from tiletune.space import Space
 from tiletune.strategies import TuneContext, create
 from tiletune.strategies.base import Trial
 from tiletune.strategies.evo import crossover, mutate_choice, mutate_tile_size, roulette

@@ -106,7 +106,7 @@ import numpy as np
 
 from ..errors import TiletuneError
 from ..hardware import HardwareSpec
-from ..space import ChoiceKnob, Config, Space, SplitKnob
+from ..space import ChoiceKnob, Config, Space
 from ..workloads.access import TensorAccess, tensor_accesses, tile_counts
 from ..workloads.base import Axis
 

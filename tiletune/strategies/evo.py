@@ -63,7 +63,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import TiletuneError
-from ..space import ChoiceKnob, Config, Space, SplitKnob, divisors
+from ..space import ChoiceKnob, Config, Space, divisors
 from .base import Option, Strategy, Trial, TuneContext, register
 
 FEATURES = ("program", "analytical", "knob", "itervar", "curve", "curve1")
