@@ -199,19 +199,9 @@ def peak_gflops(cores: int, lanes: int, fma_units: int, freq_ghz: float) -> floa
 
 # ---- CPU detection ----------------------------------------------------------------------------------
 def _cpuinfo() -> dict[str, str]:
-    info: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    if info:
-                        break
-                    continue
-                k, _, v = line.partition(":")
-                info.setdefault(k.strip(), v.strip())
-    except OSError:
-        pass
-    return info
+    from .target import cpuinfo
+
+    return cpuinfo()
 
 
 def _parse_size(text: str) -> int | None:

@@ -1,8 +1,6 @@
 """Console progress for tuning runs (rich): trials, best GFLOPS so far, errors; a summary at the end."""
 from __future__ import annotations
 
-import sys
-
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from functools import lru_cache
 from typing import Any
 
@@ -14,22 +13,25 @@ _AMD_ZEN = {23: "znver2", 25: "znver3", 26: "znver5"}
 
 
 @lru_cache(maxsize=None)
-def _cpuinfo() -> dict[str, str]:
+def cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
     info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if not line.strip():
-                    break
+                    if info:
+                        break
+                    continue
                 k, _, v = line.partition(":")
-                info[k.strip()] = v.strip()
+                info.setdefault(k.strip(), v.strip())
     except OSError:
         pass
-    return info
+    return dict(info)
 
 
 def host_mcpu() -> str:
-    info = _cpuinfo()
+    info = cpuinfo()
     flags = set(info.get("flags", "").split())
     vendor = info.get("vendor_id", "")
     fam = int(info.get("cpu family", "0") or 0)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -244,91 +243,21 @@ class Peak:
     detail: str = ""
 
 
-def _cpu_fields() -> dict[str, str]:
-    info: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                k, _, v = line.partition(":")
-                info[k.strip()] = v.strip()
-    except OSError:
-        pass
-    return info
-
-
-def _simd_lanes_fp32(flags: set[str]) -> tuple[int, str]:
-    if "avx512f" in flags:
-        return 16, "AVX-512"
-    if "avx2" in flags or "avx" in flags:
-        return 8, "AVX2" if "avx2" in flags else "AVX"
-    if "asimd" in flags or "neon" in flags:
-        return 4, "NEON"
-    return 4, "SSE"
-
-
-def _clock_ghz(info: dict[str, str]) -> float | None:
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as f:
-            return int(f.read().strip()) / 1e6
-    except (OSError, ValueError):
-        pass
-    m = re.search(r"@\s*([\d.]+)\s*GHz", info.get("model name", ""))
-    if m:
-        return float(m.group(1))
-    if info.get("cpu MHz"):
-        try:
-            return float(info["cpu MHz"]) / 1e3
-        except ValueError:
-            pass
-    return None
-
-
 def peak(target: dict | None = None) -> Peak | None:
-    """fp32 peak GFLOPS of the target's CPU (None when it cannot be known)."""
-    cores = int((target or {}).get("num-cores") or 0) or None
-    try:  # the hardware helper's spec, when it ships one
-        from ..hardware import detect_cpu  # type: ignore
+    """fp32 peak GFLOPS of the target's CPU from the detected HardwareSpec (None when undetectable),
+    scaled to the target's core count when it uses fewer or more cores than the machine has."""
+    from ..hardware import detect_cpu
 
-        try:
-            hw = detect_cpu(measure_bandwidth=False)  # the peak needs no bandwidth measurement
-        except TypeError:
-            hw = detect_cpu()
-        for attr in ("peak_gflops", "peak_fp32_gflops", "peak_flops"):
-            v = getattr(hw, attr, None)
-            v = v() if callable(v) else v
-            if v:
-                g = float(v) / (1e9 if attr == "peak_flops" else 1.0)
-                hw_cores = getattr(hw, "cores", None)
-                if cores and hw_cores and cores != hw_cores:  # the target uses fewer/more cores
-                    g = g * cores / hw_cores
-                parts = [f"{getattr(hw, a)} {u}" for a, u in (("cores", "cores"), ("simd_lanes", "fp32 lanes"),
-                                                             ("fma_units", "FMA units"), ("freq_ghz", "GHz"))
-                         if getattr(hw, a, None) is not None]
-                detail = " x ".join(parts) or type(hw).__name__
-                if cores and hw_cores and cores != hw_cores:
-                    detail += f", scaled to the target's {cores} cores"
-                return Peak(g, "tiletune.hardware.detect_cpu", detail)
-    except Exception:  # noqa: BLE001 - module absent or incomplete: fall back
-        pass
-    info = _cpu_fields()
-    if not info:
+    try:
+        hw = detect_cpu(measure_bandwidth=False)  # the peak needs no bandwidth measurement
+    except Exception:  # noqa: BLE001 - no /proc, no sysfs: no peak column
         return None
-    flags = set(info.get("flags", "").split())
-    lanes, isa = _simd_lanes_fp32(flags)
-    ghz = _clock_ghz(info)
-    if ghz is None:
-        return None
-    if cores is None:
-        from ..target import host_cores
-
-        cores = host_cores()
-    fma_units = 2 if ("fma" in flags or "avx512f" in flags) else 1
-    g = cores * lanes * fma_units * 2 * ghz
-    return Peak(g, "/proc/cpuinfo",
-                f"{cores} cores x {lanes} fp32 lanes ({isa}) x {fma_units} FMA units x 2 flops x {ghz:.2f} GHz "
-                f"(nominal clock; turbo may exceed it)")
+    cores = int((target or {}).get("num-cores") or 0) or hw.cores
+    g = hw.peak_gflops * cores / hw.cores
+    detail = f"{hw.cores} cores x {hw.simd_lanes} fp32 lanes x {hw.fma_units} FMA units x 2 x {hw.freq_ghz} GHz"
+    if cores != hw.cores:
+        detail += f", scaled to the target's {cores} cores"
+    return Peak(g, "tiletune.hardware.detect_cpu", detail)
 
 
 # ---- machine details -------------------------------------------------------------------------------------
@@ -343,14 +272,11 @@ def _version(mod: str) -> str | None:
 
 
 def machine_info(target: dict | None = None) -> dict[str, Any]:
-    info = _cpu_fields()
-    torch = _torch()
-    try:
-        from ..target import host_cores
+    from ..target import cpuinfo, host_cores
 
-        cores = host_cores()
-    except Exception:  # noqa: BLE001
-        cores = os.cpu_count()
+    info = cpuinfo()
+    torch = _torch()
+    cores = host_cores()
     mem = None
     try:
         import psutil

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..measure.base import MeasureSettings
 from ..space import parse_levels

@@ -7,8 +7,6 @@ stage computes it.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import TiletuneError
 from .base import Axis, Param, Workload, register
 from .conv import _np_pad, _pad_stage, _windows, out_size
