@@ -199,3 +199,28 @@ def test_runs_on_a_gpu_when_there_is_one():
     with make_measurer(wl, sp, SM90, MeasureSettings(repeat=2)) as m:
         (r,) = m.measure([c])
     assert r.ok, r.message
+
+
+@pytest.mark.parametrize("spec,cfg", [
+    ("gemm:M=64,N=64,K=64", {"tile_m": [2, 2, 4, 4], "tile_n": [2, 1, 8, 4], "tile_k": [8, 8], "unroll": 512}),
+    ("conv2d:N=1,C=8,H=10,W=10,K=16,R=3,S=3,pad=1",
+     {"tile_n": [1, 1, 1, 1], "tile_k": [2, 2, 4, 1], "tile_p": [5, 1, 2, 1], "tile_q": [2, 1, 1, 5],
+      "tile_c": [4, 2], "tile_r": [3, 1], "tile_s": [1, 3], "unroll": 64}),
+])
+def test_generated_cuda_compiles_with_nvcc(spec, cfg):
+    """The exported library carries the CUDA source (compiled where it is loaded); check here that nvcc
+    accepts it for sm_90 (vector loads, shared memory, padding conditions)."""
+    import shutil
+
+    import tvm
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed on this machine")
+    from tvm.support import nvcc
+
+    wl = parse(spec)
+    sp = cuda.make_space(wl)
+    src = cuda.cuda_source(cuda.build(wl, sp, sp.from_dict(cfg), SM90))
+    with tvm.target.Target(SM90):
+        cubin = nvcc.compile_cuda(src, target_format="cubin", arch="sm_90", compiler="nvcc")
+    assert bytes(cubin[:4]) == b"\x7fELF"

@@ -5,7 +5,8 @@ One batch of configurations goes through four steps:
 1. **build here**, in the warm build workers of ``tiletune.measure.local`` (parallel, crash- and
    timeout-safe); configurations the template rejects are ``invalid`` and never built;
 2. **write a batch directory**: every kernel as an ``export_library`` .so (for a CUDA target: the host code
-   plus the device code blob) and ``manifest.json`` (workload key, operator parameters, input/output
+   plus the device module, which TVM 0.27 stores as CUDA C source and the GPU machine's TVM runtime compiles
+   when it loads the library; tests check here that nvcc compiles that source for sm_90) and ``manifest.json`` (workload key, operator parameters, input/output
    shapes, dtype, tolerance, seed, measure settings, and each kernel's id, file and configuration), see
    ``write_batch`` and ``tiletune/measure/gpu_runner.py``;
 3. a **transport** runs ``gpu_runner.py`` on that directory on the machine that has the device
