@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..space import Config, Space
 
-FEATURE_TYPES = ("knob", "itervar", "curve", "curve1")
+FEATURE_TYPES = ("knob", "itervar", "curve", "curve1", "analytical")
 
 
 class FeatureExtractor:
@@ -269,9 +269,13 @@ class TVMExtractor(FeatureExtractor):
 
 
 def make_extractor(kind: str, space: Space, workload=None, target: dict | None = None, *, workers: int = 2,
-                   curve_n: int = 30) -> FeatureExtractor:
+                   curve_n: int = 30, hardware=None) -> FeatureExtractor:
     if kind == "knob":
         return KnobExtractor(space)
+    if kind == "analytical":  # the seven TVM-AF-DS features (tiletune.features.analytical)
+        from .analytical import AnalyticalExtractor, hardware_for
+
+        return AnalyticalExtractor(space, workload, hardware_for(hardware, target), target)
     if kind in FEATURE_TYPES:
         return TVMExtractor(kind, space, workload, target, workers=workers, curve_n=curve_n)
     raise TiletuneError(f"unknown feature type {kind!r}; accepted: {', '.join(FEATURE_TYPES)}")

@@ -59,7 +59,7 @@ _NONNEG = dict(check=lambda v: v >= 0, check_help="must be >= 0")
 @register
 class XGBTuner(Strategy):
     name = "xgb"
-    summary = "AutoTVM: XGBoost cost model (knob/itervar/curve features) + simulated annealing"
+    summary = "AutoTVM: XGBoost cost model (knob/itervar/curve/analytical features) + simulated annealing"
     options = (
         Option("feature", "knob", "feature type", str, choices=FEATURE_TYPES),
         Option("loss", "rank", "XGBoost loss (AutoTVM: reg, rank, rank-binary)", str, choices=LOSSES),
@@ -87,9 +87,9 @@ class XGBTuner(Strategy):
         super().__init__(space, **kw)
         o = self.opts
         feature = o["feature"]
-        tvm_features = feature != "knob"
+        tvm_features = feature in ("itervar", "curve", "curve1")  # slow to extract: smaller SA
         self.extractor = make_extractor(feature, space, self.context.workload, self.context.target,
-                                        workers=o["workers"], curve_n=o["curve_n"])
+                                        workers=o["workers"], curve_n=o["curve_n"], hardware=self.context.hardware)
         self.model = XGBCostModel(o["loss"], nthread=o["nthread"], max_rounds=o["max_rounds"],
                                   plan_size=o["plan_size"], seed=self.seed)
         self.sa = SimulatedAnnealing(
