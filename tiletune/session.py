@@ -31,15 +31,16 @@ def make_space(workload: Workload, levels=None, target: dict | None = None) -> S
 
 
 def make_measurer(workload: Workload, space: Space, target: dict, *, replay: str | None = None,
-                  settings: MeasureSettings | None = None) -> Measurer:
+                  settings: MeasureSettings | None = None, transport: str | None = None) -> Measurer:
     if replay is not None:
         from .measure.replay import ReplayMeasurer
 
         return ReplayMeasurer(replay, workload.key, space)
-    if target.get("kind") != "llvm":
+    if target.get("kind") != "llvm" or transport is not None:
         from .measure import remote
 
-        return remote.make_measurer(workload, space, target, settings)
+        return remote.make_measurer(workload, space, target, settings,
+                                    transport=remote.CommandTransport(transport) if transport else None)
     from .measure.local import LocalMeasurer
 
     return LocalMeasurer(workload, space, target, settings)
@@ -62,6 +63,7 @@ class RunSpec:
     transfer: Sequence[str] = ()
     settings: MeasureSettings | None = None
     hardware: str | None = None  # a HardwareSpec JSON file; None = strategies detect what they need
+    transport: str | None = None  # shell command that runs a batch directory {dir} on a GPU machine
 
 
 def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | None = None) -> TuneRun:
@@ -80,7 +82,8 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
         if not Path(p).exists():
             raise TiletuneError(f"--transfer file {p!r} does not exist")
     own = measurer is None
-    m = measurer or make_measurer(wl, space, target, replay=spec.replay, settings=spec.settings)
+    m = measurer or make_measurer(wl, space, target, replay=spec.replay, settings=spec.settings,
+                                  transport=spec.transport)
     try:
         key = target_key(target) if spec.replay is None else getattr(m, "target_key", target_key(target))
         return tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, target=key,

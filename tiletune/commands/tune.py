@@ -34,6 +34,10 @@ def add_parser(sub) -> None:
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="HardwareSpec for model-based strategies (gensor, roller, *-af); default: detected "
                    "(see 'tiletune hardware')")
+    p.add_argument("--transport", default=None, metavar="CMD",
+                   help="for GPU targets measured elsewhere: a shell command that runs the batch directory {dir} "
+                   "with the GPU runner on the GPU machine and puts results.json back into {dir} "
+                   "(see tiletune/measure/remote.py)")
     p.add_argument("--repeat", type=int, default=3, help="timing samples per configuration")
     p.add_argument("--min-repeat-ms", type=int, default=25, help="minimum duration of one timing sample")
     p.add_argument("--build-timeout", type=float, default=30.0)
@@ -55,7 +59,7 @@ def run(args) -> int:
                    early_stop=args.early_stop, seed=args.seed, target=args.target, levels=parse_levels(args.levels),
                    options=parse_options(args.option), records=records, replay=args.replay,
                    batch_size=args.batch_size, transfer=args.transfer, settings=settings,
-                   hardware=args.hardware)
+                   hardware=args.hardware, transport=args.transport)
     callbacks = [] if args.quiet else [RichProgress()]
     result = run_session(spec, callbacks)
     print(summary(result, wl.flops))
