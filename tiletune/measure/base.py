@@ -19,8 +19,9 @@ ERROR_KINDS = ("invalid", "build-error", "build-timeout", "run-error", "run-time
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """Timing settings: warm-up runs, then ``repeat`` samples of ``number`` runs each, each sample
-    lasting at least ``min_repeat_ms``; timeouts per phase in seconds."""
+    """Timing settings: one checked run, ``warmup`` timed warm runs, then ``repeat`` samples of N runs
+    each, N = max(``number``, enough runs to last ``min_repeat_ms`` at the warm-run speed); timeouts per
+    phase in seconds."""
 
     number: int = 1
     repeat: int = 3

@@ -20,6 +20,7 @@ The builder and runner are named by "module:function" so that tests can inject f
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import socket
 import subprocess
@@ -49,10 +50,15 @@ def _resolve(path: str):
 # ---- functions that run inside the workers --------------------------------------------------------
 
 def build_kernel(workload: Workload, space: Space, config: Config, target: dict):
-    """Schedule and compile ``config``; returns the runtime module."""
+    """Schedule and compile ``config``; returns the runtime module, machine code generated.
+
+    TVM's in-memory LLVM module generates machine code (JIT) at its first function look-up; doing that
+    here keeps code generation in the parallel build phase instead of the sequential run phase."""
     from ..schedules import build
 
-    return build(workload, space, config, target).mod
+    mod = build(workload, space, config, target).mod
+    mod["main"]
+    return mod
 
 
 class WrongAnswer(Exception):
@@ -96,18 +102,20 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings) -> list[float
     inputs, ref = _inputs_and_reference(workload)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
     out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.dtype), dev)
-    t0 = time.perf_counter()
-    lib["main"](*args, out)
-    first = time.perf_counter() - t0
+    lib["main"](*args, out)  # first run: also the correctness check
     if settings.check:
         check_output(workload, out.numpy(), ref)
-    for _ in range(max(0, settings.warmup - 1)):
+    t_run = math.inf
+    for _ in range(max(1, settings.warmup)):  # warm runs; the fastest sets how many runs make one sample
+        t0 = time.perf_counter()
         lib["main"](*args, out)
+        t_run = min(t_run, time.perf_counter() - t0)
+    number = max(settings.number, math.ceil(settings.min_repeat_ms / 1e3 / max(t_run, 1e-7)))
     repeat = settings.repeat
-    while repeat > 1 and first * repeat * settings.number > settings.run_timeout / 3:
+    while repeat > 1 and t_run * number * repeat > settings.run_timeout / 3:
         repeat -= 1  # keep one kernel well inside the run timeout
-    min_ms = settings.min_repeat_ms if first * 1e3 < settings.min_repeat_ms else 0
-    f = lib.time_evaluator("main", dev, number=settings.number, repeat=repeat, min_repeat_ms=min_ms)
+    # number is fixed here (min_repeat_ms=0 for TVM): TVM's own adaptive loop re-runs whole samples
+    f = lib.time_evaluator("main", dev, number=number, repeat=repeat, min_repeat_ms=0)
     return [float(x) for x in f(*args, out).results]
 
 
