@@ -92,10 +92,17 @@ def _pack(sch, block, workload: Workload, name: str, inner: int) -> None:
 
     packed = sch.cache_read(block, idx, "global")
     sch.transform_layout(packed, ("write", 0), index_map)
+    # loop nest in the packed (write) order: leading dims, panel, rest, lane; parallel over the outer
+    # loops, vectorized over the n3 lanes of a panel row
     loops = sch.get_loops(packed)
-    sch.parallel(loops[0])
+    panel_outer, lane = sch.split(loops[nd], factors=[None, inner])
+    order = [loops[i] for i in range(first_red) if i != nd] + [panel_outer]
+    order += [loops[i] for i in range(first_red, len(loops)) if i != nd] + [lane]
+    sch.reorder(*order)
+    n_outer = sum(1 for i in range(first_red) if i != nd) + 1
+    sch.parallel(sch.fuse(*order[:n_outer]) if n_outer > 1 else order[0])
     if inner > 1:
-        sch.vectorize(loops[-1])
+        sch.vectorize(lane)
 
 
 def check(workload: Workload, space: Space, config: Config) -> None:
