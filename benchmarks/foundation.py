@@ -55,9 +55,11 @@ def _time(fn, n: int) -> float:
 
 
 def quality(args) -> None:
+    from tiletune.api import export_best, load_kernel, set_threads
+
+    set_threads()  # before TVM's thread pool starts in this process (see tiletune.api.set_threads)
     import tvm
 
-    from tiletune.api import export_best, load_kernel
     from tiletune.workloads import parse
 
     wl = parse(f"gemm:M={args.size},N={args.size},K={args.size}")

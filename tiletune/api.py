@@ -62,6 +62,7 @@ class Kernel:
         self.workload = parse(self.meta["workload"])
         self._lib = tvm.runtime.load_module(path)
         self._dev = tvm.cpu()
+        set_threads(int(self.meta["target"].get("num-cores") or 0) or None)
 
     def __call__(self, *inputs: np.ndarray) -> np.ndarray:
         import tvm
@@ -78,6 +79,18 @@ class Kernel:
         out = tvm.runtime.tensor(np.zeros(self.meta["output"], self.meta["dtype"]), self._dev)
         self._lib["main"](*args, out)
         return out.numpy()
+
+
+def set_threads(n: int | None = None) -> None:
+    """Give TVM's runtime ``n`` threads (default: the cores this process may use) unless the user set
+    TVM_NUM_THREADS. TVM's own default halves the hardware concurrency on x86 (to skip hyper-threads),
+    which on machines without them leaves half the cores idle. TVM reads the variable when its thread
+    pool starts, i.e. at the first parallel kernel call of the process: call this before that."""
+    import os
+
+    from .target import host_cores
+
+    os.environ.setdefault("TVM_NUM_THREADS", str(n or host_cores()))
 
 
 def load_kernel(path: str) -> Kernel:
