@@ -85,14 +85,17 @@ class BaselineResult:
 # ---- timing ----------------------------------------------------------------------------------------
 
 def time_callable(fn: Callable[[], Any], settings: MeasureSettings) -> list[float]:
-    """Seconds per call of ``fn``: ``warmup`` calls (at least one), then ``repeat`` samples; each sample
-    runs ``number`` calls, more if needed to last ``min_repeat_ms`` (the rule of TVM's time_evaluator),
-    sized from one warm call."""
-    for _ in range(max(1, settings.warmup)):
-        fn()  # the first call pays for JIT / allocation (oneDNN, OpenBLAS buffers)
-    t0 = time.perf_counter()
-    fn()
-    one = time.perf_counter() - t0  # a warm call, to size the samples
+    """Seconds per call of ``fn``: warm-up calls, then ``repeat`` samples; each sample runs ``number``
+    calls, more if needed to last ``min_repeat_ms`` (the rule of TVM's time_evaluator), sized from the
+    fastest warm-up call."""
+    # warm up for at least ``warmup`` calls and until 10 calls or 0.2 s have passed: the first calls pay for
+    # JIT, allocation and thread-pool start-up (oneDNN and OpenBLAS both need more than one call)
+    t_start, calls, one = time.perf_counter(), 0, float("inf")
+    while calls < max(1, settings.warmup) or (calls < 10 and time.perf_counter() - t_start < 0.2):
+        t0 = time.perf_counter()
+        fn()
+        one = min(one, time.perf_counter() - t0)  # the fastest warm call sizes the samples
+        calls += 1
     number = max(1, settings.number)
     if settings.min_repeat_ms > 0 and one * number * 1e3 < settings.min_repeat_ms:
         number = max(number, int(np.ceil(settings.min_repeat_ms / 1e3 / max(one, 1e-7))))
