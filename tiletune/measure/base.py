@@ -19,7 +19,8 @@ ERROR_KINDS = ("invalid", "build-error", "build-timeout", "run-error", "run-time
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """Timing settings: one checked run, ``warmup`` timed warm runs, then ``repeat`` samples of N runs
+    """Timing settings: one checked run, warm runs (at least ``warmup``, lasting at least
+    ``min_repeat_ms``), then ``repeat`` samples of N runs
     each, N = max(``number``, enough runs to last ``min_repeat_ms`` at the warm-run speed); timeouts per
     phase in seconds."""
 

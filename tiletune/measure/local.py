@@ -105,11 +105,15 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings) -> list[float
     lib["main"](*args, out)  # first run: also the correctness check
     if settings.check:
         check_output(workload, out.numpy(), ref)
-    t_run = math.inf
-    for _ in range(max(1, settings.warmup)):  # warm runs; the fastest sets how many runs make one sample
+    # warm runs: at least ``warmup`` and for at least min_repeat_ms, so that thread pool and clocks are
+    # awake before timing (microsecond kernels ran 2x slower in their first samples without this);
+    # the fastest warm run sets how many runs make one sample
+    t_run, calls, t_start = math.inf, 0, time.perf_counter()
+    while calls < max(1, settings.warmup) or (time.perf_counter() - t_start) * 1e3 < settings.min_repeat_ms:
         t0 = time.perf_counter()
         lib["main"](*args, out)
         t_run = min(t_run, time.perf_counter() - t0)
+        calls += 1
     number = max(settings.number, math.ceil(settings.min_repeat_ms / 1e3 / max(t_run, 1e-7)))
     repeat = settings.repeat
     while repeat > 1 and t_run * number * repeat > settings.run_timeout / 3:
