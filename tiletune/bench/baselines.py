@@ -454,7 +454,7 @@ def _ms_child(job_path: str) -> int:
 
         mod = tvm.IRModule({"main": wl.prim_func()})
         trials = int(job["trials"])
-        db = ms.tune_tir(mod, target, os.path.join(job["work_dir"], "ms"), max_trials_global=trials,
+        ms.tune_tir(mod, target, os.path.join(job["work_dir"], "ms"), max_trials_global=trials,
                          num_trials_per_iter=min(64, trials), builder=InProcessBuilder(),
                          runner=InProcessRunner(), database="memory", seed=int(job["seed"]),
                          num_tuning_cores=int(job["target"].get("num-cores") or os.cpu_count() or 1))
