@@ -455,9 +455,9 @@ def _ms_child(job_path: str) -> int:
         mod = tvm.IRModule({"main": wl.prim_func()})
         trials = int(job["trials"])
         ms.tune_tir(mod, target, os.path.join(job["work_dir"], "ms"), max_trials_global=trials,
-                         num_trials_per_iter=min(64, trials), builder=InProcessBuilder(),
-                         runner=InProcessRunner(), database="memory", seed=int(job["seed"]),
-                         num_tuning_cores=int(job["target"].get("num-cores") or os.cpu_count() or 1))
+                    num_trials_per_iter=min(64, trials), builder=InProcessBuilder(),
+                    runner=InProcessRunner(), database="memory", seed=int(job["seed"]),
+                    num_tuning_cores=int(job["target"].get("num-cores") or os.cpu_count() or 1))
         out["tune_s"] = time.perf_counter() - start
         out["curve"] = curve
         out["trials"] = len(curve)
