@@ -14,6 +14,7 @@ Contract with the tuning loop (``tiletune.tune``):
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -68,6 +69,13 @@ class Option:
         if self.check is not None and not self.check(value):
             raise TiletuneError(f"strategy {strategy}: option {self.name}={value!r}: {self.check_help}")
         return value
+
+
+def with_default(options: tuple[Option, ...], name: str, default: Any) -> tuple[Option, ...]:
+    """The same options with a different default for ``name`` (for a variant of a strategy)."""
+    if name not in {o.name for o in options}:
+        raise ValueError(f"no option {name!r}")
+    return tuple(dataclasses.replace(o, default=default) if o.name == name else o for o in options)
 
 
 @dataclass

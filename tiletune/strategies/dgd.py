@@ -73,7 +73,7 @@ from typing import Generator, Sequence
 import numpy as np
 
 from ..space import Config, Space
-from .base import Option, Strategy, Trial, register
+from .base import Option, Strategy, Trial, register, with_default
 from .evo import Surrogate, feature_options
 
 _POS = dict(check=lambda v: v >= 1, check_help="must be >= 1")
@@ -214,5 +214,4 @@ class DGD(Strategy):
 class DGDAF(DGD):
     name = "dgd-af"
     summary = "TVM-AF-DS (Ansor-AF-DS): dynamic gradient descent ranked by XGBoost on the seven analytical features"
-    options = tuple(Option(o.name, "analytical", o.help, o.type, o.choices) if o.name == "feature" else o
-                    for o in DGD.options)
+    options = with_default(DGD.options, "feature", "analytical")

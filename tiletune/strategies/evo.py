@@ -64,7 +64,7 @@ import numpy as np
 
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space, divisors
-from .base import Option, Strategy, Trial, TuneContext, register
+from .base import Option, Strategy, Trial, TuneContext, register, with_default
 
 FEATURES = ("program", "analytical", "knob", "itervar", "curve", "curve1")
 TVM_FEATURES = ("itervar", "curve", "curve1")
@@ -428,5 +428,4 @@ class EvolutionarySearch(Strategy):
 class EvolutionarySearchAF(EvolutionarySearch):
     name = "evo-af"
     summary = "Ansor-AF: Ansor's evolutionary search scored by XGBoost on the seven analytical features"
-    options = tuple(Option(o.name, "analytical", o.help, o.type, o.choices) if o.name == "feature" else o
-                    for o in EvolutionarySearch.options)
+    options = with_default(EvolutionarySearch.options, "feature", "analytical")
