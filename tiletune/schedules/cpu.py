@@ -105,6 +105,12 @@ def _pack(sch, block, workload: Workload, name: str, inner: int) -> None:
         sch.vectorize(lane)
 
 
+def _outer_levels(levels: int) -> int:
+    """How many of a spatial axis' tile levels form the outer part (parallel + cache tiles); the rest is
+    the accumulator tile."""
+    return (levels + 1) // 2
+
+
 def check(workload: Workload, space: Space, config: Config) -> None:
     """Raise InvalidConfig for configurations the template rejects before building."""
     d = space.to_dict(config)
@@ -116,8 +122,7 @@ def check(workload: Workload, space: Space, config: Config) -> None:
         local = 1
         for k in spatial:
             f = d[k.name]
-            half = (len(f) + 1) // 2
-            for x in f[half:]:
+            for x in f[_outer_levels(len(f)):]:
                 local *= x
         if local > MAX_LOCAL_ELEMS:
             raise InvalidConfig(f"accumulator tile of {local} elements > {MAX_LOCAL_ELEMS}")
@@ -154,7 +159,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
 
     ls = len(spatial_tiles[0]) if spatial_tiles else 1
     lr = len(reduce_tiles[0]) if reduce_tiles else 1
-    s_outer = (ls + 1) // 2  # levels that form the outer part
+    s_outer = _outer_levels(ls)
     order: list = []
     # outer spatial levels
     for lv in range(s_outer):
@@ -171,7 +176,6 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     sch.reorder(*order)
 
     # parallel outer loops (before the reduction is decomposed: parallel needs a reduction block)
-    fused = None
     if spatial_tiles:
         outer = [t[0] for t in spatial_tiles]
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
@@ -193,7 +197,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
 
     # zero the accumulator in its own loop nest, vectorized like the update
     if reduce_tiles and spatial_tiles:
-        init = sch.decompose_reduction(block, reduce_tiles[0][0] if lr > 1 else order[len(order) - len(spatial_tiles) - len(reduce_tiles)])
+        init = sch.decompose_reduction(block, reduce_tiles[0][0])  # the first reduction loop in ``order``
         if ls > 1:
             sch.vectorize(sch.get_loops(init)[-1])
     return sch
@@ -214,11 +218,3 @@ def _has_root(sch) -> bool:
         return True
     except Exception:
         return False
-
-
-def build(workload: Workload, space: Space, config: Config, target: dict[str, Any]):
-    """Compile ``config`` for ``target``; returns the TVM executable (``.mod`` is the runtime module)."""
-    import tvm
-
-    sch = schedule(workload, space, config, target)
-    return tvm.compile(sch.mod, target=tvm.target.Target(target))
