@@ -176,6 +176,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     sch.reorder(*order)
 
     # parallel outer loops (before the reduction is decomposed: parallel needs a reduction block)
+    fused = None
     if spatial_tiles:
         outer = [t[0] for t in spatial_tiles]
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
@@ -185,7 +186,10 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
             sch.annotate(fused, "pragma_unroll_explicit", 1)
 
     # local accumulator attached under the last outer spatial loop, written back vectorized
-    attach = spatial_tiles[-1][s_outer - 1] if spatial_tiles and ls > 1 else None
+    # (with a single outer level that loop is now part of the fused parallel loop)
+    attach = None
+    if spatial_tiles and ls > 1:
+        attach = fused if s_outer == 1 else spatial_tiles[-1][s_outer - 1]
     if reduce_tiles and attach is not None:
         wb = sch.cache_write(block, 0, "local")
         sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
