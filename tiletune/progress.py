@@ -9,7 +9,7 @@ from .tune import TuneRun
 
 
 class RichProgress:
-    def __init__(self, console: Console | None = None, flops: int | None = None):
+    def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True)
         self.progress: Progress | None = None
         self.task = None
@@ -19,7 +19,7 @@ class RichProgress:
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("best {task.fields[best]:.1f} GFLOPS"), TextColumn("errors {task.fields[errors]}"),
             TextColumn("recalled {task.fields[recalled]}"), TimeElapsedColumn(),
-            console=self.console, transient=False, disable=not self.console.is_terminal and not _force(),
+            console=self.console, transient=False, disable=not self.console.is_terminal,
         )
         self.progress.start()
         total = run.budget_trials
@@ -39,11 +39,7 @@ class RichProgress:
             self.progress.stop()
 
 
-def _force() -> bool:
-    return False
-
-
-def summary(run: TuneRun, flops: int) -> str:
+def summary(run: TuneRun) -> str:
     lines = [f"workload  {run.workload}", f"strategy  {run.strategy}",
              f"trials    {run.trials} ({run.measured} measured, {run.recalled} from records, {run.errors} errors)",
              f"time      {run.elapsed:.1f} s ({run.trials / max(run.elapsed, 1e-9):.2f} trials/s)",

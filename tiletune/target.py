@@ -85,9 +85,3 @@ def parse_target(text: str | dict | None) -> dict[str, Any]:
 
 def target_key(t: dict[str, Any]) -> str:
     return json.dumps(t, sort_keys=True)
-
-
-def tvm_target(t: dict[str, Any]):
-    import tvm
-
-    return tvm.target.Target(t)

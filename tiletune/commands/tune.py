@@ -62,6 +62,6 @@ def run(args) -> int:
                    hardware=args.hardware, transport=args.transport)
     callbacks = [] if args.quiet else [RichProgress()]
     result = run_session(spec, callbacks)
-    print(summary(result, wl.flops))
+    print(summary(result))
     print(f"records   {records}")
     return 0 if result.best is not None else 1

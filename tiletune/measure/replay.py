@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from ..errors import TiletuneError
 from ..records import Record, load
 from ..space import Config, Space
+from ..target import target_key
 from .base import MeasureResult, Measurer
 
 
@@ -43,7 +44,7 @@ class ReplayMeasurer(Measurer):
         if target is None:
             self.target_key = records[0].target
         elif isinstance(target, dict):
-            self.target_key = json.dumps(target, sort_keys=True)
+            self.target_key = target_key(target)
         else:
             self.target_key = str(target)
         records = [r for r in records if r.target == self.target_key]
