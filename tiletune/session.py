@@ -77,21 +77,22 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
         hardware = load_hardware(spec.hardware)
     context = TuneContext(workload=wl, target=target, hardware=hardware,
                           extras={"transfer": list(spec.transfer), "levels": spec.levels})
-    strat = create(spec.strategy, space, seed=spec.seed, context=context, options=spec.options)
     for p in spec.transfer:
         if not Path(p).exists():
             raise TiletuneError(f"--transfer file {p!r} does not exist")
-    own = measurer is None
-    m = measurer or make_measurer(wl, space, target, replay=spec.replay, settings=spec.settings,
-                                  transport=spec.transport)
+    strat = create(spec.strategy, space, seed=spec.seed, context=context, options=spec.options)
+    m = measurer
     try:
+        if m is None:
+            m = make_measurer(wl, space, target, replay=spec.replay, settings=spec.settings,
+                              transport=spec.transport)
         key = target_key(target) if spec.replay is None else getattr(m, "target_key", target_key(target))
         return tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, target=key,
                     trials=spec.trials, seconds=spec.seconds, early_stop=spec.early_stop,
                     batch_size=spec.batch_size, records=spec.records, callbacks=callbacks)
     finally:
-        if own:
+        if measurer is None and m is not None:
             m.close()
         close = getattr(strat, "close", None)
-        if callable(close):  # strategies with worker pools (feature extraction) stop them
+        if callable(close):  # strategies with worker pools (feature extraction) stop them, even on errors
             close()

@@ -252,7 +252,7 @@ class WorkerPool:
     def __init__(self, size: int | None = None, threads: int | None = None):
         from ..target import host_cores
 
-        self.size = size or max(1, os.cpu_count() or 1)
+        self.size = size or host_cores()
         self.threads = threads or host_cores()
         self.workers: list[_Worker] = [_Worker(self.threads) for _ in range(self.size)]
         self.restarts = 0
@@ -292,8 +292,10 @@ class LocalMeasurer(Measurer):
         self.space = space
         self.target = target
         self.settings = settings or MeasureSettings()
+        from ..target import host_cores
+
         cores = int(target.get("num-cores") or 0) or None
-        n = build_workers or max(1, min(os.cpu_count() or 1, cores or os.cpu_count() or 1))
+        n = build_workers or min(host_cores(), cores or host_cores())
         self._own_pool = pool is None
         self.pool = pool or WorkerPool(n, threads=cores)
         self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
