@@ -21,7 +21,12 @@ Usage (the full run is long: ~200 trials x 4 features x 2 workloads + transfer; 
     python benchmarks/autotvm_features.py --smoke               # small convolutions, 16 trials: minutes
     python benchmarks/autotvm_features.py --sa-compare 10       # SA cooling/restarts, synthetic cost
 
-Records go to ``--out`` (default benchmarks/out/autotvm/), one JSONL file per run, rewritten each time.
+Records go to ``--out`` (default benchmarks/out/autotvm/), one JSONL file per run, rewritten each time;
+``summary.json`` there holds every curve, the vendor baseline (torch's CPU conv2d when torch is installed,
+else numpy im2col + GEMM, timed in the same run before the tuning of each workload) and the time split,
+and ``features-C7.png``, ``features-C12.png``, ``transfer.png`` and ``time-split.png`` plot them.
+The time split is also given per 1000 trials (the run's wall time scaled linearly), the unit of
+Zheng's table 3.
 """
 from __future__ import annotations
 
@@ -172,6 +177,64 @@ def checkpoints(n: int) -> list[int]:
     return out + [n]
 
 
+def vendor_gflops(spec: str) -> tuple[float | None, str]:
+    """Vendor conv2d (torch/oneDNN if installed, else numpy im2col + GEMM) on ``spec``, timed like our
+    kernels; (GFLOPS or None, label)."""
+    from tiletune.bench.baselines import vendor
+    from tiletune.workloads import parse
+
+    res = vendor(spec)
+    if not res.ok:
+        return None, f"{res.label or 'vendor'} failed: {res.error} {res.message}"
+    return res.gflops(parse(spec).flops), res.label
+
+
+def per_1000(split: dict, trials: int) -> dict:
+    """The split scaled linearly to 1000 trials (seconds)."""
+    k = 1000.0 / max(1, trials)
+    return {key: split[key] * k for key in ("wall", "measure", "features", "model", "search")}
+
+
+def plot_curves(path: Path, title: str, curves: dict[str, list[float]], vendor: tuple) -> None:
+    from tiletune.bench.plots import _plt
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name, best in curves.items():
+        style = "--" if name.endswith("scratch") else "-"
+        ax.plot(range(1, len(best) + 1), best, style, label=name)
+    if vendor[0]:
+        ax.axhline(vendor[0], color="k", lw=1, ls=":", label=f"{vendor[1]} (same run)")
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best GFLOPS so far")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_split(path: Path, splits: dict[str, dict]) -> None:
+    from tiletune.bench.plots import _plt
+
+    plt = _plt()
+    names = list(splits)
+    parts = ("measure", "features", "model", "search")
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(names) + 1.4))
+    left = [0.0] * len(names)
+    for part in parts:
+        vals = [max(0.0, splits[n]["per_1000"][part]) / 60 for n in names]
+        ax.barh(names, vals, left=left, label=part)
+        left = [a + b for a, b in zip(left, vals)]
+    ax.set_xlabel("minutes per 1000 trials (scaled from the run)")
+    ax.set_title("Tuning-time split per feature type (Zheng's table 3)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def print_curves(title: str, curves: dict[str, list[float]], n: int) -> None:
     cps = checkpoints(n)
     print(f"\n{title}: best GFLOPS after N trials")
@@ -211,18 +274,39 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
+    import json
+
     splits: dict[str, dict] = {}
+    summary_out: dict = {"trials": trials, "seed": args.seed, "features": features, "workloads": {},
+                         "transfer": {}}
+    vendors: dict[str, tuple] = {}
+
+    def save() -> None:
+        (out / "summary.json").write_text(json.dumps({**summary_out, "splits": splits}, indent=1))
+
     for name in names:
         spec = table[name]
+        vendors[name] = vendor_gflops(spec)
+        print(f"{name}: vendor {vendors[name][1]}: "
+              + (f"{vendors[name][0]:.1f} GFLOPS" if vendors[name][0] else "no figure"), flush=True)
         curves = {}
+        summary_out["workloads"][name] = {"spec": spec, "vendor_label": vendors[name][1],
+                                          "vendor_gflops": vendors[name][0], "curves": curves}
         for f in features:
             rec = out / f"{name}-{f}.jsonl"
             run, best, split, summary = tune_one(spec, f, trials, args.seed, rec, args.batch, options=options)
             curves[f] = best
+            split["per_1000"] = per_1000(split, run.trials)
+            split["trials"] = run.trials
             splits[f"{name} {f}"] = split
+            save()
             print(f"{name} {f:8s}: best {run.best_gflops:7.1f} GFLOPS after {run.trials} trials "
                   f"({run.errors} errors), {split['wall']:.0f} s; {summary}", flush=True)
         print_curves(f"{name} = {spec}", curves, trials)
+        if vendors[name][0]:
+            print(f"{'vendor ' + vendors[name][1]:24s}{vendors[name][0]:8.1f} GFLOPS (measured before tuning)")
+        plot_curves(out / f"features-{name}.png", f"{name} = {spec}, xgb, seed {args.seed}", curves,
+                    vendors[name])
 
     print("\nTuning-time split (seconds; Zheng's table 3 for 1000 trials on a GPU)")
     print(f"{'run':18s}{'wall':>8s}{'measure':>9s}{'features':>10s}{'model':>8s}{'search':>8s}"
@@ -230,6 +314,14 @@ def main() -> None:
     for k, s in splits.items():
         print(f"{k:18s}{s['wall']:8.0f}{s['measure']:9.0f}{s['features']:10.1f}{s['model']:8.1f}"
               f"{max(0.0, s['search']):8.1f}{s['feature_ms']:8.1f}ms{int(s['feature_configs']):8d}")
+    print("\nPer 1000 trials (minutes, scaled linearly from the runs above)")
+    print(f"{'run':18s}{'wall':>8s}{'measure':>9s}{'features':>10s}{'model':>8s}{'search':>8s}")
+    for k, s in splits.items():
+        q = s["per_1000"]
+        print(f"{k:18s}{q['wall'] / 60:8.1f}{q['measure'] / 60:9.1f}{q['features'] / 60:10.2f}"
+              f"{q['model'] / 60:8.2f}{max(0.0, q['search']) / 60:8.2f}")
+    if splits:
+        plot_split(out / "time-split.png", splits)
 
     if ttrials > 0 and "C7" in table and "C12" in table:
         curves = {}
@@ -244,9 +336,14 @@ def main() -> None:
                                          args.batch, transfer=[str(src)], options=options)
             curves[f"{f} scratch"] = scratch
             curves[f"{f} from C12"] = warm
+            summary_out["transfer"] = curves
+            save()
             print(f"transfer {f}: loading + featurising the C12 records took {split['setup']:.1f} s", flush=True)
         if curves:
             print_curves("Transfer C12 -> C7 (Zheng figures 4 and 5)", curves, ttrials)
+            plot_curves(out / "transfer.png", f"Transfer C12 -> C7, {ttrials} trials, seed {args.seed + 1}",
+                        curves, vendors.get("C7", (None, "")))
+    save()
 
 
 if __name__ == "__main__":
