@@ -265,3 +265,54 @@ def test_metaschedule_smoke(tmp_path):
     assert r.ok, (r.error, r.message)
     assert 1 <= r.trials <= 2 and r.curve and r.wall_s > 0
     assert r.extra["failed"] == 0
+
+
+def test_resume_keeps_finished_runs_and_redoes_cut_off_ones(tmp_path, monkeypatch):
+    measured = []
+
+    def counting_factory(wl, space, target):
+        m = synthetic_factory(wl, space, target)
+        inner = m.measure
+
+        def measure(configs):
+            measured.extend((wl.key, c) for c in configs)
+            return inner(configs)
+        m.measure = measure
+        return m
+
+    s = validate(_suite_dict(workloads=["gemm:M=16,N=16,K=16", "gemm:M=32,N=16,K=16"], seeds=2, budget=3),
+                 "s.json")
+    out = tmp_path / "o"
+    first = run_bench(s, out, measurer_factory=counting_factory, baselines=("vendor",), progress=False,
+                      plots=False)
+    assert len(first.runs) == 4 and len(measured) == 12
+    # a crash during the last run: its trace line is missing and one of its records was written
+    traces = (out / "traces.jsonl").read_text().splitlines()
+    (out / "traces.jsonl").write_text("\n".join(traces[:3]) + "\n")
+    records = (out / "records.jsonl").read_text().splitlines()
+    (out / "records.jsonl").write_text("\n".join(records[:10]) + "\n")
+    measured.clear()
+    vendor_calls = []
+    real_vendor = bl.vendor
+    monkeypatch.setattr(bl, "vendor", lambda *a, **k: vendor_calls.append(a) or real_vendor(*a, **k))
+    again = run_bench(s, out, measurer_factory=counting_factory, baselines=("vendor",), progress=False,
+                      plots=False, resume=True)
+    # only the cut-off run was repeated, from its first trial; the baselines were kept
+    assert len(measured) == 3 and {k for k, _ in measured} == {"gemm:M=32,N=16,K=16"}
+    assert vendor_calls == []
+    assert len(again.runs) == 4
+    assert sorted((r.workload, r.seed) for r in again.runs) == sorted((r.workload, r.seed) for r in first.runs)
+    assert [r.best_gflops for r in again.runs] == [r.best_gflops for r in first.runs]
+    lines = [json.loads(l) for l in (out / "records.jsonl").read_text().splitlines()]
+    assert len(lines) == 12  # 9 kept + 3 new, the cut-off run's stray record dropped
+    assert json.loads((out / "summary.json").read_text())["complete"]
+    # a finished directory resumes to a no-op; other settings are refused
+    measured.clear()
+    run_bench(s, out, measurer_factory=counting_factory, baselines=("vendor",), progress=False, plots=False,
+              resume=True)
+    assert measured == []
+    with pytest.raises(TiletuneError, match="budget"):
+        run_bench(s, out, budget=5, measurer_factory=counting_factory, baselines=(), progress=False, resume=True)
+    # without resume the directory starts afresh
+    run_bench(s, out, measurer_factory=counting_factory, baselines=(), progress=False, plots=False)
+    assert len(measured) == 12

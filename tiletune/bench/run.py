@@ -15,6 +15,14 @@ Everything lands in ``out_dir``:
 - ``report.md`` and PNG plots (see ``plots.py``, ``report.py``).
 The summary, report and plots are rewritten after every workload, so a long run that is interrupted
 still leaves a readable report of what finished.
+
+Resuming (``resume=True``, ``tiletune bench --resume``): the settings that decide what a run means
+(suite workloads, budget, wall-time budget, levels, target, replay table, strategy options, measurement
+settings) are kept in ``bench.json``; a resumed directory must have been made with the same settings
+(else an error says which differ). Runs found in ``traces.jsonl`` are kept and not repeated; the records
+of runs that were cut off (in ``records.jsonl`` without a trace) are dropped and those runs start again
+from trial 1, so every kept run is a whole, uninterrupted run; baselines found in ``baselines.jsonl``
+are kept. A multi-hour suite can so be run piecewise, across sessions.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -189,11 +198,13 @@ def run_bench(
     progress: bool = True,
     plots: bool = True,
     console=None,
+    resume: bool = False,
 ) -> BenchResult:
     """Run the suite; arguments left as None take the suite's values (``budget_seconds=0``: no wall-time
     limit even if the suite has one). ``options`` maps a strategy name to
     its options (merged over the suite's ``options``); ``hardware`` is a HardwareSpec JSON file for the
-    strategies that use one."""
+    strategies that use one. ``resume``: keep the finished runs and baselines of ``out_dir`` (made with
+    the same settings) and do only the rest."""
     from ..session import RunSpec, make_measurer, make_space
     from ..session import run as run_session
     from ..target import parse_target, target_key
@@ -222,8 +233,18 @@ def run_bench(
     settings = settings or MeasureSettings()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("records.jsonl", "traces.jsonl", "baselines.jsonl"):
-        (out / name).unlink(missing_ok=True)  # a bench directory describes one run
+    manifest = {"workloads": [parse(w).key for w in suite.workloads], "budget": budget,
+                "budget_seconds": budget_seconds, "levels": levels_text, "target": tgt, "replay": replay,
+                "options": strat_options, "batch_size": batch_size, "hardware": hardware,
+                "settings": asdict(settings)}
+    done_runs: dict[tuple[str, str, int], RunResult] = {}
+    done_baselines: dict[str, dict[str, bl.BaselineResult]] = {}
+    if resume:
+        done_runs, done_baselines = _load_previous(out, manifest)
+    else:
+        for name in ("records.jsonl", "traces.jsonl", "baselines.jsonl"):
+            (out / name).unlink(missing_ok=True)  # a bench directory describes one run
+    (out / "bench.json").write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
 
     res = BenchResult(suite=suite, strategies=list(strategies), seeds=seeds, budget=budget,
                       budget_seconds=budget_seconds, target=tgt, baselines=list(baselines), out_dir=out,
@@ -231,7 +252,11 @@ def run_bench(
     if "peak" in baselines and tgt.get("kind") == "llvm":
         res.peak = bl.peak(tgt)
     workloads = [parse(w) for w in suite.workloads]
-    prog = Progress(len(workloads) * len(strategies) * seeds, console) if progress else None
+    todo = sum(1 for wl in workloads for st in strategies for sd in range(seeds)
+               if (wl.key, st, sd) not in done_runs)
+    prog = Progress(todo, console) if progress else None
+    if prog and done_runs:
+        prog.note(f"resuming {out}: {len(workloads) * len(strategies) * seeds - todo} runs kept, {todo} to do")
     writer = RecordWriter(out / "records.jsonl")
     tracer = _Trace(writer, prog)
     try:
@@ -239,6 +264,14 @@ def run_bench(
             space = make_space(wl, lv, tgt)
             res.flops[wl.key] = wl.flops
             res.space_sizes[wl.key] = space.size
+            kept = [done_runs[(wl.key, st, sd)] for st in strategies for sd in range(seeds)
+                    if (wl.key, st, sd) in done_runs]
+            res.runs.extend(kept)
+            wanted = [b for b in res.baselines if b != "peak"]
+            if len(kept) == len(strategies) * seeds and all(b in done_baselines.get(wl.key, {}) for b in wanted):
+                res.baseline_results[wl.key] = {b: done_baselines[wl.key][b] for b in wanted}
+                res.workloads_done.append(wl.key)
+                continue
             if measurer_factory is not None:
                 measurer = measurer_factory(wl, space, tgt)
             else:
@@ -249,6 +282,8 @@ def run_bench(
                     warm_up()  # start the workers before the first run's clock starts
                 for strat in strategies:
                     for seed in range(seeds):
+                        if (wl.key, strat, seed) in done_runs:
+                            continue
                         if prog:
                             prog.set_seed(seed)
                         spec = RunSpec(workload=wl.key, strategy=strat, trials=budget, seconds=budget_seconds,
@@ -262,7 +297,11 @@ def run_bench(
                             f.write(json.dumps({k: v for k, v in asdict(rr).items()}) + "\n")
             finally:
                 measurer.close()
-            res.baseline_results[wl.key] = _baselines(wl, res, settings, metaschedule_timeout, prog)
+            prev = done_baselines.get(wl.key, {})
+            if all(b in prev for b in wanted):
+                res.baseline_results[wl.key] = {b: prev[b] for b in wanted}
+            else:
+                res.baseline_results[wl.key] = _baselines(wl, res, settings, metaschedule_timeout, prog)
             res.workloads_done.append(wl.key)
             res.finished = time.time()
             if wl is not workloads[-1]:
@@ -274,6 +313,61 @@ def run_bench(
     res.finished = time.time()
     write_outputs(res, plots=plots)
     return res
+
+
+def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict]:
+    """For ``resume``: the finished runs (traces.jsonl) and baselines (baselines.jsonl) of ``out``, after
+    checking that ``bench.json`` has the same settings; drops the records of unfinished runs."""
+    mpath = out / "bench.json"
+    if not mpath.exists():
+        if any((out / n).exists() for n in ("traces.jsonl", "records.jsonl")):
+            raise TiletuneError(f"--resume: {out} has results but no bench.json (made by an older tiletune?); "
+                                "use another --out")
+        return {}, {}
+    old = json.loads(mpath.read_text(encoding="utf-8"))
+    new = json.loads(json.dumps(manifest, default=str))
+    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if diff:
+        raise TiletuneError(f"--resume: {out} was made with other settings ({', '.join(diff)} differ); "
+                            "run without --resume to start over, or use another --out")
+    runs: dict[tuple[str, str, int], RunResult] = {}
+    tpath = out / "traces.jsonl"
+    if tpath.exists():
+        names = {f.name for f in dataclass_fields(RunResult)}
+        for line in tpath.read_text(encoding="utf-8").splitlines():
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut off by a crash
+            rr = RunResult(**{k: v for k, v in d.items() if k in names})
+            rr.trace = [tuple(t) for t in rr.trace]
+            runs[(rr.workload, rr.strategy, rr.seed)] = rr
+    base: dict[str, dict[str, bl.BaselineResult]] = {}
+    bpath = out / "baselines.jsonl"
+    if bpath.exists():
+        names = {f.name for f in dataclass_fields(bl.BaselineResult)}
+        for line in bpath.read_text(encoding="utf-8").splitlines():
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            b = bl.BaselineResult(**{k: v for k, v in d.items() if k in names})
+            b.costs = tuple(b.costs)
+            base.setdefault(b.workload, {})[b.name] = b
+    rpath = out / "records.jsonl"
+    if rpath.exists():  # keep the records of finished runs only: cut-off runs start again
+        keep = []
+        for line in rpath.read_text(encoding="utf-8").splitlines():
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if (d.get("workload"), d.get("strategy"), d.get("seed")) in runs:
+                keep.append(line)
+        tmp = rpath.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
+        tmp.replace(rpath)
+    return runs, base
 
 
 def check_options(strategies: Sequence[str], *layers: dict[str, dict]) -> dict[str, dict]:

@@ -40,6 +40,9 @@ def add_parser(sub) -> None:
     p.add_argument("--run-timeout", type=float, default=30.0, help="seconds per run (default: 30)")
     p.add_argument("--metaschedule-timeout", type=float, default=3600.0,
                    help="wall-clock limit of one MetaSchedule tuning in seconds (default: 3600)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished runs and baselines already in --out (made with the same settings) "
+                        "and do only the rest; without it --out is started afresh")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.set_defaults(func=run)
@@ -105,7 +108,7 @@ def run(args) -> int:
                     target=args.target, levels=args.levels, replay=args.replay, settings=settings,
                     batch_size=args.batch_size, metaschedule_timeout=args.metaschedule_timeout,
                     options=parse_strategy_options(args.option), hardware=args.hardware,
-                    progress=not args.quiet, plots=not args.no_plots)
+                    progress=not args.quiet, plots=not args.no_plots, resume=args.resume)
     n_ok = sum(1 for r in res.runs if r.best_gflops > 0)
     print(f"{len(res.runs)} runs ({n_ok} with a valid kernel) on {len(res.flops)} workloads")
     print(f"report    {res.out_dir / 'report.md'}")
