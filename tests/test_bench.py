@@ -316,3 +316,20 @@ def test_resume_keeps_finished_runs_and_redoes_cut_off_ones(tmp_path, monkeypatc
     # without resume the directory starts afresh
     run_bench(s, out, measurer_factory=counting_factory, baselines=(), progress=False, plots=False)
     assert len(measured) == 12
+
+
+def test_select_workloads_and_resume_piecewise(tmp_path):
+    s = validate(_suite_dict(workloads=["gemm:M=16,N=16,K=16", "gemm:M=32,N=16,K=16", "gemv:M=16,K=16"]), "s.json")
+    assert s.select(None) is s
+    assert s.select("3,1").workloads == ("gemv:M=16,K=16", "gemm:M=16,N=16,K=16")
+    assert s.select("gemm:M=32,N=16,K=16,dtype=float32").workloads == ("gemm:M=32,N=16,K=16",)
+    assert s.select("2; gemv:M=16,K=16").workloads == ("gemm:M=32,N=16,K=16", "gemv:M=16,K=16")
+    with pytest.raises(TiletuneError, match="out of range 1..3"):
+        s.select("4")
+    with pytest.raises(TiletuneError, match="not in suite"):
+        s.select("gemm:M=8,N=8,K=8")
+    out = tmp_path / "o"
+    run_bench(s.select("1"), out, measurer_factory=synthetic_factory, baselines=(), progress=False, plots=False)
+    res = run_bench(s, out, measurer_factory=synthetic_factory, baselines=(), progress=False, plots=False,
+                    resume=True)
+    assert len(res.runs) == 3 and len((out / "traces.jsonl").read_text().splitlines()) == 3

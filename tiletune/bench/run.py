@@ -17,12 +17,14 @@ The summary, report and plots are rewritten after every workload, so a long run 
 still leaves a readable report of what finished.
 
 Resuming (``resume=True``, ``tiletune bench --resume``): the settings that decide what a run means
-(suite workloads, budget, wall-time budget, levels, target, replay table, strategy options, measurement
+(budget, wall-time budget, levels, target, replay table, strategy options, measurement
 settings) are kept in ``bench.json``; a resumed directory must have been made with the same settings
 (else an error says which differ). Runs found in ``traces.jsonl`` are kept and not repeated; the records
 of runs that were cut off (in ``records.jsonl`` without a trace) are dropped and those runs start again
 from trial 1, so every kept run is a whole, uninterrupted run; baselines found in ``baselines.jsonl``
-are kept. A multi-hour suite can so be run piecewise, across sessions.
+are kept. Workloads, strategies and seeds may differ between the pieces (runs are keyed by workload,
+strategy and seed): a multi-hour suite can so be run piecewise (``--workloads``, ``--seeds``), across
+sessions.
 """
 from __future__ import annotations
 
@@ -233,7 +235,7 @@ def run_bench(
     settings = settings or MeasureSettings()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"workloads": [parse(w).key for w in suite.workloads], "budget": budget,
+    manifest = {"budget": budget,
                 "budget_seconds": budget_seconds, "levels": levels_text, "target": tgt, "replay": replay,
                 "options": strat_options, "batch_size": batch_size, "hardware": hardware,
                 "settings": asdict(settings)}

@@ -14,7 +14,7 @@ that a suite can be listed and inspected even when a strategy module is not inst
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,43 @@ class Suite:
                 "strategies": list(self.strategies), "seeds": self.seeds, "budget": self.budget,
                 "budget_seconds": self.budget_seconds, "levels": self.levels, "notes": self.notes,
                 "options": self.options}
+
+    def select(self, which: str | None) -> "Suite":
+        """The suite restricted to some workloads: ``which`` holds 1-based positions in ``workloads``
+        (comma-separated) and/or workload specs, the items separated by ';' (specs contain commas):
+        '1,3', 'gemm:M=512,N=512,K=512', '2;gemv:M=16,K=16'. None or '': all."""
+        if not which:
+            return self
+        from ..workloads import parse
+
+        keys = [parse(w).key for w in self.workloads]
+        picked: list[str] = []
+        items = []
+        for part in (x.strip() for x in which.split(";")):
+            if part.replace(",", "").replace(" ", "").isdigit():
+                items.extend(x.strip() for x in part.split(",") if x.strip())
+            elif part:
+                items.append(part)
+        for item in items:
+            if item.isdigit():
+                i = int(item)
+                if not 1 <= i <= len(self.workloads):
+                    raise TiletuneError(f"--workloads: position {i} is out of range 1..{len(self.workloads)}")
+                w = self.workloads[i - 1]
+            else:
+                try:
+                    key = parse(item).key
+                except TiletuneError as e:
+                    raise TiletuneError(f"--workloads: {item!r} is neither a position nor a workload spec: {e}") from None
+                if key not in keys:
+                    raise TiletuneError(f"--workloads: {item!r} is not in suite {self.name!r}; its workloads: "
+                                        + ", ".join(f"{i + 1}={w}" for i, w in enumerate(self.workloads)))
+                w = self.workloads[keys.index(key)]
+            if w not in picked:
+                picked.append(w)
+        if not picked:
+            raise TiletuneError("--workloads is empty")
+        return replace(self, workloads=tuple(picked))
 
     def check_strategies(self, names: list[str] | tuple[str, ...] | None = None) -> list[str]:
         """The names (default: the suite's) if all are registered, else a TiletuneError listing them."""

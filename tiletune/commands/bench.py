@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument("suite", nargs="?", help="suite name (see --list) or path to a suite JSON file")
     p.add_argument("--list", action="store_true", help="list the shipped suites and exit")
+    p.add_argument("--workloads", default=None,
+                   help="run only these of the suite's workloads: 1-based positions ('1,3') or specs, items "
+                        "separated by ';' (specs contain commas)")
     p.add_argument("--strategies", default=None, help="comma-separated strategy names (default: the suite's)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per strategy and workload (0..N-1)")
     p.add_argument("--budget", type=int, default=None, help="trials per run")
@@ -96,7 +99,7 @@ def run(args) -> int:
         return _list()
     if not args.suite:
         raise TiletuneError("give a SUITE (a name from 'tiletune bench --list' or a JSON file)")
-    suite = load(args.suite)
+    suite = load(args.suite).select(args.workloads)
     strategies = [x.strip() for x in args.strategies.split(",") if x.strip()] if args.strategies else None
     if args.strategies is not None and not strategies:
         raise TiletuneError("--strategies is empty")
