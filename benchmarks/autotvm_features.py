@@ -31,6 +31,7 @@ Zheng's table 3.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 from pathlib import Path
@@ -273,8 +274,6 @@ def main() -> None:
     options = parse_options(args.option)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-
-    import json
 
     splits: dict[str, dict] = {}
     summary_out: dict = {"trials": trials, "seed": args.seed, "features": features, "workloads": {},

@@ -14,8 +14,8 @@ notes say), in one process and one measurer per workload:
 - tuned: the AutoTVM-style ``xgb`` strategy after ``--tuned-trials`` measurements (the paper compares with
   the best tuned result at 1000 trials; on 2 cores that is ~1 h per workload, hence the option).
 
-Construction time is the wall time of ``construct()`` (model set-up included); measurement time is
-reported apart. Results go to ``--out`` (default benchmarks/out/gensor/): ``summary.json`` (rewritten
+Construction time is the wall time of ``construct()`` (model set-up included), measurement excluded.
+Results go to ``--out`` (default benchmarks/out/gensor/): ``summary.json`` (rewritten
 after every workload, so an interrupted run keeps what it measured), ``gensor.png`` (GFLOPS per workload
 and method, relative to the vendor library) and the xgb records (``tuned-<label>.jsonl``: re-running
 resumes them).
@@ -44,7 +44,7 @@ def suite_workloads() -> list[tuple[str, str]]:
 
 def construct_and_measure(name: str, space, ctx, measurer, flops: int, seed: int, k: int, options: dict):
     """Construct with strategy ``name``, measure its top-k; (construction s, [GFLOPS of the k, in rank
-    order], measure s)."""
+    order])."""
     from tiletune.strategies import create
 
     t0 = time.perf_counter()
@@ -52,13 +52,11 @@ def construct_and_measure(name: str, space, ctx, measurer, flops: int, seed: int
     pool = strat.construct()
     t_construct = time.perf_counter() - t0
     configs = [c for _, c in pool[:k]]
-    t0 = time.perf_counter()
     results = measurer.measure(configs) if configs else []
-    t_measure = time.perf_counter() - t0
-    return t_construct, [r.gflops(flops) if r.ok else 0.0 for r in results], t_measure
+    return t_construct, [r.gflops(flops) if r.ok else 0.0 for r in results]
 
 
-def tuned(spec: str, wl, space, ctx, measurer, target, trials: int, records: Path, seed: int) -> tuple[float, float]:
+def tuned(wl, space, ctx, measurer, target, trials: int, records: Path, seed: int) -> tuple[float, float]:
     """xgb for ``trials`` trials (resumed from ``records``); (best GFLOPS, wall s)."""
     from tiletune.strategies import create
     from tiletune.target import target_key
@@ -89,8 +87,7 @@ def plot(path: Path, rows: list[dict]) -> None:
     for j, (title, key) in enumerate(methods):
         vals = []
         for r in rows:
-            v = r.get(key)
-            v = statistics.mean(v) if isinstance(v, list) else v
+            v = value(r.get(key))
             vals.append((v or 0.0) / r["vendor_gflops"] if r.get("vendor_gflops") else 0.0)
         ax.bar(x + (j - len(methods) / 2 + 0.5) * w, vals, w, label=title)
     ax.axhline(1.0, color="k", lw=1, ls=":", label="vendor (same run)")
@@ -105,9 +102,15 @@ def plot(path: Path, rows: list[dict]) -> None:
     plt.close(fig)
 
 
-def fmt(v) -> str:
+def value(v) -> float | None:
+    """A row's figure: the mean over seeds for per-seed lists."""
     if isinstance(v, list):
-        return f"{statistics.mean(v):7.1f}" if v else f"{'-':>7s}"
+        return statistics.mean(v) if v else None
+    return v
+
+
+def fmt(v) -> str:
+    v = value(v)
     return f"{v:7.1f}" if v else f"{'-':>7s}"
 
 
@@ -154,20 +157,20 @@ def main() -> None:
         try:
             g1, g10, ab, tg, tab = [], [], [], [], []
             for seed in range(args.seeds):
-                t, gf, _ = construct_and_measure("gensor", space, ctx, measurer, wl.flops, seed, 10, {})
+                t, gf = construct_and_measure("gensor", space, ctx, measurer, wl.flops, seed, 10, {})
                 tg.append(t)
                 g1.append(gf[0] if gf else 0.0)
                 g10.append(max(gf, default=0.0))
-                t, gf, _ = construct_and_measure("gensor", space, ctx, measurer, wl.flops, seed, 1,
+                t, gf = construct_and_measure("gensor", space, ctx, measurer, wl.flops, seed, 1,
                                                  {"cache_moves": "off"})
                 tab.append(t)
                 ab.append(gf[0] if gf else 0.0)
-            tr, rf, _ = construct_and_measure("roller", space, ctx, measurer, wl.flops, 0, 10, {})
+            tr, rf = construct_and_measure("roller", space, ctx, measurer, wl.flops, 0, 10, {})
             row.update(gensor_top1=g1, gensor_top10=g10, ablation_top1=ab, gensor_construct_s=tg,
                        ablation_construct_s=tab, roller_top10=max(rf, default=0.0), roller_top1=rf[0] if rf else 0.0,
                        roller_construct_s=tr, roller_leaves=len(rf))
             if args.tuned_trials > 0:
-                best, wall = tuned(spec, wl, space, ctx, measurer, target, args.tuned_trials,
+                best, wall = tuned(wl, space, ctx, measurer, target, args.tuned_trials,
                                    out / f"tuned-{label}.jsonl", 0)
                 row.update(tuned=best, tuned_trials=args.tuned_trials, tuned_wall_s=wall)
         finally:
@@ -186,9 +189,7 @@ def main() -> None:
     def ratios(key: str, ref: str) -> list[float]:
         out_ = []
         for r in rows:
-            a, b = r.get(key), r.get(ref)
-            a = statistics.mean(a) if isinstance(a, list) else a
-            b = statistics.mean(b) if isinstance(b, list) else b
+            a, b = value(r.get(key)), value(r.get(ref))
             if a and b:
                 out_.append(a / b)
         return out_

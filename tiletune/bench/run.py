@@ -259,6 +259,7 @@ def run_bench(
     prog = Progress(todo, console) if progress else None
     if prog and done_runs:
         prog.note(f"resuming {out}: {len(workloads) * len(strategies) * seeds - todo} runs kept, {todo} to do")
+    wanted = [b for b in res.baselines if b != "peak"]  # per-workload baselines (peak is per machine)
     writer = RecordWriter(out / "records.jsonl")
     tracer = _Trace(writer, prog)
     try:
@@ -269,9 +270,10 @@ def run_bench(
             kept = [done_runs[(wl.key, st, sd)] for st in strategies for sd in range(seeds)
                     if (wl.key, st, sd) in done_runs]
             res.runs.extend(kept)
-            wanted = [b for b in res.baselines if b != "peak"]
-            if len(kept) == len(strategies) * seeds and all(b in done_baselines.get(wl.key, {}) for b in wanted):
-                res.baseline_results[wl.key] = {b: done_baselines[wl.key][b] for b in wanted}
+            prev = done_baselines.get(wl.key, {})
+            kept_baselines = {b: prev[b] for b in wanted} if all(b in prev for b in wanted) else None
+            if len(kept) == len(strategies) * seeds and kept_baselines is not None:
+                res.baseline_results[wl.key] = kept_baselines
                 res.workloads_done.append(wl.key)
                 continue
             if measurer_factory is not None:
@@ -299,11 +301,8 @@ def run_bench(
                             f.write(json.dumps({k: v for k, v in asdict(rr).items()}) + "\n")
             finally:
                 measurer.close()
-            prev = done_baselines.get(wl.key, {})
-            if all(b in prev for b in wanted):
-                res.baseline_results[wl.key] = {b: prev[b] for b in wanted}
-            else:
-                res.baseline_results[wl.key] = _baselines(wl, res, settings, metaschedule_timeout, prog)
+            res.baseline_results[wl.key] = (kept_baselines if kept_baselines is not None
+                                            else _baselines(wl, res, settings, metaschedule_timeout, prog))
             res.workloads_done.append(wl.key)
             res.finished = time.time()
             if wl is not workloads[-1]:
@@ -333,43 +332,36 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict]:
         raise TiletuneError(f"--resume: {out} was made with other settings ({', '.join(diff)} differ); "
                             "run without --resume to start over, or use another --out")
     runs: dict[tuple[str, str, int], RunResult] = {}
-    tpath = out / "traces.jsonl"
-    if tpath.exists():
-        names = {f.name for f in dataclass_fields(RunResult)}
-        for line in tpath.read_text(encoding="utf-8").splitlines():
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut off by a crash
-            rr = RunResult(**{k: v for k, v in d.items() if k in names})
-            rr.trace = [tuple(t) for t in rr.trace]
-            runs[(rr.workload, rr.strategy, rr.seed)] = rr
+    names = {f.name for f in dataclass_fields(RunResult)}
+    for _, d in _jsonl(out / "traces.jsonl"):
+        rr = RunResult(**{k: v for k, v in d.items() if k in names})
+        rr.trace = [tuple(t) for t in rr.trace]
+        runs[(rr.workload, rr.strategy, rr.seed)] = rr
     base: dict[str, dict[str, bl.BaselineResult]] = {}
-    bpath = out / "baselines.jsonl"
-    if bpath.exists():
-        names = {f.name for f in dataclass_fields(bl.BaselineResult)}
-        for line in bpath.read_text(encoding="utf-8").splitlines():
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            b = bl.BaselineResult(**{k: v for k, v in d.items() if k in names})
-            b.costs = tuple(b.costs)
-            base.setdefault(b.workload, {})[b.name] = b
+    names = {f.name for f in dataclass_fields(bl.BaselineResult)}
+    for _, d in _jsonl(out / "baselines.jsonl"):
+        b = bl.BaselineResult(**{k: v for k, v in d.items() if k in names})
+        b.costs = tuple(b.costs)
+        base.setdefault(b.workload, {})[b.name] = b
     rpath = out / "records.jsonl"
     if rpath.exists():  # keep the records of finished runs only: cut-off runs start again
-        keep = []
-        for line in rpath.read_text(encoding="utf-8").splitlines():
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if (d.get("workload"), d.get("strategy"), d.get("seed")) in runs:
-                keep.append(line)
+        keep = [line for line, d in _jsonl(rpath) if (d.get("workload"), d.get("strategy"), d.get("seed")) in runs]
         tmp = rpath.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
         tmp.replace(rpath)
     return runs, base
+
+
+def _jsonl(path: Path):
+    """(line, object) for every readable line of a JSONL file (none if it is missing); a line cut off
+    by a crash is skipped."""
+    if not path.exists():
+        return
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            yield line, json.loads(line)
+        except json.JSONDecodeError:
+            continue
 
 
 def check_options(strategies: Sequence[str], *layers: dict[str, dict]) -> dict[str, dict]:
