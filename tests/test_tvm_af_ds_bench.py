@@ -45,3 +45,40 @@ def test_seed_mean_curve():
     runs = [run("A", "evo", 0, [(1, 0, 1.0), (3, 0, 3.0)]), run("A", "evo", 1, [(2, 0, 2.0)])]
     assert bench.mean_curve(runs, 4) == [0.5, 1.5, 2.5, 2.5]
     assert bench.trials_to_reach([0.5, 1.5, 2.5], 2.0) == 3 and bench.trials_to_reach([1.0], 2.0) is None
+
+
+def test_cli_passes_small_options_workloads_and_resume(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run_bench(suite, out, **kw):
+        seen.update(kw, workloads=suite.workloads)
+        out.mkdir(parents=True, exist_ok=True)
+        import json
+        with open(out / "traces.jsonl", "w") as f:
+            for m in bench.METHODS:
+                f.write(json.dumps(run(suite.workloads[0], m, 0, [(1, 1.0, 2.0), (96, 50.0, 4.0)])) + "\n")
+
+    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
+    out = tmp_path / "o"
+    assert bench.main(["--small", "--seeds", "1", "--budget", "96", "--horizon", "20", "--workloads", "2,12",
+                       "--options", '{"dgd": {"hop_threshold": 2}}', "--resume", "--out", str(out)]) == 0
+    suite = bench.suites.load("tvm-af-ds")
+    assert seen["workloads"] == (suite.workloads[1], suite.workloads[11])
+    assert seen["resume"] is True and seen["budget"] == 96 and seen["seeds"] == 1
+    assert seen["options"]["dgd"] == {"sample_size": 16, "hop_threshold": 2}
+    assert seen["options"]["evo"] == {"measure_per_round": 16, "warmup": 16}
+    import json
+    assert json.loads((out / "tvm_af_ds.json").read_text())["horizon_s"] == 20
+    # --analyze keeps the run's horizon unless one is given
+    bench.main(["--analyze", str(out)])
+    assert json.loads((out / "tvm_af_ds.json").read_text())["horizon_s"] == 20
+    bench.main(["--analyze", str(out), "--horizon", "0.5"])
+    a = json.loads((out / "tvm_af_ds.json").read_text())
+    assert a["horizon_s"] == 0.5 and a["operators"][suite.workloads[1]]["evo"]["at_horizon"] == 0.0
+
+
+def test_cli_rejects_bad_options(tmp_path):
+    with pytest.raises(SystemExit):
+        bench.main(["--options", "{not json", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        bench.main(["--options", '{"dgd": 3}', "--out", str(tmp_path)])
