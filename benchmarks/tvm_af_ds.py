@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -161,7 +162,9 @@ def analyze(runs: list[dict], horizon: float, budget: int) -> dict:
             ratios[wl] = a / b if b > 0 else (float("inf") if a > 0 else 1.0)
             if a > margin * b:
                 wins.append(wl)
-        return {"k": len(wins), "n": total, "wins": wins, "ratios": ratios}
+        finite = [r for r in ratios.values() if 0 < r < float("inf")]
+        geomean = math.exp(statistics.fmean(math.log(r) for r in finite)) if finite else None
+        return {"k": len(wins), "n": total, "wins": wins, "ratios": ratios, "geomean_ratio": geomean}
 
     comparisons = {
         "2min": {m: count(m, "at_horizon", "at_horizon") for m in ("evo-af", "dgd", "dgd-af")},
@@ -197,7 +200,8 @@ def report(a: dict) -> str:
     L = [f"# TVM-AF-DS comparisons ({len(a['operators'])} operators, baseline {LABEL[BASELINE]})", ""]
 
     def kn(d):
-        return f"{d['k']}/{d['n']}"
+        g = d.get("geomean_ratio")
+        return f"{d['k']}/{d['n']}" + (f" (geomean {g:.2f}x)" if g else "")
 
     L += [f"1. After a {h:g}-s search, better than the baseline's {h:g}-s result: "
           f"Ansor-AF {kn(c['2min']['evo-af'])} (paper 27/30), Ansor-DS {kn(c['2min']['dgd'])}, "
@@ -309,7 +313,9 @@ def main(argv=None) -> int:
         out = Path(args.analyze)
         meta = json.loads((out / "tvm_af_ds.json").read_text()) if (out / "tvm_af_ds.json").exists() else {}
         horizon = args.horizon if args.horizon is not None else meta.get("horizon_s", 120.0)
-        budget = meta.get("budget", args.budget)
+        if (out / "bench.json").exists():  # the harness's settings (also while a run is going or cut off)
+            meta["budget"] = json.loads((out / "bench.json").read_text()).get("budget") or meta.get("budget")
+        budget = meta.get("budget") or args.budget
     else:
         suite = suites.load(args.suite)
         strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
