@@ -158,6 +158,22 @@ def test_tiny_suite_end_to_end(tmp_path):
     assert "## Results" in report and pngs[0] in report and "numpy" in report and "python" in report
 
 
+
+def test_report_explains_results_above_the_peak(tmp_path):
+    import dataclasses
+
+    from tiletune.bench import report as report_mod
+    from tiletune.bench.baselines import Peak
+    from tiletune.bench.run import summarize
+
+    res = run_bench(load("tiny"), tmp_path / "b", strategies=["random"], seeds=1, budget=2, baselines=(),
+                    measurer_factory=synthetic_factory, progress=False, plots=False)
+    low = dataclasses.replace(res, peak=Peak(1e-3, "test", "1 core x 1 GHz; clock from /proc/cpuinfo cpu MHz"))
+    text = report_mod.render(low, summarize(low))
+    assert "Above 100% of the peak" in text and "/proc/cpuinfo cpu MHz" in text
+    high = dataclasses.replace(res, peak=Peak(1e9, "test", "1 core x 1 GHz"))
+    assert "Above 100% of the peak" not in report_mod.render(high, summarize(high))
+
 def test_budget_seconds_stops_runs(tmp_path):
     import time as _time
 

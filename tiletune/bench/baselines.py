@@ -261,6 +261,9 @@ def peak(target: dict | None = None) -> Peak | None:
     detail = f"{hw.cores} cores x {hw.simd_lanes} fp32 lanes x {hw.fma_units} FMA units x 2 x {hw.freq_ghz} GHz"
     if cores != hw.cores:
         detail += f", scaled to the target's {cores} cores"
+    fsrc = (hw.source or {}).get("frequency")
+    if fsrc:
+        detail += f"; clock from {fsrc}"
     return Peak(g, "tiletune.hardware.detect_cpu", detail)
 
 
