@@ -111,8 +111,6 @@ def synthetic_cost(space):
     4 x 16 on the last two spatial axes, cache tiles of 2 there, an inner reduction tile of 8 (or the
     extent) and unroll 64; off-target knobs cost quadratically in log2 units. Returns (cost, optimum);
     the optimum is exact because the terms are independent. Used only to compare the SA variants."""
-    import math
-
     from tiletune.space import SplitKnob
 
     spatial = [i for i, k in enumerate(space.knobs) if isinstance(k, SplitKnob) and k.kind == "S"]

@@ -209,7 +209,7 @@ def run_bench(
     the same settings) and do only the rest."""
     from ..session import RunSpec, make_measurer, make_space
     from ..session import run as run_session
-    from ..target import parse_target, target_key
+    from ..target import parse_target
 
     strategies = suite.check_strategies(list(strategies) if strategies else None)
     strat_options = check_options(strategies, suite.options, options or {})
