@@ -158,7 +158,6 @@ def test_tiny_suite_end_to_end(tmp_path):
     assert "## Results" in report and pngs[0] in report and "numpy" in report and "python" in report
 
 
-
 def test_report_explains_results_above_the_peak(tmp_path):
     import dataclasses
 
@@ -173,6 +172,7 @@ def test_report_explains_results_above_the_peak(tmp_path):
     assert "Above 100% of the peak" in text and "/proc/cpuinfo cpu MHz" in text
     high = dataclasses.replace(res, peak=Peak(1e9, "test", "1 core x 1 GHz"))
     assert "Above 100% of the peak" not in report_mod.render(high, summarize(high))
+
 
 def test_budget_seconds_stops_runs(tmp_path):
     import time as _time
