@@ -5,6 +5,7 @@ import csv
 import json
 import math
 import os
+import time
 
 import pytest
 
@@ -322,11 +323,14 @@ def test_resume_keeps_finished_runs_and_redoes_cut_off_ones(tmp_path, monkeypatc
     lines = [json.loads(l) for l in (out / "records.jsonl").read_text().splitlines()]
     assert len(lines) == 12  # 9 kept + 3 new, the cut-off run's stray record dropped
     assert json.loads((out / "summary.json").read_text())["complete"]
+    assert again.started < first.finished  # the report's start is the first piece's, not the resume's
     # a finished directory resumes to a no-op; other settings are refused
     measured.clear()
+    t0 = time.time()
     run_bench(s, out, measurer_factory=counting_factory, baselines=("vendor",), progress=False, plots=False,
               resume=True)
     assert measured == []
+    assert json.loads((out / "summary.json").read_text())["finished"] < t0  # the last trial's, not the re-render's
     with pytest.raises(TiletuneError, match="budget"):
         run_bench(s, out, budget=5, measurer_factory=counting_factory, baselines=(), progress=False, resume=True)
     # without resume the directory starts afresh

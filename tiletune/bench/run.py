@@ -251,6 +251,10 @@ def run_bench(
     res = BenchResult(suite=suite, strategies=list(strategies), seeds=seeds, budget=budget,
                       budget_seconds=budget_seconds, target=tgt, baselines=list(baselines), out_dir=out,
                       replay=replay, machine=bl.machine_info(tgt))
+    if done_runs:  # a resumed bench started when its first kept trial did, not when this piece did
+        firsts = [d["started"] for _, d in _jsonl(out / "records.jsonl")
+                  if isinstance(d.get("started"), (int, float))]
+        res.started = min([res.started, *firsts])
     if "peak" in baselines and tgt.get("kind") == "llvm":
         res.peak = bl.peak(tgt)
     workloads = [parse(w) for w in suite.workloads]
@@ -312,6 +316,10 @@ def run_bench(
         if prog:
             prog.close()
     res.finished = time.time()
+    if todo == 0 and done_runs:  # only re-rendered: the bench finished with its last kept trial
+        lasts = [d["finished"] for _, d in _jsonl(out / "records.jsonl")
+                 if isinstance(d.get("finished"), (int, float))]
+        res.finished = max(lasts, default=res.finished)
     write_outputs(res, plots=plots)
     return res
 
