@@ -241,8 +241,9 @@ def run_bench(
                 "settings": asdict(settings)}
     done_runs: dict[tuple[str, str, int], RunResult] = {}
     done_baselines: dict[str, dict[str, bl.BaselineResult]] = {}
+    kept_span: tuple[float, float] | None = None
     if resume:
-        done_runs, done_baselines = _load_previous(out, manifest)
+        done_runs, done_baselines, kept_span = _load_previous(out, manifest)
     else:
         for name in ("records.jsonl", "traces.jsonl", "baselines.jsonl"):
             (out / name).unlink(missing_ok=True)  # a bench directory describes one run
@@ -251,10 +252,8 @@ def run_bench(
     res = BenchResult(suite=suite, strategies=list(strategies), seeds=seeds, budget=budget,
                       budget_seconds=budget_seconds, target=tgt, baselines=list(baselines), out_dir=out,
                       replay=replay, machine=bl.machine_info(tgt))
-    if done_runs:  # a resumed bench started when its first kept trial did, not when this piece did
-        firsts = [d["started"] for _, d in _jsonl(out / "records.jsonl")
-                  if isinstance(d.get("started"), (int, float))]
-        res.started = min([res.started, *firsts])
+    if kept_span:  # a resumed bench started when its first kept trial did, not when this piece did
+        res.started = min(res.started, kept_span[0])
     if "peak" in baselines and tgt.get("kind") == "llvm":
         res.peak = bl.peak(tgt)
     workloads = [parse(w) for w in suite.workloads]
@@ -316,23 +315,22 @@ def run_bench(
         if prog:
             prog.close()
     res.finished = time.time()
-    if todo == 0 and done_runs:  # only re-rendered: the bench finished with its last kept trial
-        lasts = [d["finished"] for _, d in _jsonl(out / "records.jsonl")
-                 if isinstance(d.get("finished"), (int, float))]
-        res.finished = max(lasts, default=res.finished)
+    if todo == 0 and kept_span:  # only re-rendered: the bench finished with its last kept trial
+        res.finished = kept_span[1]
     write_outputs(res, plots=plots)
     return res
 
 
-def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict]:
+def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, float] | None]:
     """For ``resume``: the finished runs (traces.jsonl) and baselines (baselines.jsonl) of ``out``, after
-    checking that ``bench.json`` has the same settings; drops the records of unfinished runs."""
+    checking that ``bench.json`` has the same settings, and the (first start, last finish) of their
+    records (None without timed records); drops the records of unfinished runs."""
     mpath = out / "bench.json"
     if not mpath.exists():
         if any((out / n).exists() for n in ("traces.jsonl", "records.jsonl")):
             raise TiletuneError(f"--resume: {out} has results but no bench.json (made by an older tiletune?); "
                                 "use another --out")
-        return {}, {}
+        return {}, {}, None
     old = json.loads(mpath.read_text(encoding="utf-8"))
     new = json.loads(json.dumps(manifest, default=str))
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -352,12 +350,18 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict]:
         b.costs = tuple(b.costs)
         base.setdefault(b.workload, {})[b.name] = b
     rpath = out / "records.jsonl"
+    starts, finishes = [], []
     if rpath.exists():  # keep the records of finished runs only: cut-off runs start again
-        keep = [line for line, d in _jsonl(rpath) if (d.get("workload"), d.get("strategy"), d.get("seed")) in runs]
+        keep = []
+        for line, d in _jsonl(rpath):
+            if (d.get("workload"), d.get("strategy"), d.get("seed")) in runs:
+                keep.append(line)
+                starts += [d["started"]] if isinstance(d.get("started"), (int, float)) else []
+                finishes += [d["finished"]] if isinstance(d.get("finished"), (int, float)) else []
         tmp = rpath.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
         tmp.replace(rpath)
-    return runs, base
+    return runs, base, ((min(starts), max(finishes)) if starts and finishes else None)
 
 
 def _jsonl(path: Path):
