@@ -9,10 +9,11 @@ import time
 
 import pytest
 
-from tiletune.bench import baselines as bl
+from tiletune.bench import machine, metaschedule, vendor
 from tiletune.bench.run import run_bench
 from tiletune.bench.suites import list_suites, load, shipped, validate
 from tiletune.errors import TiletuneError
+from tiletune.measure.base import MeasureSettings
 from tiletune.measure.synthetic import FunctionMeasurer
 
 
@@ -163,7 +164,7 @@ def test_report_explains_results_above_the_peak(tmp_path):
     import dataclasses
 
     from tiletune.bench import report as report_mod
-    from tiletune.bench.baselines import Peak
+    from tiletune.bench.machine import Peak
     from tiletune.bench.run import summarize
 
     res = run_bench(load("tiny"), tmp_path / "b", strategies=["random"], seeds=1, budget=2, baselines=(),
@@ -243,27 +244,27 @@ def test_cli(tmp_path, capsys):
 
 
 def test_vendor_baselines_match_reference(monkeypatch):
-    settings = bl.MeasureSettings(repeat=1, min_repeat_ms=0)
+    settings = MeasureSettings(repeat=1, min_repeat_ms=0)
     for spec in ("gemm:M=8,N=8,K=8", "gemv:M=16,K=8", "batch_matmul:B=2,M=4,N=4,K=4",
                  "conv2d:N=1,C=3,H=8,W=8,K=4,R=3,S=3,stride=2,pad=1",
                  "depthwise_conv2d:N=1,C=4,H=8,W=8,R=3,S=3,pad=1",
                  "avgpool2d:N=1,C=2,H=8,W=8,kernel=3,stride=2,pad=1"):
-        r = bl.vendor(spec, settings)
+        r = vendor.vendor(spec, settings)
         assert r.ok, (spec, r.error, r.message)
     # without torch: numpy fallbacks, labelled as such, still correct
-    monkeypatch.setattr(bl, "_torch", lambda: None)
+    monkeypatch.setattr(vendor, "optional_torch", lambda: None)
     for spec in ("conv2d:N=2,C=3,H=8,W=8,K=4,R=3,S=3,stride=2,pad=1,dilation=1",
                  "depthwise_conv2d:N=1,C=4,H=9,W=9,R=3,S=3,pad=2,dilation=2",
                  "avgpool2d:N=1,C=2,H=8,W=8,kernel=3,stride=2,pad=1"):
-        r = bl.vendor(spec, settings)
+        r = vendor.vendor(spec, settings)
         assert r.ok and "torch not installed" in r.label, (spec, r.error, r.message)
 
 
 def test_peak_and_machine_info():
-    p = bl.peak({"kind": "llvm", "num-cores": 1})
+    p = machine.peak({"kind": "llvm", "num-cores": 1})
     if p is not None:
         assert p.gflops > 0 and p.source
-    info = bl.machine_info()
+    info = machine.machine_info()
     for k in ("python", "tvm", "numpy", "torch", "cpu", "cores"):
         assert k in info
 
@@ -277,8 +278,8 @@ def test_metaschedule_smoke(tmp_path):
     """TVM's MetaSchedule on a tiny GEMM with 2 trials, in-process builder and runner."""
     from tiletune.target import host_target
 
-    r = bl.metaschedule("gemm:M=32,N=32,K=32", host_target(), 2, timeout=300, log_path=tmp_path / "ms.log",
-                        settings=bl.MeasureSettings(repeat=2, min_repeat_ms=5))
+    r = metaschedule.metaschedule("gemm:M=32,N=32,K=32", host_target(), 2, timeout=300, log_path=tmp_path / "ms.log",
+                        settings=MeasureSettings(repeat=2, min_repeat_ms=5))
     assert r.ok, (r.error, r.message)
     assert 1 <= r.trials <= 2 and r.curve and r.wall_s > 0
     assert r.extra["failed"] == 0
@@ -310,8 +311,8 @@ def test_resume_keeps_finished_runs_and_redoes_cut_off_ones(tmp_path, monkeypatc
     (out / "records.jsonl").write_text("\n".join(records[:10]) + "\n")
     measured.clear()
     vendor_calls = []
-    real_vendor = bl.vendor
-    monkeypatch.setattr(bl, "vendor", lambda *a, **k: vendor_calls.append(a) or real_vendor(*a, **k))
+    real_vendor = vendor.vendor
+    monkeypatch.setattr(vendor, "vendor", lambda *a, **k: vendor_calls.append(a) or real_vendor(*a, **k))
     again = run_bench(s, out, measurer_factory=counting_factory, baselines=("vendor",), progress=False,
                       plots=False, resume=True)
     # only the cut-off run was repeated, from its first trial; the baselines were kept
