@@ -354,3 +354,19 @@ def test_select_workloads_and_resume_piecewise(tmp_path):
     res = run_bench(s, out, measurer_factory=synthetic_factory, baselines=(), progress=False, plots=False,
                     resume=True)
     assert len(res.runs) == 3 and len((out / "traces.jsonl").read_text().splitlines()) == 3
+
+
+def test_progress_lines_when_not_a_terminal(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    s = validate(_suite_dict(seeds=2, budget=3), "s.json")
+    run_bench(s, tmp_path / "o", measurer_factory=synthetic_factory, baselines=("vendor",), plots=False,
+              console=Console(file=buf, force_terminal=False, width=100))
+    lines = buf.getvalue().splitlines()
+    assert [l.split(": ")[0] for l in lines[:2]] == ["gemm:M=16,N=16,K=16 random seed 0",
+                                                  "gemm:M=16,N=16,K=16 random seed 1"]
+    assert all("3 trials in" in l for l in lines[:2])
+    assert any("vendor baseline" in l for l in lines[2:]) and any("GFLOPS" in l for l in lines[2:])

@@ -87,6 +87,9 @@ class RunResult:
 
 @dataclass
 class BenchResult:
+    """A whole bench: its settings, the machine, and every run and baseline result so far (the summary,
+    report and plots are made from it)."""
+
     suite: Suite
     strategies: list[str]
     seeds: int

@@ -153,7 +153,7 @@ def run_bench(
     workloads = [parse(w) for w in suite.workloads]
     todo = sum(1 for wl in workloads for st in strategies for sd in range(seeds)
                if (wl.key, st, sd) not in done_runs)
-    prog = Progress(todo, console) if progress else None
+    prog = Progress(runs=todo, console=console) if progress else None
     if prog and done_runs:
         prog.note(f"resuming {out}: {len(workloads) * len(strategies) * seeds - todo} runs kept, {todo} to do")
     wanted = [b for b in res.baselines if b != "peak"]  # per-workload baselines (peak is per machine)
