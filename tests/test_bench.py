@@ -2,19 +2,29 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import io
 import json
 import math
 import os
 import time
 
 import pytest
+from rich.console import Console
 
+from tests.conftest import bowl_space
 from tiletune.bench import machine, metaschedule, vendor
-from tiletune.bench.run import run_bench
+from tiletune.bench import report as report_mod
+from tiletune.bench.machine import Peak
+from tiletune.bench.run import run_bench, strategy_options, summarize
 from tiletune.bench.suites import list_suites, load, shipped, validate
+from tiletune.cli import main
+from tiletune.commands.bench import parse_strategy_options
 from tiletune.errors import TiletuneError
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.synthetic import FunctionMeasurer
+from tiletune.strategies import create, get, registry
+from tiletune.target import host_target
 
 
 def _suite_dict(**over):
@@ -106,8 +116,6 @@ def test_unknown_strategy_is_rejected_before_running(tmp_path):
 
 
 def test_strategy_options_are_checked_up_front(tmp_path):
-    from tiletune.strategies import registry
-
     name, cls = next((n, c) for n, c in registry().items() if c.options)
     opt = cls.options[0]
     s = validate(_suite_dict(strategies=[name], options={name: {"no_such_option": 1}}), "s.json")
@@ -116,8 +124,6 @@ def test_strategy_options_are_checked_up_front(tmp_path):
     with pytest.raises(TiletuneError, match="not run"):
         run_bench(load("tiny"), tmp_path / "o", strategies=["random"], options={name: {opt.name: opt.default}},
                   measurer_factory=synthetic_factory, baselines=(), progress=False)
-    from tiletune.commands.bench import parse_strategy_options
-
     assert parse_strategy_options(["gbfs.rho=0.5", "gbfs.x=1"]) == {"gbfs": {"rho": "0.5", "x": "1"}}
     with pytest.raises(TiletuneError, match="STRATEGY.NAME=VALUE"):
         parse_strategy_options(["rho=0.5"])
@@ -161,12 +167,6 @@ def test_tiny_suite_end_to_end(tmp_path):
 
 
 def test_report_explains_results_above_the_peak(tmp_path):
-    import dataclasses
-
-    from tiletune.bench import report as report_mod
-    from tiletune.bench.machine import Peak
-    from tiletune.bench.run import summarize
-
     res = run_bench(load("tiny"), tmp_path / "b", strategies=["random"], seeds=1, budget=2, baselines=(),
                     measurer_factory=synthetic_factory, progress=False, plots=False)
     low = dataclasses.replace(res, peak=Peak(1e-3, "test", "1 core x 1 GHz; clock from /proc/cpuinfo cpu MHz"))
@@ -177,11 +177,9 @@ def test_report_explains_results_above_the_peak(tmp_path):
 
 
 def test_budget_seconds_stops_runs(tmp_path):
-    import time as _time
-
     def slow_factory(wl, space, target):
         def cost(c):
-            _time.sleep(0.02)
+            time.sleep(0.02)
             return 1e-4
         return FunctionMeasurer(cost)
 
@@ -230,8 +228,6 @@ def test_replay_table(tmp_path):
 
 
 def test_cli(tmp_path, capsys):
-    from tiletune.cli import main
-
     suite = tmp_path / "one.json"
     suite.write_text(json.dumps(_suite_dict(workloads=["gemm:M=16,N=16,K=16"], budget=3)))
     assert main(["bench", "--list"]) == 0
@@ -276,8 +272,6 @@ def test_peak_and_machine_info():
                            "run it with TILETUNE_TEST_METASCHEDULE=1")
 def test_metaschedule_smoke(tmp_path):
     """TVM's MetaSchedule on a tiny GEMM with 2 trials, in-process builder and runner."""
-    from tiletune.target import host_target
-
     r = metaschedule.metaschedule("gemm:M=32,N=32,K=32", host_target(), 2, timeout=300, log_path=tmp_path / "ms.log",
                         settings=MeasureSettings(repeat=2, min_repeat_ms=5))
     assert r.ok, (r.error, r.message)
@@ -357,10 +351,6 @@ def test_select_workloads_and_resume_piecewise(tmp_path):
 
 
 def test_progress_lines_when_not_a_terminal(tmp_path):
-    import io
-
-    from rich.console import Console
-
     buf = io.StringIO()
     s = validate(_suite_dict(seeds=2, budget=3), "s.json")
     run_bench(s, tmp_path / "o", measurer_factory=synthetic_factory, baselines=("vendor",), plots=False,
@@ -370,3 +360,14 @@ def test_progress_lines_when_not_a_terminal(tmp_path):
                                                   "gemm:M=16,N=16,K=16 random seed 1"]
     assert all("3 trials in" in l for l in lines[:2])
     assert any("vendor baseline" in l for l in lines[2:]) and any("GFLOPS" in l for l in lines[2:])
+
+
+def test_strategy_options_parse_like_the_strategy():
+    cls = get("gbfs")
+    given = {"rho": "3"}
+    assert strategy_options(cls, given) == create("gbfs", bowl_space(), options=given).opts
+    assert strategy_options(cls, given)["rho"] == 3
+    with pytest.raises(TiletuneError, match="unknown options 'a', 'b'; accepted: rho"):
+        strategy_options(cls, {"b": 1, "a": 2})
+    with pytest.raises(TiletuneError, match="rho"):
+        strategy_options(cls, {"rho": "much"})
