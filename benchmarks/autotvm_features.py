@@ -179,7 +179,7 @@ def checkpoints(n: int) -> list[int]:
 def vendor_gflops(spec: str) -> tuple[float | None, str]:
     """Vendor conv2d (torch/oneDNN if installed, else numpy im2col + GEMM) on ``spec``, timed like our
     kernels; (GFLOPS or None, label)."""
-    from tiletune.bench.baselines import vendor
+    from tiletune.bench.vendor import vendor
     from tiletune.workloads import parse
 
     res = vendor(spec)

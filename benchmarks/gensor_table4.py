@@ -126,7 +126,7 @@ def main() -> None:
         plot(Path(args.out) / "gensor.png", json.loads((Path(args.out) / "summary.json").read_text())["rows"])
         return
 
-    from tiletune.bench.baselines import vendor
+    from tiletune.bench.vendor import vendor
     from tiletune.hardware import for_target
     from tiletune.session import make_measurer, make_space
     from tiletune.strategies import TuneContext

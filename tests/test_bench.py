@@ -2,18 +2,29 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import io
 import json
 import math
 import os
 import time
 
 import pytest
+from rich.console import Console
 
-from tiletune.bench import baselines as bl
-from tiletune.bench.run import run_bench
+from tests.conftest import bowl_space
+from tiletune.bench import machine, metaschedule, vendor
+from tiletune.bench import report as report_mod
+from tiletune.bench.machine import Peak
+from tiletune.bench.run import run_bench, strategy_options, summarize
 from tiletune.bench.suites import list_suites, load, shipped, validate
+from tiletune.cli import main
+from tiletune.commands.bench import parse_strategy_options
 from tiletune.errors import TiletuneError
+from tiletune.measure.base import MeasureSettings
 from tiletune.measure.synthetic import FunctionMeasurer
+from tiletune.strategies import create, get, registry
+from tiletune.target import host_target
 
 
 def _suite_dict(**over):
@@ -105,8 +116,6 @@ def test_unknown_strategy_is_rejected_before_running(tmp_path):
 
 
 def test_strategy_options_are_checked_up_front(tmp_path):
-    from tiletune.strategies import registry
-
     name, cls = next((n, c) for n, c in registry().items() if c.options)
     opt = cls.options[0]
     s = validate(_suite_dict(strategies=[name], options={name: {"no_such_option": 1}}), "s.json")
@@ -115,8 +124,6 @@ def test_strategy_options_are_checked_up_front(tmp_path):
     with pytest.raises(TiletuneError, match="not run"):
         run_bench(load("tiny"), tmp_path / "o", strategies=["random"], options={name: {opt.name: opt.default}},
                   measurer_factory=synthetic_factory, baselines=(), progress=False)
-    from tiletune.commands.bench import parse_strategy_options
-
     assert parse_strategy_options(["gbfs.rho=0.5", "gbfs.x=1"]) == {"gbfs": {"rho": "0.5", "x": "1"}}
     with pytest.raises(TiletuneError, match="STRATEGY.NAME=VALUE"):
         parse_strategy_options(["rho=0.5"])
@@ -160,12 +167,6 @@ def test_tiny_suite_end_to_end(tmp_path):
 
 
 def test_report_explains_results_above_the_peak(tmp_path):
-    import dataclasses
-
-    from tiletune.bench import report as report_mod
-    from tiletune.bench.baselines import Peak
-    from tiletune.bench.run import summarize
-
     res = run_bench(load("tiny"), tmp_path / "b", strategies=["random"], seeds=1, budget=2, baselines=(),
                     measurer_factory=synthetic_factory, progress=False, plots=False)
     low = dataclasses.replace(res, peak=Peak(1e-3, "test", "1 core x 1 GHz; clock from /proc/cpuinfo cpu MHz"))
@@ -176,11 +177,9 @@ def test_report_explains_results_above_the_peak(tmp_path):
 
 
 def test_budget_seconds_stops_runs(tmp_path):
-    import time as _time
-
     def slow_factory(wl, space, target):
         def cost(c):
-            _time.sleep(0.02)
+            time.sleep(0.02)
             return 1e-4
         return FunctionMeasurer(cost)
 
@@ -229,8 +228,6 @@ def test_replay_table(tmp_path):
 
 
 def test_cli(tmp_path, capsys):
-    from tiletune.cli import main
-
     suite = tmp_path / "one.json"
     suite.write_text(json.dumps(_suite_dict(workloads=["gemm:M=16,N=16,K=16"], budget=3)))
     assert main(["bench", "--list"]) == 0
@@ -243,27 +240,27 @@ def test_cli(tmp_path, capsys):
 
 
 def test_vendor_baselines_match_reference(monkeypatch):
-    settings = bl.MeasureSettings(repeat=1, min_repeat_ms=0)
+    settings = MeasureSettings(repeat=1, min_repeat_ms=0)
     for spec in ("gemm:M=8,N=8,K=8", "gemv:M=16,K=8", "batch_matmul:B=2,M=4,N=4,K=4",
                  "conv2d:N=1,C=3,H=8,W=8,K=4,R=3,S=3,stride=2,pad=1",
                  "depthwise_conv2d:N=1,C=4,H=8,W=8,R=3,S=3,pad=1",
                  "avgpool2d:N=1,C=2,H=8,W=8,kernel=3,stride=2,pad=1"):
-        r = bl.vendor(spec, settings)
+        r = vendor.vendor(spec, settings)
         assert r.ok, (spec, r.error, r.message)
     # without torch: numpy fallbacks, labelled as such, still correct
-    monkeypatch.setattr(bl, "_torch", lambda: None)
+    monkeypatch.setattr(vendor, "optional_torch", lambda: None)
     for spec in ("conv2d:N=2,C=3,H=8,W=8,K=4,R=3,S=3,stride=2,pad=1,dilation=1",
                  "depthwise_conv2d:N=1,C=4,H=9,W=9,R=3,S=3,pad=2,dilation=2",
                  "avgpool2d:N=1,C=2,H=8,W=8,kernel=3,stride=2,pad=1"):
-        r = bl.vendor(spec, settings)
+        r = vendor.vendor(spec, settings)
         assert r.ok and "torch not installed" in r.label, (spec, r.error, r.message)
 
 
 def test_peak_and_machine_info():
-    p = bl.peak({"kind": "llvm", "num-cores": 1})
+    p = machine.peak({"kind": "llvm", "num-cores": 1})
     if p is not None:
         assert p.gflops > 0 and p.source
-    info = bl.machine_info()
+    info = machine.machine_info()
     for k in ("python", "tvm", "numpy", "torch", "cpu", "cores"):
         assert k in info
 
@@ -275,10 +272,8 @@ def test_peak_and_machine_info():
                            "run it with TILETUNE_TEST_METASCHEDULE=1")
 def test_metaschedule_smoke(tmp_path):
     """TVM's MetaSchedule on a tiny GEMM with 2 trials, in-process builder and runner."""
-    from tiletune.target import host_target
-
-    r = bl.metaschedule("gemm:M=32,N=32,K=32", host_target(), 2, timeout=300, log_path=tmp_path / "ms.log",
-                        settings=bl.MeasureSettings(repeat=2, min_repeat_ms=5))
+    r = metaschedule.metaschedule("gemm:M=32,N=32,K=32", host_target(), 2, timeout=300, log_path=tmp_path / "ms.log",
+                        settings=MeasureSettings(repeat=2, min_repeat_ms=5))
     assert r.ok, (r.error, r.message)
     assert 1 <= r.trials <= 2 and r.curve and r.wall_s > 0
     assert r.extra["failed"] == 0
@@ -310,8 +305,8 @@ def test_resume_keeps_finished_runs_and_redoes_cut_off_ones(tmp_path, monkeypatc
     (out / "records.jsonl").write_text("\n".join(records[:10]) + "\n")
     measured.clear()
     vendor_calls = []
-    real_vendor = bl.vendor
-    monkeypatch.setattr(bl, "vendor", lambda *a, **k: vendor_calls.append(a) or real_vendor(*a, **k))
+    real_vendor = vendor.vendor
+    monkeypatch.setattr(vendor, "vendor", lambda *a, **k: vendor_calls.append(a) or real_vendor(*a, **k))
     again = run_bench(s, out, measurer_factory=counting_factory, baselines=("vendor",), progress=False,
                       plots=False, resume=True)
     # only the cut-off run was repeated, from its first trial; the baselines were kept
@@ -353,3 +348,26 @@ def test_select_workloads_and_resume_piecewise(tmp_path):
     res = run_bench(s, out, measurer_factory=synthetic_factory, baselines=(), progress=False, plots=False,
                     resume=True)
     assert len(res.runs) == 3 and len((out / "traces.jsonl").read_text().splitlines()) == 3
+
+
+def test_progress_lines_when_not_a_terminal(tmp_path):
+    buf = io.StringIO()
+    s = validate(_suite_dict(seeds=2, budget=3), "s.json")
+    run_bench(s, tmp_path / "o", measurer_factory=synthetic_factory, baselines=("vendor",), plots=False,
+              console=Console(file=buf, force_terminal=False, width=100))
+    lines = buf.getvalue().splitlines()
+    assert [l.split(": ")[0] for l in lines[:2]] == ["gemm:M=16,N=16,K=16 random seed 0",
+                                                  "gemm:M=16,N=16,K=16 random seed 1"]
+    assert all("3 trials in" in l for l in lines[:2])
+    assert any("vendor baseline" in l for l in lines[2:]) and any("GFLOPS" in l for l in lines[2:])
+
+
+def test_strategy_options_parse_like_the_strategy():
+    cls = get("gbfs")
+    given = {"rho": "3"}
+    assert strategy_options(cls, given) == create("gbfs", bowl_space(), options=given).opts
+    assert strategy_options(cls, given)["rho"] == 3
+    with pytest.raises(TiletuneError, match="unknown options 'a', 'b'; accepted: rho"):
+        strategy_options(cls, {"b": 1, "a": 2})
+    with pytest.raises(TiletuneError, match="rho"):
+        strategy_options(cls, {"rho": "much"})

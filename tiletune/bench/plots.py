@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .run import BenchResult
+from .results import BenchResult
 
 
 def _plt():
@@ -38,8 +38,6 @@ def slug(key: str) -> str:
 
 def short_label(key: str, width: int = 24) -> str:
     """A workload key for a tick label: defaults dropped, wrapped on commas."""
-    import textwrap
-
     op, _, body = key.partition(":")
     items = [x for x in body.split(",") if x not in ("dilation=1", "N=1", "pad=0", "stride=1")]
     lines = textwrap.wrap(", ".join(items), width, break_long_words=False)
@@ -66,8 +64,6 @@ def _step_mean(runs, xs_of, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
         ys.append(y)
     arr = np.vstack(ys)
     with np.errstate(all="ignore"):
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return np.nanmean(arr, axis=0), np.nanmin(arr, axis=0), np.nanmax(arr, axis=0)
@@ -80,7 +76,7 @@ def _ms_curve(b) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     return b.curve
 
 
-def _baseline_lines(ax, res: "BenchResult", key: str, best_seen: float) -> None:
+def _baseline_lines(ax, res: BenchResult, key: str, best_seen: float) -> None:
     flops = res.flops[key]
     base = res.baseline_results.get(key, {})
     v = base.get("vendor")
@@ -93,7 +89,7 @@ def _baseline_lines(ax, res: "BenchResult", key: str, best_seen: float) -> None:
         ax.axhline(res.peak.gflops, color="tab:red", ls="-.", lw=1, label="peak")
 
 
-def plot_curves(res: "BenchResult", key: str, path: Path) -> None:
+def plot_curves(res: BenchResult, key: str, path: Path) -> None:
     plt = _plt()
     colors = _colors(res.strategies)
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
@@ -142,7 +138,7 @@ def plot_curves(res: "BenchResult", key: str, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_boxes(res: "BenchResult", path: Path) -> None:
+def plot_boxes(res: BenchResult, path: Path) -> None:
     plt = _plt()
     keys = [k for k in res.flops if any(res.runs_of(k, s) for s in res.strategies)]
     if not keys:
@@ -172,7 +168,7 @@ def plot_boxes(res: "BenchResult", path: Path) -> None:
     plt.close(fig)
 
 
-def plot_overview(res: "BenchResult", path: Path) -> bool:
+def plot_overview(res: BenchResult, path: Path) -> bool:
     plt = _plt()
     keys, ratios = [], {s: [] for s in res.strategies + ["metaschedule"]}
     for key in res.flops:
@@ -208,7 +204,7 @@ def plot_overview(res: "BenchResult", path: Path) -> bool:
     return True
 
 
-def make_plots(res: "BenchResult", out: Path, final: bool = True, drawn: set | None = None) -> list[str]:
+def make_plots(res: BenchResult, out: Path, final: bool = True, drawn: set | None = None) -> list[str]:
     """Write the figures; returns the file names (relative to ``out``). Curves of workloads in ``drawn``
     (a set of keys, updated) are not drawn again; ``final=False`` skips the figures over all workloads."""
     files = []

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any
+import math
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .run import BenchResult
+from .plots import slug
+from .results import BenchResult
 
 
 def last_line(text: str) -> str:
@@ -28,9 +29,7 @@ def _time(ts: float | None) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def render(res: "BenchResult", summary: dict[str, Any]) -> str:
-    from .plots import slug
-
+def render(res: BenchResult, summary: dict[str, Any]) -> str:
     s = res.suite
     m = res.machine
     lines: list[str] = [f"# Benchmark: {s.name}", "", s.description, ""]
@@ -105,8 +104,6 @@ def render(res: "BenchResult", summary: dict[str, Any]) -> str:
     if len(summary["workloads"]) > 1 and res.strategies:
         lines += ["## Overall", "", "Geometric mean over workloads of (mean best GFLOPS / vendor library):", "",
                   "| method | geomean × vendor | workloads |", "|---|---|---|"]
-        import math
-
         methods = list(res.strategies) + ["metaschedule"]
         for meth in methods:
             ratios = []

@@ -33,150 +33,48 @@ import json
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings, Measurer
+from ..progress import Progress
 from ..records import Record, RecordWriter
+from ..session import RunSpec, make_measurer, make_space
+from ..session import run as run_session
 from ..space import Space, parse_levels
+from ..strategies import Strategy, get
+from ..target import parse_target
 from ..tune import TuneRun
 from ..workloads import parse
 from ..workloads.base import Workload
-from . import baselines as bl
+from . import machine, metaschedule, report, vendor
 from . import plots as plot_mod
-from . import report
 from .report import last_line
+from .results import BASELINES, BaselineResult, BenchResult, RunResult
 from .suites import Suite
 
 MeasurerFactory = Callable[[Workload, Space, dict], Measurer]
 
 
-@dataclass
-class RunResult:
-    """One tuning run (workload, strategy, seed)."""
-
-    workload: str
-    strategy: str
-    seed: int
-    trials: int
-    measured: int
-    errors: int
-    best_gflops: float
-    best_median_s: float | None
-    best_trial: int | None
-    best_config: dict | None
-    elapsed_s: float
-    stopped: str
-    space_size: int
-    trace: list = field(default_factory=list)  # (trial, elapsed_s, gflops, best_gflops_so_far)
-    error_kinds: dict = field(default_factory=dict)
-    error_samples: dict = field(default_factory=dict)  # error kind -> the first message of that kind
-
-    def best_at(self, trials: int) -> float:
-        """Best GFLOPS within the first ``trials`` trials."""
-        best = 0.0
-        for t, _, _, b in self.trace:
-            if t > trials:
-                break
-            best = b
-        return best
-
-
-@dataclass
-class BenchResult:
-    suite: Suite
-    strategies: list[str]
-    seeds: int
-    budget: int
-    budget_seconds: float | None
-    target: dict
-    baselines: list[str]
-    out_dir: Path
-    replay: str | None = None
-    machine: dict = field(default_factory=dict)
-    peak: bl.Peak | None = None
-    flops: dict = field(default_factory=dict)
-    space_sizes: dict = field(default_factory=dict)
-    runs: list[RunResult] = field(default_factory=list)
-    baseline_results: dict = field(default_factory=dict)  # workload -> name -> BaselineResult
-    started: float = field(default_factory=time.time)
-    finished: float | None = None
-    workloads_done: list[str] = field(default_factory=list)
-    drawn: set = field(default_factory=set)  # workloads whose curves are drawn
-
-    def runs_of(self, workload: str, strategy: str) -> list[RunResult]:
-        return [r for r in self.runs if r.workload == workload and r.strategy == strategy]
-
-
 class _Trace:
     """Tuning-loop callback: keeps the per-trial trace and appends every record to records.jsonl."""
 
-    def __init__(self, writer: RecordWriter, progress: "Progress | None"):
+    def __init__(self, writer: RecordWriter):
         self.writer = writer
-        self.progress = progress
         self.trace: list[tuple[int, float, float, float]] = []
 
     def on_start(self, run: TuneRun) -> None:
         self.trace = []
-        if self.progress:
-            self.progress.run_started(run)
 
     def on_trial(self, run: TuneRun, record: Record, measured: bool) -> None:
         self.writer.write(record)
         self.trace.append((run.trials, round(run.elapsed, 4), record.gflops, run.best_gflops))
-        if self.progress:
-            self.progress.trial(run)
 
     def on_end(self, run: TuneRun) -> None:
-        if self.progress:
-            self.progress.run_ended(run)
-
-
-class Progress:
-    """Console progress (rich): one bar over all runs, one for the current run's trials."""
-
-    def __init__(self, total_runs: int, console=None):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-        from rich.progress import Progress as RichProgress
-
-        self.console = console or Console(stderr=True)
-        self.live = self.console.is_terminal
-        self.bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=self.console,
-                                disable=not self.live)
-        self.total = self.bar.add_task("runs", total=total_runs, info="")
-        self.current = None
-        self.bar.start()
-
-    def run_started(self, run: TuneRun) -> None:
-        if self.current is not None:
-            self.bar.remove_task(self.current)
-        self.current = self.bar.add_task(f"{run.strategy} s{getattr(self, '_seed', '?')} {run.workload}"[:70],
-                                         total=run.budget_trials, info="")
-
-    def set_seed(self, seed: int) -> None:
-        self._seed = seed
-
-    def trial(self, run: TuneRun) -> None:
-        self.bar.update(self.current, completed=run.trials,
-                        info=f"best {run.best_gflops:.1f} GFLOPS, {run.errors} err")
-
-    def run_ended(self, run: TuneRun) -> None:
-        self.bar.advance(self.total)
-        if not self.live:
-            self.console.print(f"{run.workload} {run.strategy} seed {getattr(self, '_seed', '?')}: "
-                               f"{run.trials} trials in {run.elapsed:.1f} s, best {run.best_gflops:.2f} GFLOPS "
-                               f"({run.errors} errors, stopped: {run.stopped})")
-
-    def note(self, text: str) -> None:
-        self.console.print(text)
-
-    def close(self) -> None:
-        self.bar.stop()
+        pass
 
 
 def run_bench(
@@ -187,7 +85,7 @@ def run_bench(
     seeds: int | None = None,
     budget: int | None = None,
     budget_seconds: float | None = None,
-    baselines: Sequence[str] = bl.BASELINES,
+    baselines: Sequence[str] = BASELINES,
     target: Any = None,
     levels: str | None = None,
     replay: str | None = None,
@@ -207,10 +105,6 @@ def run_bench(
     its options (merged over the suite's ``options``); ``hardware`` is a HardwareSpec JSON file for the
     strategies that use one. ``resume``: keep the finished runs and baselines of ``out_dir`` (made with
     the same settings) and do only the rest."""
-    from ..session import RunSpec, make_measurer, make_space
-    from ..session import run as run_session
-    from ..target import parse_target
-
     strategies = suite.check_strategies(list(strategies) if strategies else None)
     strat_options = check_options(strategies, suite.options, options or {})
     seeds = suite.seeds if seeds is None else seeds
@@ -224,9 +118,9 @@ def run_bench(
         raise TiletuneError(f"--budget-seconds must be >= 0 (0 = no wall-time limit), got {budget_seconds}")
     if budget_seconds == 0:
         budget_seconds = None  # explicitly no wall-time limit, whatever the suite says
-    unknown = [b for b in baselines if b not in bl.BASELINES]
+    unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
-        raise TiletuneError(f"unknown baseline(s) {', '.join(unknown)}; accepted: {', '.join(bl.BASELINES)}, none")
+        raise TiletuneError(f"unknown baseline(s) {', '.join(unknown)}; accepted: {', '.join(BASELINES)}, none")
     if replay is not None and not Path(replay).exists():
         raise TiletuneError(f"--replay table {replay!r} does not exist")
     levels_text = levels if levels is not None else suite.levels
@@ -240,7 +134,7 @@ def run_bench(
                 "options": strat_options, "batch_size": batch_size, "hardware": hardware,
                 "settings": asdict(settings)}
     done_runs: dict[tuple[str, str, int], RunResult] = {}
-    done_baselines: dict[str, dict[str, bl.BaselineResult]] = {}
+    done_baselines: dict[str, dict[str, BaselineResult]] = {}
     kept_span: tuple[float, float] | None = None
     if resume:
         done_runs, done_baselines, kept_span = _load_previous(out, manifest)
@@ -251,20 +145,21 @@ def run_bench(
 
     res = BenchResult(suite=suite, strategies=list(strategies), seeds=seeds, budget=budget,
                       budget_seconds=budget_seconds, target=tgt, baselines=list(baselines), out_dir=out,
-                      replay=replay, machine=bl.machine_info(tgt))
+                      replay=replay, machine=machine.machine_info(tgt))
     if kept_span:  # a resumed bench started when its first kept trial did, not when this piece did
         res.started = min(res.started, kept_span[0])
     if "peak" in baselines and tgt.get("kind") == "llvm":
-        res.peak = bl.peak(tgt)
+        res.peak = machine.peak(tgt)
     workloads = [parse(w) for w in suite.workloads]
     todo = sum(1 for wl in workloads for st in strategies for sd in range(seeds)
                if (wl.key, st, sd) not in done_runs)
-    prog = Progress(todo, console) if progress else None
+    prog = Progress(runs=todo, console=console) if progress else None
     if prog and done_runs:
         prog.note(f"resuming {out}: {len(workloads) * len(strategies) * seeds - todo} runs kept, {todo} to do")
     wanted = [b for b in res.baselines if b != "peak"]  # per-workload baselines (peak is per machine)
     writer = RecordWriter(out / "records.jsonl")
-    tracer = _Trace(writer, prog)
+    tracer = _Trace(writer)
+    callbacks = [tracer, prog] if prog else [tracer]
     try:
         for wl in workloads:
             space = make_space(wl, lv, tgt)
@@ -292,12 +187,12 @@ def run_bench(
                         if (wl.key, strat, seed) in done_runs:
                             continue
                         if prog:
-                            prog.set_seed(seed)
+                            prog.label = f"seed {seed}"
                         spec = RunSpec(workload=wl.key, strategy=strat, trials=budget, seconds=budget_seconds,
                                        seed=seed, target=tgt, levels=lv, records=None, replay=replay,
                                        batch_size=batch_size, settings=settings,
                                        options=dict(strat_options.get(strat, {})), hardware=hardware)
-                        run = run_session(spec, [tracer], measurer=measurer)
+                        run = run_session(spec, callbacks, measurer=measurer)
                         rr = _run_result(run, wl, seed, space.size, tracer.trace)
                         res.runs.append(rr)
                         with open(out / "traces.jsonl", "a", encoding="utf-8") as f:
@@ -343,10 +238,10 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, 
         rr = RunResult(**{k: v for k, v in d.items() if k in names})
         rr.trace = [tuple(t) for t in rr.trace]
         runs[(rr.workload, rr.strategy, rr.seed)] = rr
-    base: dict[str, dict[str, bl.BaselineResult]] = {}
-    names = {f.name for f in dataclass_fields(bl.BaselineResult)}
+    base: dict[str, dict[str, BaselineResult]] = {}
+    names = {f.name for f in dataclass_fields(BaselineResult)}
     for _, d in _jsonl(out / "baselines.jsonl"):
-        b = bl.BaselineResult(**{k: v for k, v in d.items() if k in names})
+        b = BaselineResult(**{k: v for k, v in d.items() if k in names})
         b.costs = tuple(b.costs)
         base.setdefault(b.workload, {})[b.name] = b
     rpath = out / "records.jsonl"
@@ -364,7 +259,7 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, 
     return runs, base, ((min(starts), max(finishes)) if starts and finishes else None)
 
 
-def _jsonl(path: Path):
+def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
     """(line, object) for every readable line of a JSONL file (none if it is missing); a line cut off
     by a crash is skipped."""
     if not path.exists():
@@ -379,8 +274,6 @@ def _jsonl(path: Path):
 def check_options(strategies: Sequence[str], *layers: dict[str, dict]) -> dict[str, dict]:
     """Merge per-strategy options (later layers win) and check them against each strategy's declared
     options, so that a typo fails before hours of measuring rather than at that strategy's first run."""
-    from ..strategies import get
-
     merged: dict[str, dict] = {}
     for layer in layers:
         for name, opts in (layer or {}).items():
@@ -389,14 +282,23 @@ def check_options(strategies: Sequence[str], *layers: dict[str, dict]) -> dict[s
         if name not in strategies:
             raise TiletuneError(f"options given for strategy {name!r}, which is not run "
                                 f"(strategies: {', '.join(strategies)})")
-        cls = get(name)
-        declared = {o.name: o for o in cls.options}
-        for k, v in opts.items():
-            if k not in declared:
-                raise TiletuneError(f"strategy {name}: unknown option {k!r}; accepted: "
-                                    + (", ".join(f"{o.name} (default {o.default})" for o in cls.options) or "none"))
-            declared[k].parse(v, name)
+        strategy_options(get(name), opts)
     return merged
+
+
+def strategy_options(cls: type[Strategy], options: dict[str, Any]) -> dict[str, Any]:
+    """Every option of strategy ``cls``: the given ones parsed by their ``Option.parse``, the others at
+    their defaults; a TiletuneError names an unknown option and lists the accepted ones.
+
+    This is the check ``Strategy.__init__`` makes; it belongs in ``strategies/base.py`` as a classmethod
+    (``Strategy.check_options``) that both call."""
+    declared = {o.name: o for o in cls.options}
+    unknown = sorted(set(options) - set(declared))
+    if unknown:
+        raise TiletuneError(f"strategy {cls.name}: unknown option{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(map(repr, unknown))}; accepted: "
+                            + (", ".join(f"{o.name} (default {o.default})" for o in cls.options) or "none"))
+    return {o.name: o.parse(options[o.name], cls.name) if o.name in options else o.default for o in cls.options}
 
 
 def _run_result(run: TuneRun, wl: Workload, seed: int, space_size: int, trace: list) -> RunResult:
@@ -415,20 +317,20 @@ def _run_result(run: TuneRun, wl: Workload, seed: int, space_size: int, trace: l
 
 
 def _baselines(wl: Workload, res: BenchResult, settings: MeasureSettings, ms_timeout: float,
-               prog: Progress | None) -> dict[str, bl.BaselineResult]:
-    out: dict[str, bl.BaselineResult] = {}
+               prog: Progress | None) -> dict[str, BaselineResult]:
+    out: dict[str, BaselineResult] = {}
     if "vendor" in res.baselines:
         if prog:
             prog.note(f"{wl.key}: vendor baseline")
-        out["vendor"] = bl.vendor(wl, settings, threads=res.target.get("num-cores"))
+        out["vendor"] = vendor.vendor(wl, settings, threads=res.target.get("num-cores"))
     if "metaschedule" in res.baselines:
         if res.target.get("kind") != "llvm":
-            out["metaschedule"] = bl.BaselineResult("metaschedule", wl.key, error="unsupported",
+            out["metaschedule"] = BaselineResult("metaschedule", wl.key, error="unsupported",
                                                     message="MetaSchedule baseline runs on CPU targets only")
         else:
             if prog:
                 prog.note(f"{wl.key}: MetaSchedule, {res.budget} trials (log: metaschedule.log)")
-            out["metaschedule"] = bl.metaschedule(wl, res.target, res.budget, settings=settings,
+            out["metaschedule"] = metaschedule.metaschedule(wl, res.target, res.budget, settings=settings,
                                                   timeout=ms_timeout, log_path=res.out_dir / "metaschedule.log")
     with open(res.out_dir / "baselines.jsonl", "a", encoding="utf-8") as f:
         for b in out.values():

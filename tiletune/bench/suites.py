@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TiletuneError
+from ..space import parse_levels
+from ..strategies import registry
+from ..workloads import parse
 
 REQUIRED: dict[str, type | tuple[type, ...]] = {
     "name": str,
@@ -63,8 +66,6 @@ class Suite:
         '1,3', 'gemm:M=512,N=512,K=512', '2;gemv:M=16,K=16'. None or '': all."""
         if not which:
             return self
-        from ..workloads import parse
-
         keys = [parse(w).key for w in self.workloads]
         picked: list[str] = []
         items = []
@@ -96,8 +97,6 @@ class Suite:
 
     def check_strategies(self, names: list[str] | tuple[str, ...] | None = None) -> list[str]:
         """The names (default: the suite's) if all are registered, else a TiletuneError listing them."""
-        from ..strategies import registry
-
         names = list(self.strategies if names is None else names)
         reg = registry()
         unknown = [n for n in names if n not in reg]
@@ -174,14 +173,10 @@ def validate(data: Any, source: str = "<suite>") -> Suite:
                                 f"got {strat!r}: {opts!r}")
     levels = data.get("levels")
     if levels is not None:
-        from ..space import parse_levels
-
         try:
             parse_levels(levels)
         except TiletuneError as e:
             raise TiletuneError(f"{where}: key 'levels': {e}") from None
-    from ..workloads import parse
-
     keys = []
     for spec in data["workloads"]:
         try:

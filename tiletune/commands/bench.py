@@ -52,7 +52,7 @@ def add_parser(sub) -> None:
 
 
 def parse_baselines(text: str | None) -> list[str]:
-    from ..bench.baselines import BASELINES
+    from ..bench.results import BASELINES
 
     if text is None:
         return list(BASELINES)

@@ -11,8 +11,6 @@ when the same command is run again: configurations already in the file are not m
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
 from ..errors import TiletuneError
 
@@ -57,27 +55,6 @@ def plan(space_size: int, exhaustive: bool, sample: int | None) -> tuple[str, in
     return "random", min(sample, space_size)
 
 
-class _Progress:
-    """One line every ~5% (and at the end) on stderr."""
-
-    def __init__(self, total: int, stream=None):
-        self.total, self.stream, self.next = total, stream or sys.stderr, 0
-        self.t0 = time.monotonic()
-
-    def on_start(self, run) -> None:
-        pass
-
-    def on_trial(self, run, record, measured) -> None:
-        if run.trials >= self.next or run.trials == self.total:
-            self.next = run.trials + max(1, self.total // 20)
-            best = f"{run.best_gflops:.1f} GFLOPS" if run.best else "-"
-            print(f"table: {run.trials}/{self.total} ({run.measured} measured, {run.recalled} already in file, "
-                  f"{run.errors} errors) best {best}  {time.monotonic() - self.t0:.0f} s", file=self.stream)
-
-    def on_end(self, run) -> None:
-        pass
-
-
 def build_table(workload, space, target: dict, output: str, measurer, *, exhaustive: bool = False,
                 sample: int | None = None, seed: int = 0, batch_size: int = 16, callbacks=()):
     """Measure the planned configurations with ``measurer`` into ``output``; returns the TuneRun."""
@@ -110,9 +87,10 @@ def run(args) -> int:
     settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                                build_timeout=args.build_timeout, run_timeout=args.run_timeout)
     from ..measure.local import LocalMeasurer
+    from ..progress import Progress
 
     measurer = LocalMeasurer(wl, space, target, settings)
-    callbacks = [] if args.quiet else [_Progress(trials)]
+    callbacks = [] if args.quiet else [Progress()]
     try:
         result = build_table(wl, space, target, args.output, measurer, exhaustive=args.exhaustive,
                              sample=args.sample, seed=args.seed, batch_size=args.batch_size, callbacks=callbacks)

@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..progress import RichProgress, summary
+    from ..progress import Progress, summary
     from ..session import RunSpec, run as run_session
     from ..workloads import parse
 
@@ -60,7 +60,7 @@ def run(args) -> int:
                    options=parse_options(args.option), records=records, replay=args.replay,
                    batch_size=args.batch_size, transfer=args.transfer, settings=settings,
                    hardware=args.hardware, transport=args.transport)
-    callbacks = [] if args.quiet else [RichProgress()]
+    callbacks = [] if args.quiet else [Progress()]
     result = run_session(spec, callbacks)
     print(summary(result))
     print(f"records   {records}")

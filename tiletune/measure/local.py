@@ -20,7 +20,6 @@ The builder and runner are named by "module:function" so that tests can inject f
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import socket
 import subprocess
@@ -36,6 +35,7 @@ from ..space import Config, Space
 from ..workloads import parse
 from ..workloads.base import Workload
 from .base import MeasureResult, MeasureSettings, Measurer
+from .timing import plan_samples, warm_up
 
 DEFAULT_BUILDER = "tiletune.measure.local:build_kernel"
 DEFAULT_RUNNER = "tiletune.measure.local:run_kernel"
@@ -91,7 +91,8 @@ def check_output(workload: Workload, out, ref) -> None:
 
 
 def run_kernel(workload: Workload, lib, settings: MeasureSettings) -> list[float]:
-    """Run once and check against numpy, warm up, then time; seconds per run for every sample.
+    """Run once and check against numpy, then time by the rule of ``tiletune.measure.timing``; seconds
+    per run for every sample.
     ``lib`` is a runtime module or the path of an exported library."""
     import numpy as np
     import tvm
@@ -102,24 +103,14 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings) -> list[float
     inputs, ref = _inputs_and_reference(workload)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
     out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.dtype), dev)
-    lib["main"](*args, out)  # first run: also the correctness check
+    main = lib["main"]
+    main(*args, out)  # first run: also the correctness check
     if settings.check:
         check_output(workload, out.numpy(), ref)
-    # warm runs: at least ``warmup`` and for at least min_repeat_ms, so that thread pool and clocks are
-    # awake before timing (microsecond kernels ran 2x slower in their first samples without this);
-    # the fastest warm run sets how many runs make one sample
-    t_run, calls, t_start = math.inf, 0, time.perf_counter()
-    while calls < max(1, settings.warmup) or (time.perf_counter() - t_start) * 1e3 < settings.min_repeat_ms:
-        t0 = time.perf_counter()
-        lib["main"](*args, out)
-        t_run = min(t_run, time.perf_counter() - t0)
-        calls += 1
-    number = max(settings.number, math.ceil(settings.min_repeat_ms / 1e3 / max(t_run, 1e-7)))
-    repeat = settings.repeat
-    while repeat > 1 and t_run * number * repeat > settings.run_timeout / 3:
-        repeat -= 1  # keep one kernel well inside the run timeout
-    # number is fixed here (min_repeat_ms=0 for TVM): TVM's own adaptive loop re-runs whole samples
-    f = lib.time_evaluator("main", dev, number=number, repeat=repeat, min_repeat_ms=0)
+    # the rule of tiletune.measure.timing: warm runs size the samples; TVM's evaluator then times the
+    # samples in C++ with that number fixed (min_repeat_ms=0: its own adaptive loop would re-run samples)
+    plan = plan_samples(warm_up(lambda: main(*args, out), settings), settings)
+    f = lib.time_evaluator("main", dev, number=plan.number, repeat=plan.repeat, min_repeat_ms=0)
     return [float(x) for x in f(*args, out).results]
 
 

@@ -1,0 +1,100 @@
+"""The one timing rule (tiletune.measure.timing), for kernels and vendor callables alike."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tiletune.measure.base import MeasureSettings
+from tiletune.measure.timing import SamplePlan, plan_samples, time_callable, time_loop, warm_up
+
+
+class FakeClock:
+    """A clock that moves only when the timed callable runs: ``step`` seconds per call."""
+
+    def __init__(self, step: float):
+        self.now, self.step, self.calls = 0.0, step, 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def run(self) -> None:
+        self.now += self.step
+        self.calls += 1
+
+
+def test_number_makes_a_sample_last_min_repeat_ms():
+    clock = FakeClock(1e-4)
+    settings = MeasureSettings(number=1, repeat=3, min_repeat_ms=5, warmup=1)
+    costs = time_callable(clock.run, settings, clock=clock)
+    assert len(costs) == 3
+    assert costs == pytest.approx([1e-4] * 3)
+    plan = plan_samples(1e-4, settings)
+    assert plan.number == 50 and plan.number * 1e-4 * 1e3 >= settings.min_repeat_ms
+    # warm-up lasted min_repeat_ms (50 calls, 51 after float round-off), then 3 samples of 50 calls
+    assert clock.calls - 3 * 50 in (50, 51)
+
+
+@pytest.mark.parametrize("run_s, min_ms, number", [(3e-3, 25, 9), (1e-6, 1, 1000), (0.05, 25, 1), (1e-4, 0, 1)])
+def test_plan_number(run_s, min_ms, number):
+    plan = plan_samples(run_s, MeasureSettings(number=1, repeat=3, min_repeat_ms=min_ms))
+    assert plan.number == number and plan.repeat == 3
+    assert plan.number * run_s * 1e3 >= min_ms
+
+
+def test_plan_keeps_settings_number_and_fits_the_run_timeout():
+    assert plan_samples(1e-3, MeasureSettings(number=40, min_repeat_ms=5)).number == 40
+    # 1 s per run, 5 samples asked: only as many as fit in a third of the 6 s run timeout
+    assert plan_samples(1.0, MeasureSettings(repeat=5, min_repeat_ms=0, run_timeout=6.0)) == SamplePlan(1, 2)
+    assert plan_samples(100.0, MeasureSettings(repeat=5, run_timeout=6.0)).repeat == 1
+
+
+def test_warm_up_calls_at_least_warmup_times_and_returns_the_fastest():
+    durations = iter([5e-3, 1e-3, 2e-3, 2e-3, 2e-3])
+    clock = FakeClock(0.0)
+
+    def call():
+        clock.now += next(durations)
+
+    assert warm_up(call, MeasureSettings(warmup=4, min_repeat_ms=0), clock=clock) == pytest.approx(1e-3)
+    assert clock.now == pytest.approx(10e-3)  # exactly 4 calls
+
+
+def test_time_loop_returns_repeat_samples_per_run():
+    clock = FakeClock(2e-3)
+    assert time_loop(clock.run, SamplePlan(number=4, repeat=2), clock=clock) == pytest.approx([2e-3, 2e-3])
+    assert clock.calls == 8
+
+
+def test_time_callable_on_the_real_clock():
+    costs = time_callable(lambda: time.sleep(1e-3), MeasureSettings(repeat=2, min_repeat_ms=5))
+    assert len(costs) == 2 and all(1e-3 <= c < 0.1 for c in costs)
+
+
+@pytest.mark.tvm
+def test_run_kernel_times_with_the_decided_plan():
+    """run_kernel passes the plan of the rule to TVM's time_evaluator (with TVM's own min_repeat_ms off)."""
+    from tiletune.measure.local import run_kernel
+    from tiletune.workloads import parse
+
+    wl = parse("gemm:M=8,N=8,K=8")
+    asked = {}
+
+    class FakeLib:
+        def __getitem__(self, name):
+            def main(a, b, out):
+                time.sleep(1e-3)
+                out.copyfrom(wl.reference(a.numpy(), b.numpy()).astype(wl.dtype))
+            return main
+
+        def time_evaluator(self, name, dev, number, repeat, min_repeat_ms):
+            asked.update(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+
+            class Result:
+                results = [1e-3] * repeat
+            return lambda *args: Result()
+
+    costs = run_kernel(wl, FakeLib(), MeasureSettings(number=1, repeat=4, min_repeat_ms=5))
+    assert costs == [1e-3] * 4
+    assert asked["min_repeat_ms"] == 0 and asked["repeat"] == 4
+    assert 1 <= asked["number"] <= 5  # a run of >= 1 ms: at most 5 runs make 5 ms
