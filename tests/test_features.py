@@ -99,7 +99,7 @@ def test_worker_pool_matches_in_process():
 
 def test_transfer_curve_across_kinds_itervar_not(tmp_path):
     from tiletune.records import Record, RecordWriter
-    from tiletune.session import make_space
+    from tiletune.schedules import make_space
     from tiletune.strategies import TuneContext, create
 
     conv = parse(SPECS[1])

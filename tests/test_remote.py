@@ -13,7 +13,7 @@ from tiletune.measure import gpu_runner
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.remote import (RUNNER, CommandTransport, HandoffTransport, LocalTransport, RemoteMeasurer,
                                      cuda_available, make_measurer, write_batch)
-from tiletune.session import make_space
+from tiletune.schedules import make_space
 from tiletune.target import host_target
 from tiletune.workloads import parse
 

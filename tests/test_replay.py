@@ -152,7 +152,7 @@ SMALL = "gemm:M=8,N=8,K=8"
 
 
 def test_table_exhaustive_then_resume_then_replay(tmp_path, fake_local, capsys):
-    from tiletune.session import make_space
+    from tiletune.schedules import make_space
     from tiletune.workloads import parse
 
     out = str(tmp_path / "table.jsonl")
@@ -180,7 +180,7 @@ def test_table_sample_is_uniform_without_replacement_and_seeded(tmp_path, fake_l
 
 
 def test_table_refuses_large_exhaustive_and_bad_sample(tmp_path, fake_local, capsys):
-    from tiletune.session import make_space
+    from tiletune.schedules import make_space
     from tiletune.workloads import parse
 
     out = str(tmp_path / "t.jsonl")
