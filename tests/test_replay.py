@@ -141,10 +141,12 @@ class FakeLocal:
 
 @pytest.fixture
 def fake_local(monkeypatch):
+    import tiletune.commands.table as table
     import tiletune.measure.local as local
 
     FakeLocal.instances = []
     monkeypatch.setattr(local, "LocalMeasurer", FakeLocal)
+    monkeypatch.setattr(table, "LocalMeasurer", FakeLocal)  # the name 'tiletune table' measures with
     return FakeLocal
 
 
