@@ -1,9 +1,11 @@
 import json
 import subprocess
 import sys
+import types
 
 import pytest
 
+import tiletune.commands.bench as bench_cmd
 from tiletune.cli import build_parser, main
 from tiletune.commands.common import measure_settings, options_by_strategy, options_for, split_option
 from tiletune.errors import TiletuneError
@@ -145,10 +147,6 @@ def test_tune_accepts_the_qualified_option(capsys, tmp_path):
 
 
 def test_bench_passes_unqualified_options_to_the_strategies_that_have_them(monkeypatch, tmp_path, capsys):
-    import types
-
-    import tiletune.commands.bench as bench_cmd
-
     seen = {}
 
     def fake_run_bench(suite, out, **kw):

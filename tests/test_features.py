@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from tiletune.errors import TiletuneError
-from tiletune.features import KnobExtractor, make_extractor
-from tiletune.features.knob import knob_dim
+from tiletune.features import make_extractor
+from tiletune.features.knob import KnobExtractor, knob_dim
 from tiletune.space import Space
 from tiletune.workloads import parse
 

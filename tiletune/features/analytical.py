@@ -105,7 +105,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import TiletuneError
-from ..hardware import HardwareSpec
+from ..hardware import HardwareSpec, detect_cpu, for_target
 from ..space import ChoiceKnob, Config, Space
 from ..workloads.access import TensorAccess, tensor_accesses, tile_counts
 from ..workloads.base import Axis
@@ -397,8 +397,6 @@ def analytical_features(workload, space: Space, config: Config, hardware: Hardwa
 def hardware_for(context_hardware=None, target: Any = None) -> HardwareSpec:
     """The HardwareSpec the features use: the given one, else the target's (``hardware.for_target``,
     without measuring bandwidth), else this CPU (``detect_cpu(measure_bandwidth=False)``)."""
-    from ..hardware import detect_cpu, for_target
-
     if context_hardware is not None:
         return context_hardware
     if isinstance(target, dict):
