@@ -45,7 +45,9 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     wl = parse(spec.workload)
     target = parse_target(spec.target)
     space = make_space(wl, spec.levels, target)
-    hardware = load_hardware(spec.hardware) if spec.hardware is not None else None
+    hardware = None
+    if spec.hardware is not None:
+        hardware = load_hardware(spec.hardware)
     context = TuneContext(workload=wl, target=target, hardware=hardware,
                           extras={"transfer": list(spec.transfer), "levels": spec.levels})
     for p in spec.transfer:
