@@ -65,7 +65,8 @@ class BestCurve:
 
 def tune_one(spec: str, feature: str, trials: int, seed: int, records: Path, batch: int,
              transfer: list[str] = (), options: dict | None = None):
-    from tiletune.session import make_measurer, make_space
+    from tiletune.measure.factory import make_measurer
+    from tiletune.schedules import make_space
     from tiletune.strategies import TuneContext, create
     from tiletune.target import host_target, target_key
     from tiletune.tune import tune
@@ -136,7 +137,7 @@ def sa_compare(spec: str, seeds: int, trials: int) -> None:
     import numpy as np
 
     from tiletune.measure import FunctionMeasurer
-    from tiletune.session import make_space
+    from tiletune.schedules import make_space
     from tiletune.strategies import create
     from tiletune.tune import tune
     from tiletune.workloads import parse

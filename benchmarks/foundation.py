@@ -22,7 +22,7 @@ from tiletune.session import RunSpec, run
 
 def throughput(args) -> None:
     from tiletune.measure.local import LocalMeasurer
-    from tiletune.session import make_space
+    from tiletune.schedules import make_space
     from tiletune.target import host_target
     from tiletune.workloads import parse
 

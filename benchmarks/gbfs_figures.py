@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tiletune.measure.replay import ReplayMeasurer  # noqa: E402
-from tiletune.session import make_space  # noqa: E402
+from tiletune.schedules import make_space  # noqa: E402
 from tiletune.space import parse_levels  # noqa: E402
 from tiletune.strategies import create, registry  # noqa: E402
 from tiletune.tune import tune  # noqa: E402

@@ -128,7 +128,8 @@ def main() -> None:
 
     from tiletune.bench.vendor import vendor
     from tiletune.hardware import for_target
-    from tiletune.session import make_measurer, make_space
+    from tiletune.measure.factory import make_measurer
+    from tiletune.schedules import make_space
     from tiletune.strategies import TuneContext
     from tiletune.target import host_target
     from tiletune.workloads import parse

@@ -1,10 +1,15 @@
 import json
 import subprocess
 import sys
+import types
 
 import pytest
 
-from tiletune.cli import main
+import tiletune.commands.bench as bench_cmd
+from tiletune.cli import build_parser, main
+from tiletune.commands.common import measure_settings, options_by_strategy, options_for, split_option
+from tiletune.errors import TiletuneError
+from tiletune.measure.base import MeasureSettings
 
 
 def test_help_lists_commands(capsys):
@@ -68,3 +73,90 @@ def test_console_script_installed():
     out = subprocess.run([sys.executable, "-m", "tiletune.cli", "space", "gemv:M=8,K=4"], capture_output=True,
                          text=True)
     assert out.returncode == 0 and "size:" in out.stdout
+
+
+# ---- one spelling of each flag across commands; the old spellings keep working -------------------------
+
+
+def _parse(*argv: str):
+    return vars(build_parser().parse_args(list(argv)))
+
+
+@pytest.mark.parametrize("old, new, dest, value", [
+    (["tune", "gemv:M=8,K=4", "-r", "x.jsonl"], ["tune", "gemv:M=8,K=4", "-o", "x.jsonl"], "records", "x.jsonl"),
+    (["tune", "gemv:M=8,K=4", "--records", "x.jsonl"], ["tune", "gemv:M=8,K=4", "--output", "x.jsonl"], "records",
+     "x.jsonl"),
+    (["table", "gemv:M=8,K=4", "--exhaustive", "-o", "t.jsonl"], ["table", "gemv:M=8,K=4", "--exhaustive", "-r", "t.jsonl"],
+     "output", "t.jsonl"),
+    (["table", "gemv:M=8,K=4", "--exhaustive", "--output", "t.jsonl"],
+     ["table", "gemv:M=8,K=4", "--exhaustive", "--records", "t.jsonl"], "output", "t.jsonl"),
+    (["bench", "tiny", "--out", "d"], ["bench", "tiny", "--output", "d"], "output", "d"),
+    (["bench", "tiny", "-o", "d"], ["bench", "tiny", "--output", "d"], "output", "d"),
+    (["build", "r.jsonl", "-o", "k.so"], ["build", "r.jsonl", "--output", "k.so"], "output", "k.so"),
+    (["hardware", "-o", "h.json"], ["hardware", "--output", "h.json"], "output", "h.json"),
+])
+def test_output_flag_spellings_parse_alike(old, new, dest, value):
+    a, b = _parse(*old), _parse(*new)
+    assert a == b and a[dest] == value
+
+
+def test_tune_keeps_its_records_dest_and_default():
+    assert _parse("tune", "gemv:M=8,K=4", "-o", "x.jsonl")["records"] == "x.jsonl"
+    assert _parse("tune", "gemv:M=8,K=4")["records"] is None
+
+
+@pytest.mark.parametrize("command, batch", [(["tune", "gemv:M=8,K=4"], 8), (["table", "gemv:M=8,K=4", "--sample", "2",
+                                                                              "-o", "t"], 16), (["bench", "tiny"], 8)])
+def test_measurement_flags_are_the_same_in_every_measuring_command(command, batch):
+    default = build_parser().parse_args(command)
+    assert default.batch_size == batch and measure_settings(default) == MeasureSettings()
+    given = build_parser().parse_args(command + ["--repeat", "5", "--min-repeat-ms", "7", "--build-timeout", "3",
+                                                 "--run-timeout", "4", "--batch-size", "2"])
+    assert given.batch_size == 2
+    assert measure_settings(given) == MeasureSettings(repeat=5, min_repeat_ms=7, build_timeout=3.0, run_timeout=4.0)
+
+
+def test_option_spellings():
+    assert split_option("gbfs.rho=0.5") == ("gbfs", "rho", "0.5")
+    assert split_option(" rho = 0.5 ") == (None, "rho", "0.5")
+    assert split_option("x=a=b") == (None, "x", "a=b")
+    for bad in ("rho", "=1", ".rho=1", "gbfs.=1"):
+        with pytest.raises(TiletuneError, match=r"\[STRATEGY.\]NAME=VALUE"):
+            split_option(bad)
+    # tune: NAME=VALUE and STRATEGY.NAME=VALUE naming the run's strategy mean the same
+    assert options_for(["rho=0.5"], "gbfs") == options_for(["gbfs.rho=0.5"], "gbfs") == {"rho": "0.5"}
+    with pytest.raises(TiletuneError, match="is for strategy 'gbfs', but this run uses 'xgb'"):
+        options_for(["gbfs.rho=0.5"], "xgb")
+    # bench: STRATEGY.NAME=VALUE as before; NAME=VALUE for the only strategy, or for those that declare NAME
+    assert options_by_strategy(["gbfs.rho=0.5"]) == options_by_strategy(["rho=0.5"], ["gbfs"]) == \
+        {"gbfs": {"rho": "0.5"}}
+    assert options_by_strategy(["rho=0.5"], ["random", "gbfs"]) == {"gbfs": {"rho": "0.5"}}
+    assert options_by_strategy(["bogus=1"], ["random"]) == {"random": {"bogus": "1"}}  # refused by the check
+    with pytest.raises(TiletuneError, match="none of the strategies random, grid has an option 'bogus'"):
+        options_by_strategy(["bogus=1"], ["random", "grid"])
+    with pytest.raises(TiletuneError, match="STRATEGY.NAME=VALUE"):
+        options_by_strategy(["rho=0.5"])
+
+
+def test_tune_accepts_the_qualified_option(capsys, tmp_path):
+    rec = str(tmp_path / "x.jsonl")
+    assert main(["tune", "gemm:M=8,N=8,K=8", "-O", "random.bogus=1", "-q", "-o", rec]) == 2
+    assert "unknown option" in capsys.readouterr().err
+    assert main(["tune", "gemm:M=8,N=8,K=8", "-O", "grid.stride=1", "-q", "-o", rec]) == 2
+    assert "is for strategy 'grid', but this run uses 'random'" in capsys.readouterr().err
+
+
+def test_bench_passes_unqualified_options_to_the_strategies_that_have_them(monkeypatch, tmp_path, capsys):
+    seen = {}
+
+    def fake_run_bench(suite, out, **kw):
+        seen.update(kw, out=out)
+        return types.SimpleNamespace(runs=[], flops={}, out_dir=tmp_path)
+
+    monkeypatch.setattr(bench_cmd, "run_bench", fake_run_bench)
+    base = ["bench", "tiny", "--strategies", "random,gbfs", "--out", str(tmp_path), "-q"]
+    assert main(base + ["-O", "rho=0.5", "--repeat", "2"]) == 0
+    qualified = dict(seen)
+    assert main(base + ["-O", "gbfs.rho=0.5", "--repeat", "2"]) == 0
+    assert seen == qualified and seen["options"] == {"gbfs": {"rho": "0.5"}}
+    assert seen["settings"] == MeasureSettings(repeat=2) and seen["out"] == str(tmp_path)

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from tiletune.errors import TiletuneError
-from tiletune.schedules import cuda
+from tiletune.schedules import cuda, make_space
 from tiletune.schedules.cpu import InvalidConfig
-from tiletune.session import make_space
 from tiletune.space import SplitKnob
 from tiletune.workloads import parse
 

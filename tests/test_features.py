@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from tiletune.errors import TiletuneError
-from tiletune.features import KnobExtractor, make_extractor
-from tiletune.features.knob import knob_dim
+from tiletune.features import make_extractor
+from tiletune.features.knob import KnobExtractor, knob_dim
 from tiletune.space import Space
 from tiletune.workloads import parse
 
@@ -99,7 +99,7 @@ def test_worker_pool_matches_in_process():
 
 def test_transfer_curve_across_kinds_itervar_not(tmp_path):
     from tiletune.records import Record, RecordWriter
-    from tiletune.session import make_space
+    from tiletune.schedules import make_space
     from tiletune.strategies import TuneContext, create
 
     conv = parse(SPECS[1])

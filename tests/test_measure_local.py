@@ -4,7 +4,7 @@ import pytest
 
 from tiletune.measure import MeasureSettings
 from tiletune.measure.local import LocalMeasurer
-from tiletune.session import make_space
+from tiletune.schedules import make_space
 from tiletune.space import Config
 from tiletune.strategies import create
 from tiletune.target import host_target

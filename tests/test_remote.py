@@ -13,7 +13,7 @@ from tiletune.measure import gpu_runner
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.remote import (RUNNER, CommandTransport, HandoffTransport, LocalTransport, RemoteMeasurer,
                                      cuda_available, make_measurer, write_batch)
-from tiletune.session import make_space
+from tiletune.schedules import make_space
 from tiletune.target import host_target
 from tiletune.workloads import parse
 
@@ -295,3 +295,28 @@ def test_runner_start_up_failure_is_reported_per_kernel(tmp_path, pool):
     data = gpu_runner.supervise(str(batch), "cuda", str(batch / "results.json"))
     assert {r["error"] for r in data["results"].values()} == {"run-error"}
     assert "no CUDA device" in data["results"]["k0"]["message"]
+
+
+def test_measurement_does_not_import_the_session():
+    """No import cycle measure <-> session: the measurers (and the factory that picks one) load without it."""
+    import subprocess
+
+    code = ("import sys, tiletune.measure.remote, tiletune.measure.factory, tiletune.measure.replay; "
+            "sys.exit('tiletune.session' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_factory_picks_the_measurer(tmp_path):
+    from tiletune.measure.factory import make_measurer as pick
+    from tiletune.measure.replay import ReplayMeasurer
+    from tiletune.records import Record, RecordWriter
+
+    wl = parse("gemm:M=8,N=8,K=8")
+    space = make_space(wl, (2, 2))
+    table = str(tmp_path / "t.jsonl")
+    with RecordWriter(table) as w:
+        w.write(Record(workload=wl.key, target="llvm", config=space.to_dict(space.get(0)), costs=(1e-3,),
+                       median_s=1e-3, gflops=1.0, strategy="grid", trial=0))
+    assert isinstance(pick(wl, space, host_target(), replay=table), ReplayMeasurer)
+    with pick(wl, space, host_target(), transport="true {dir}") as m:
+        assert isinstance(m, RemoteMeasurer) and isinstance(m.transport, CommandTransport)

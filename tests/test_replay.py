@@ -141,10 +141,12 @@ class FakeLocal:
 
 @pytest.fixture
 def fake_local(monkeypatch):
+    import tiletune.commands.table as table
     import tiletune.measure.local as local
 
     FakeLocal.instances = []
     monkeypatch.setattr(local, "LocalMeasurer", FakeLocal)
+    monkeypatch.setattr(table, "LocalMeasurer", FakeLocal)  # the name 'tiletune table' measures with
     return FakeLocal
 
 
@@ -152,7 +154,7 @@ SMALL = "gemm:M=8,N=8,K=8"
 
 
 def test_table_exhaustive_then_resume_then_replay(tmp_path, fake_local, capsys):
-    from tiletune.session import make_space
+    from tiletune.schedules import make_space
     from tiletune.workloads import parse
 
     out = str(tmp_path / "table.jsonl")
@@ -180,7 +182,7 @@ def test_table_sample_is_uniform_without_replacement_and_seeded(tmp_path, fake_l
 
 
 def test_table_refuses_large_exhaustive_and_bad_sample(tmp_path, fake_local, capsys):
-    from tiletune.session import make_space
+    from tiletune.schedules import make_space
     from tiletune.workloads import parse
 
     out = str(tmp_path / "t.jsonl")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -9,13 +10,12 @@ import numpy as np
 
 from .errors import TiletuneError
 from .records import best, load
+from .schedules import build, make_space
+from .target import host_cores
 from .workloads import parse
 
 
 def export_best(records: str, output: str, workload: str | None = None) -> dict[str, Any]:
-    from .schedules import build
-    from .session import make_space
-
     key = parse(workload).key if workload else None
     recs = load(records, workload=key)
     if key is None and len({r.workload for r in recs}) > 1:
@@ -86,10 +86,6 @@ def set_threads(n: int | None = None) -> None:
     TVM_NUM_THREADS. TVM's own default halves the hardware concurrency on x86 (to skip hyper-threads),
     which on machines without them leaves half the cores idle. TVM reads the variable when its thread
     pool starts, i.e. at the first parallel kernel call of the process: call this before that."""
-    import os
-
-    from .target import host_cores
-
     os.environ.setdefault("TVM_NUM_THREADS", str(n or host_cores()))
 
 

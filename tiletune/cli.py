@@ -5,13 +5,13 @@ returns an exit status. The environment and command line are read only here and 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from .commands import bench, best, build, gpu_bundle, hardware, space, strategies, table, tune
 from .errors import TiletuneError
 
-# module names under tiletune.commands, in --help order
-COMMANDS = ["tune", "space", "strategies", "best", "build", "hardware", "table", "bench", "gpu_bundle"]
+# the command modules, in --help order
+COMMANDS = [tune, space, strategies, best, build, hardware, table, bench, gpu_bundle]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,13 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         "conv2d:N=1,C=128,H=28,W=28,K=256,R=3,S=3,stride=2,pad=1. Run 'tiletune COMMAND --help' for details.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            mod = importlib.import_module(f"tiletune.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"tiletune.commands.{name}":
-                continue  # command not shipped yet
-            raise
+    for mod in COMMANDS:
         mod.add_parser(sub)
     return p
 

@@ -1,7 +1,8 @@
 """Assemble one tuning run from user-level inputs: workload spec, target, levels, strategy, measurer.
 
-The CLI and the benchmark harness both go through ``prepare``/``run`` so that every comparison is
-made the same way.
+The CLI and the benchmark harness both go through ``run`` so that every comparison is made the same
+way. The space comes from ``tiletune.schedules.make_space`` and the measurer from
+``tiletune.measure.factory.make_measurer`` (both also importable from here, as before).
 """
 from __future__ import annotations
 
@@ -10,40 +11,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import TiletuneError
+from .hardware import load as load_hardware
 from .measure.base import MeasureSettings, Measurer
-from .space import Space
+from .measure.factory import make_measurer
+from .schedules import make_space
 from .strategies import TuneContext, create
 from .target import parse_target, target_key
 from .tune import Callback, TuneRun, tune
 from .workloads import parse
-from .workloads.base import Workload
-
-
-def make_space(workload: Workload, levels=None, target: dict | None = None) -> Space:
-    """The default space of a workload for a target: (4, 2) levels and the unroll knob."""
-    if target is not None and target.get("kind") == "cuda":
-        from .schedules import cuda
-
-        return cuda.make_space(workload, levels)
-    from .schedules.cpu import choice_knobs
-
-    return Space.from_axes(workload.axes(), levels=levels, choices=choice_knobs(workload))
-
-
-def make_measurer(workload: Workload, space: Space, target: dict, *, replay: str | None = None,
-                  settings: MeasureSettings | None = None, transport: str | None = None) -> Measurer:
-    if replay is not None:
-        from .measure.replay import ReplayMeasurer
-
-        return ReplayMeasurer(replay, workload.key, space)
-    if target.get("kind") != "llvm" or transport is not None:
-        from .measure import remote
-
-        return remote.make_measurer(workload, space, target, settings,
-                                    transport=remote.CommandTransport(transport) if transport else None)
-    from .measure.local import LocalMeasurer
-
-    return LocalMeasurer(workload, space, target, settings)
 
 
 @dataclass
@@ -72,8 +47,6 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     space = make_space(wl, spec.levels, target)
     hardware = None
     if spec.hardware is not None:
-        from .hardware import load as load_hardware
-
         hardware = load_hardware(spec.hardware)
     context = TuneContext(workload=wl, target=target, hardware=hardware,
                           extras={"transfer": list(spec.transfer), "levels": spec.levels})

@@ -42,7 +42,9 @@ from ..errors import TiletuneError
 from ..measure.base import MeasureSettings, Measurer
 from ..progress import Progress
 from ..records import Record, RecordWriter
-from ..session import RunSpec, make_measurer, make_space
+from ..measure.factory import make_measurer
+from ..schedules import make_space
+from ..session import RunSpec
 from ..session import run as run_session
 from ..space import Space, parse_levels
 from ..strategies import Strategy, get

@@ -1,19 +1,22 @@
-"""tiletune bench SUITE --strategies a,b --seeds N --budget T --out DIR"""
+"""tiletune bench SUITE --strategies a,b --seeds N --budget T -o DIR"""
 from __future__ import annotations
 
-import argparse
-
+from ..bench.results import BASELINES
+from ..bench.run import run_bench
+from ..bench.suites import list_suites, load
 from ..errors import TiletuneError
-from ..measure.base import MeasureSettings
+from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
+                     options_by_strategy)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "bench", help="run a benchmark suite: strategies x seeds x workloads, with baselines",
+        formatter_class=HelpFormatter,
         description="Run every strategy on every workload of SUITE (a shipped suite name or a JSON file), "
         "N seeds each, through the normal tuning loop; measure the baselines (vendor library, TVM's "
         "MetaSchedule with the same trial budget, the fp32 peak) in the same run; write records.jsonl, "
-        "summary.json, summary.csv, report.md and PNG plots into --out. Options left out take the suite's "
+        "summary.json, summary.csv, report.md and PNG plots into --output. Options left out take the suite's "
         "values. 'tiletune bench --list' lists the shipped suites.",
     )
     p.add_argument("suite", nargs="?", help="suite name (see --list) or path to a suite JSON file")
@@ -25,35 +28,29 @@ def add_parser(sub) -> None:
     p.add_argument("--seeds", type=int, default=None, help="seeds per strategy and workload (0..N-1)")
     p.add_argument("--budget", type=int, default=None, help="trials per run")
     p.add_argument("--budget-seconds", type=float, default=None, help="wall-time limit per run in seconds (0 = none, even if the suite sets one)")
-    p.add_argument("--option", "-O", action="append", default=[], metavar="STRATEGY.NAME=VALUE",
-                   help="an option of one strategy, e.g. gbfs.rho=0.5 (repeatable; over the suite's 'options')")
+    add_option_argument(p, "a strategy option, e.g. gbfs.rho=0.5; rho=0.5 sets it for every strategy of the run "
+                        "that has it (repeatable; over the suite's 'options')")
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="a HardwareSpec file for strategies that model the hardware (default: detected)")
     p.add_argument("--baselines", default="vendor,metaschedule,peak",
                    help="comma-separated: vendor, metaschedule, peak, or 'none' (default: all)")
-    p.add_argument("--out", "-o", default=None, help="output directory (default: bench-<suite>)")
+    add_output_argument(p, "--out", default=None, metavar="DIR", help="output directory (default: bench-<suite>)")
     p.add_argument("--replay", default=None, metavar="TABLE.jsonl",
                    help="answer the strategies from a table of measured configurations instead of measuring")
     p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON target")
     p.add_argument("--levels", default=None, help="tiling levels 'Ls,Lr' (default: the suite's, else 4,2)")
-    p.add_argument("--batch-size", type=int, default=8, help="configurations measured per batch (default: 8)")
-    p.add_argument("--repeat", type=int, default=3, help="timing samples per configuration (default: 3)")
-    p.add_argument("--min-repeat-ms", type=int, default=25, help="minimum duration of one timing sample (default: 25)")
-    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds per build (default: 30)")
-    p.add_argument("--run-timeout", type=float, default=30.0, help="seconds per run (default: 30)")
+    add_measure_arguments(p, batch_size=8)
     p.add_argument("--metaschedule-timeout", type=float, default=3600.0,
                    help="wall-clock limit of one MetaSchedule tuning in seconds (default: 3600)")
     p.add_argument("--resume", action="store_true",
-                   help="keep the finished runs and baselines already in --out (made with the same settings) "
-                        "and do only the rest; without it --out is started afresh")
+                   help="keep the finished runs and baselines already in --output (made with the same "
+                        "settings) and do only the rest; without it --output is started afresh")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.set_defaults(func=run)
 
 
 def parse_baselines(text: str | None) -> list[str]:
-    from ..bench.results import BASELINES
-
     if text is None:
         return list(BASELINES)
     items = [x.strip() for x in text.split(",") if x.strip()]
@@ -65,21 +62,13 @@ def parse_baselines(text: str | None) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def parse_strategy_options(items: list[str]) -> dict[str, dict]:
-    """['gbfs.rho=0.5', ...] -> {'gbfs': {'rho': '0.5'}}"""
-    out: dict[str, dict] = {}
-    for item in items or ():
-        key, eq, value = item.partition("=")
-        strat, dot, name = key.strip().partition(".")
-        if not eq or not dot or not strat or not name:
-            raise TiletuneError(f"bad --option {item!r}: expected STRATEGY.NAME=VALUE, e.g. gbfs.rho=0.5")
-        out.setdefault(strat, {})[name.strip()] = value.strip()
-    return out
+def parse_strategy_options(items: list[str], strategies: list[str] | None = None) -> dict[str, dict]:
+    """['gbfs.rho=0.5', ...] -> {'gbfs': {'rho': '0.5'}}; NAME=VALUE items need the run's ``strategies``
+    (see ``tiletune.commands.common.options_by_strategy``)."""
+    return options_by_strategy(items, strategies)
 
 
 def _list() -> int:
-    from ..bench.suites import list_suites
-
     for s in list_suites():
         if isinstance(s, tuple):
             print(f"{s[0]:14s} (broken: {s[1]})")
@@ -92,9 +81,6 @@ def _list() -> int:
 
 
 def run(args) -> int:
-    from ..bench.run import run_bench
-    from ..bench.suites import load
-
     if args.list:
         return _list()
     if not args.suite:
@@ -103,14 +89,13 @@ def run(args) -> int:
     strategies = [x.strip() for x in args.strategies.split(",") if x.strip()] if args.strategies else None
     if args.strategies is not None and not strategies:
         raise TiletuneError("--strategies is empty")
-    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                               build_timeout=args.build_timeout, run_timeout=args.run_timeout)
-    out = args.out or f"bench-{suite.name}"
+    out = args.output or f"bench-{suite.name}"
+    options = parse_strategy_options(args.option, strategies or list(suite.strategies))
     res = run_bench(suite, out, strategies=strategies, seeds=args.seeds, budget=args.budget,
                     budget_seconds=args.budget_seconds, baselines=parse_baselines(args.baselines),
-                    target=args.target, levels=args.levels, replay=args.replay, settings=settings,
+                    target=args.target, levels=args.levels, replay=args.replay, settings=measure_settings(args),
                     batch_size=args.batch_size, metaschedule_timeout=args.metaschedule_timeout,
-                    options=parse_strategy_options(args.option), hardware=args.hardware,
+                    options=options, hardware=args.hardware,
                     progress=not args.quiet, plots=not args.no_plots, resume=args.resume)
     n_ok = sum(1 for r in res.runs if r.best_gflops > 0)
     print(f"{len(res.runs)} runs ({n_ok} with a valid kernel) on {len(res.flops)} workloads")

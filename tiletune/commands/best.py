@@ -3,20 +3,20 @@ from __future__ import annotations
 
 import json
 
+from ..errors import TiletuneError
+from ..records import best, load
+from ..workloads import parse
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("best", help="print the best configuration in a records file")
-    p.add_argument("records")
+    p.add_argument("records", help="records file (JSONL) written by 'tiletune tune'")
     p.add_argument("--workload", "-w", default=None, help="only this workload (spec or key)")
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..errors import TiletuneError
-    from ..records import best, load
-    from ..workloads import parse
-
     key = parse(args.workload).key if args.workload else None
     recs = load(args.records, workload=key)
     keys = sorted({r.workload for r in recs})

@@ -1,10 +1,11 @@
 """tiletune hardware [--preset NAME] [--no-cache] [--no-measure] [-o FILE]"""
 from __future__ import annotations
 
+from ..hardware import detect_cpu, preset, presets
+from .common import add_output_argument
+
 
 def add_parser(sub) -> None:
-    from ..hardware import presets
-
     p = sub.add_parser(
         "hardware", help="print the hardware spec (this CPU, or a GPU preset) as JSON",
         description="Print a HardwareSpec as JSON: this machine's CPU (detected; the DRAM bandwidth is measured "
@@ -13,13 +14,11 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", default=None, metavar="NAME", help="GPU preset: " + ", ".join(presets()))
     p.add_argument("--no-cache", action="store_true", help="detect and measure again, ignoring the cache file")
     p.add_argument("--no-measure", action="store_true", help="do not measure the DRAM bandwidth (estimate it)")
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="also write the JSON to FILE")
+    add_output_argument(p, default=None, metavar="FILE", help="also write the JSON to FILE")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..hardware import detect_cpu, preset
-
     if args.preset:
         spec = preset(args.preset)
     else:

@@ -1,6 +1,11 @@
 """tiletune space WORKLOAD [--levels ...]"""
 from __future__ import annotations
 
+from ..schedules import make_space
+from ..space import parse_levels
+from ..target import parse_target
+from ..workloads import parse
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("space", help="print the knobs and the exact size of a workload's tiling space",
@@ -12,11 +17,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..session import make_space
-    from ..space import parse_levels
-    from ..target import parse_target
-    from ..workloads import parse
-
     wl = parse(args.workload)
     sp = make_space(wl, parse_levels(args.levels), parse_target(args.target))
     print(f"workload {wl.key}  ({wl.flops} FLOPs)")

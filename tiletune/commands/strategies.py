@@ -1,6 +1,8 @@
 """tiletune strategies"""
 from __future__ import annotations
 
+from ..strategies import registry
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("strategies", help="list the registered strategies and their options")
@@ -8,11 +10,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..strategies import registry
-
     for name, cls in registry().items():
         print(f"{name}: {cls.summary}")
         for o in cls.options:
             extra = f" one of {list(o.choices)}" if o.choices else ""
-            print(f"    --option {o.name}=...  {o.help} (default {o.default}){extra}")
+            print(f"    --option {name}.{o.name}=...  {o.help} (default {o.default}){extra}")
     return 0

@@ -10,9 +10,17 @@ when the same command is run again: configurations already in the file are not m
 """
 from __future__ import annotations
 
-import argparse
 
 from ..errors import TiletuneError
+from ..measure.local import LocalMeasurer
+from ..progress import Progress
+from ..schedules import make_space
+from ..space import parse_levels
+from ..strategies import create
+from ..target import parse_target, target_key
+from ..tune import tune
+from ..workloads import parse
+from .common import HelpFormatter, add_measure_arguments, add_output_argument, measure_settings
 
 MAX_EXHAUSTIVE = 20_000
 
@@ -20,25 +28,21 @@ MAX_EXHAUSTIVE = 20_000
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "table", help="measure a space exhaustively or a uniform sample of it, as a replay table",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         description="Measure every configuration of WORKLOAD's tiling space (--exhaustive, refused above "
         f"{MAX_EXHAUSTIVE} configurations) or a uniform random sample of N of them (--sample N) and append "
         "the results to a records file, for 'tiletune tune ... --replay TABLE.jsonl'. Re-running the same "
         "command resumes.",
     )
     p.add_argument("workload", help="workload spec, e.g. gemm:M=64,N=64,K=64")
-    p.add_argument("--output", "-o", required=True, metavar="TABLE.jsonl", help="records file to append to")
+    add_output_argument(p, records=True, required=True, metavar="TABLE.jsonl", help="records file to append to")
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--exhaustive", action="store_true", help="measure every configuration")
     how.add_argument("--sample", type=int, metavar="N", help="measure N configurations drawn uniformly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample")
     p.add_argument("--levels", default=None, help="tiling levels 'Ls,Lr' (default 4,2) or per axis 'm=4,n=4,k=2'")
     p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON target")
-    p.add_argument("--batch-size", type=int, default=16, help="configurations built in parallel per batch")
-    p.add_argument("--repeat", type=int, default=3, help="timing samples per configuration")
-    p.add_argument("--min-repeat-ms", type=int, default=25, help="minimum duration of one timing sample")
-    p.add_argument("--build-timeout", type=float, default=30.0)
-    p.add_argument("--run-timeout", type=float, default=30.0)
+    add_measure_arguments(p, batch_size=16)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
@@ -58,10 +62,6 @@ def plan(space_size: int, exhaustive: bool, sample: int | None) -> tuple[str, in
 def build_table(workload, space, target: dict, output: str, measurer, *, exhaustive: bool = False,
                 sample: int | None = None, seed: int = 0, batch_size: int = 16, callbacks=()):
     """Measure the planned configurations with ``measurer`` into ``output``; returns the TuneRun."""
-    from ..strategies import create
-    from ..target import target_key
-    from ..tune import tune
-
     strategy, trials = plan(space.size, exhaustive, sample)
     strat = create(strategy, space, seed=seed)
     return tune(space=space, strategy=strat, measurer=measurer, workload=workload.key, flops=workload.flops,
@@ -70,12 +70,6 @@ def build_table(workload, space, target: dict, output: str, measurer, *, exhaust
 
 
 def run(args) -> int:
-    from ..measure.base import MeasureSettings
-    from ..session import make_space
-    from ..space import parse_levels
-    from ..target import parse_target
-    from ..workloads import parse
-
     wl = parse(args.workload)
     target = parse_target(args.target)
     if target.get("kind") != "llvm":
@@ -84,12 +78,7 @@ def run(args) -> int:
     if args.batch_size < 1:
         raise TiletuneError(f"--batch-size must be >= 1, got {args.batch_size}")
     _, trials = plan(space.size, args.exhaustive, args.sample)  # refuse before starting workers
-    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                               build_timeout=args.build_timeout, run_timeout=args.run_timeout)
-    from ..measure.local import LocalMeasurer
-    from ..progress import Progress
-
-    measurer = LocalMeasurer(wl, space, target, settings)
+    measurer = LocalMeasurer(wl, space, target, measure_settings(args))
     callbacks = [] if args.quiet else [Progress()]
     try:
         result = build_table(wl, space, target, args.output, measurer, exhaustive=args.exhaustive,

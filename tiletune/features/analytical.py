@@ -98,17 +98,17 @@ the interface of ``tiletune.features`` extractors (``extract(configs)``, ``dim``
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import TiletuneError
-from ..hardware import HardwareSpec
+from ..hardware import HardwareSpec, detect_cpu, for_target
 from ..space import ChoiceKnob, Config, Space
 from ..workloads.access import TensorAccess, tensor_accesses, tile_counts
 from ..workloads.base import Axis
+from .base import FeatureExtractor
 
 FEATURE_NAMES = ("OI_Global_Mem", "OI_Shared_Mem", "Reg_Reuse_Factor", "ILP", "WLP", "Estimated_Occupancy",
                  "Wave_Efficiency")
@@ -397,8 +397,6 @@ def analytical_features(workload, space: Space, config: Config, hardware: Hardwa
 def hardware_for(context_hardware=None, target: Any = None) -> HardwareSpec:
     """The HardwareSpec the features use: the given one, else the target's (``hardware.for_target``,
     without measuring bandwidth), else this CPU (``detect_cpu(measure_bandwidth=False)``)."""
-    from ..hardware import detect_cpu, for_target
-
     if context_hardware is not None:
         return context_hardware
     if isinstance(target, dict):
@@ -406,8 +404,8 @@ def hardware_for(context_hardware=None, target: Any = None) -> HardwareSpec:
     return detect_cpu(measure_bandwidth=False)
 
 
-class AnalyticalExtractor:
-    """Cached batch extractor of the seven features (the interface of ``tiletune.features`` extractors).
+class AnalyticalExtractor(FeatureExtractor):
+    """Cached batch extractor of the seven features (the ``tiletune.features`` extractor interface).
 
     Values go to the model as log2(1 + x) (monotone, so a tree model splits the same way; it keeps the
     operational intensities, which span orders of magnitude, in a float32-friendly range)."""
@@ -418,13 +416,10 @@ class AnalyticalExtractor:
     def __init__(self, space: Space, workload, hardware: HardwareSpec | None = None, target: Any = None):
         if workload is None:
             raise TiletuneError("analytical features need the workload (TuneContext.workload is None)")
-        self.space = space
+        super().__init__(space)
         self.workload = workload
         self.target = target
         self.hardware = hardware_for(hardware, target)
-        self.cache: dict[Config, np.ndarray] = {}
-        self.stats: dict[str, float] = {"computed": 0, "cache_hits": 0, "seconds": 0.0, "worker_seconds": 0.0,
-                                        "failures": 0}
         self._axes = workload.axes_no_tvm()
         self._acc = tensor_accesses(workload)
         self._fn = gpu_features if _kind(self.hardware, target) == "gpu" else cpu_features
@@ -434,35 +429,12 @@ class AnalyticalExtractor:
     def dim(self) -> int:
         return N_FEATURES
 
-    @property
-    def per_config_ms(self) -> float:
-        return 1e3 * self.stats["seconds"] / max(1, self.stats["computed"])
-
     def raw(self, config: Config) -> np.ndarray:
         lv = split_levels(self.space, config, self._axes)
         return self._fn(self._acc, self._axes, lv, float(self.workload.flops), self.hardware)
 
-    def extract(self, configs: Sequence[Config]) -> np.ndarray:
-        t0 = time.perf_counter()
-        n_new = 0
-        rows = []
-        for c in configs:
-            v = self.cache.get(c)
-            if v is None:
-                v = np.log2(1.0 + self.raw(c)).astype(np.float32)
-                self.cache[c] = v
-                n_new += 1
-            rows.append(v)
-        self.stats["computed"] += n_new
-        self.stats["cache_hits"] += len(configs) - n_new
-        if n_new:
-            self.stats["seconds"] += time.perf_counter() - t0
-        if len(self.cache) > 200_000:
-            self.cache = {c: self.cache[c] for c in configs}
-        return np.stack(rows) if rows else np.zeros((0, N_FEATURES), dtype=np.float32)
-
-    def close(self) -> None:
-        pass
+    def _compute(self, configs: list[Config]) -> list[np.ndarray]:
+        return [np.log2(1.0 + self.raw(c)).astype(np.float32) for c in configs]
 
 
 __all__ = ["FEATURE_NAMES", "N_FEATURES", "AnalyticalExtractor", "analytical_features", "bank_conflict_degree",

@@ -44,10 +44,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from ..schedules import schedule
+from ..schedules.cpu import InvalidConfig, check
 from ..space import ChoiceKnob, Config, Space
 from ..workloads.base import Workload
 
@@ -101,8 +104,6 @@ def lower(workload: Workload, space: Space, config: Config, target: dict[str, An
     """The lowered PrimFunc of ``config`` (raises the schedule's InvalidConfig for rejected configs)."""
     import tvm
     from tvm import s_tir, tirx
-
-    from ..schedules import schedule
 
     sch = schedule(workload, space, config, target or {"kind": "llvm"})
     seq = tvm.transform.Sequential([
@@ -162,8 +163,6 @@ def loop_names(sch) -> list[str]:
 
 def _nodes():
     """The tirx node classes this module matches (they moved between modules in TVM 0.27)."""
-    from types import SimpleNamespace
-
     import tvm
     from tvm import tirx
     from tvm.tirx import expr as E
@@ -367,8 +366,6 @@ def reference_configs(space: Space, workload: Workload) -> list[Config]:
     """Configurations the template accepts that together show every loop and access of the template:
     an accepted base configuration (the untiled one first) and its variants with each value of each
     choice knob (e.g. pack=1 adds a packing stage)."""
-    from ..schedules.cpu import InvalidConfig, check
-
     def ok(c: Config) -> bool:
         try:
             check(workload, space, c)

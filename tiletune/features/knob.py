@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..space import ChoiceKnob, Config, Space, SplitKnob
+from .base import FeatureExtractor
 
 
 def _choice_value(k: ChoiceKnob, v) -> float:
@@ -67,3 +68,18 @@ class KnobTable:
 
     def rows(self, configs: Sequence[Config]) -> np.ndarray:
         return np.stack([knob_vector(self.space, c) for c in configs]) if configs else np.zeros((0, self.dim), np.float32)
+
+
+class KnobExtractor(FeatureExtractor):
+    kind = "knob"
+
+    def __init__(self, space: Space):
+        super().__init__(space)
+        self.table = KnobTable(space)
+
+    @property
+    def dim(self) -> int:
+        return self.table.dim
+
+    def _compute(self, configs):
+        return [knob_vector(self.space, c) for c in configs]

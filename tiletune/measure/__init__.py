@@ -1,4 +1,5 @@
-"""Measurement: build, run, check. Local warm workers, replay tables and synthetic costs."""
+"""Measurement: build, run, check. Local warm workers (``local``), replay tables (``replay``), synthetic
+costs (``synthetic``) and remote devices (``remote``); ``factory.make_measurer`` picks one for a run."""
 from .base import ERROR_KINDS, MeasureResult, MeasureSettings, Measurer
 from .synthetic import FunctionMeasurer
 

@@ -37,6 +37,7 @@ turns the runner's results.json into MeasureResults, in the configurations' orde
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -47,16 +48,21 @@ import tempfile
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ..errors import TiletuneError
+from ..records import Record, RecordWriter, now
+from ..schedules import check, make_space
+from ..schedules.cpu import InvalidConfig
 from ..space import Config, Space
+from ..target import parse_target, target_key
 from ..workloads import parse
 from ..workloads.base import Workload
 from .base import MeasureResult, MeasureSettings
-from multiprocessing.connection import wait
-
 from .local import DEFAULT_BUILDER, LocalMeasurer, WorkerPool
 
 RUNNER = str(Path(__file__).with_name("gpu_runner.py"))
@@ -258,16 +264,6 @@ class RemoteMeasurer(LocalMeasurer):
         super().close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def _check(self, config: Config) -> None:
-        if self.target.get("kind") == "cuda":
-            from ..schedules.cuda import check
-
-            check(self.workload, self.space, config, self.target)
-        else:
-            from ..schedules.cpu import check
-
-            check(self.workload, self.space, config)
-
     def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
         batch = self.prepare(configs)
         with open(os.path.join(batch, "manifest.json")) as f:
@@ -291,13 +287,11 @@ class RemoteMeasurer(LocalMeasurer):
         directory. The manifest's ``entries`` list every configuration in order with its build outcome
         (invalid and build errors too), so that ``collect(batch_dir, space)`` needs only the directory:
         prepare here, run the batch on the GPU machine any way you like, collect later."""
-        from ..schedules.cpu import InvalidConfig
-
         results: dict[int, MeasureResult] = {}
         todo: list[int] = []
         for i, c in enumerate(configs):
             try:
-                self._check(c)
+                check(self.workload, self.space, c, self.target)
                 todo.append(i)
             except InvalidConfig as e:
                 results[i] = MeasureResult(c, error="invalid", message=str(e))
@@ -411,14 +405,6 @@ def make_measurer(workload: Workload | str, space: Space, target: dict, settings
 # ---- command line: prepare a batch here, run it on the GPU machine, collect it here ---------------------
 def _main(argv: list[str] | None = None) -> int:
     """``python -m tiletune.measure.remote prepare|collect ...`` (see --help)."""
-    import argparse
-
-    import numpy as np
-
-    from ..records import Record, RecordWriter, now
-    from ..session import make_space
-    from ..target import parse_target, target_key
-
     ap = argparse.ArgumentParser(prog="python -m tiletune.measure.remote",
                                  description="Build a batch of kernels here, run it with gpu_runner.py on the "
                                  "GPU machine (sh BUNDLE/run.sh BATCH --out RESULTS.json), collect it here.")
@@ -498,18 +484,6 @@ def _guess_levels(man: dict, cfg: dict):
 
 
 def _sample_valid(wl, space, target, n, rng, exclude) -> list:
-    from ..schedules.cpu import InvalidConfig
-
-    def check(c):
-        if target.get("kind") == "cuda":
-            from ..schedules.cuda import check as ck
-
-            ck(wl, space, c, target)
-        else:
-            from ..schedules.cpu import check as ck
-
-            ck(wl, space, c)
-
     out: list = []
     for _ in range(200 * n):
         if len(out) == n:
@@ -518,7 +492,7 @@ def _sample_valid(wl, space, target, n, rng, exclude) -> list:
         if c in out or c in exclude:
             continue
         try:
-            check(c)
+            check(wl, space, c, target)
         except InvalidConfig:
             continue
         out.append(c)
