@@ -195,3 +195,41 @@ def test_a_worker_ends_a_job_past_its_deadline_by_itself():
         assert time.monotonic() - t0 >= job_deadline(0.5) - 0.5
     finally:
         pool.close()
+
+
+FEATURES = """
+import sys, threading, time
+from tiletune.features import TVMExtractor, itervar
+from tiletune.schedules.cpu import choice_knobs
+from tiletune.space import Space
+from tiletune.target import host_target
+from tiletune.workloads import parse
+
+itervar.lower = lambda *a, **k: time.sleep(3600)  # a hung lowering (the fork server imports this module)
+
+if __name__ == "__main__":
+    wl = parse("gemm:M=16,N=16,K=8")
+    space = Space.from_axes(wl.axes(), choices=choice_knobs(wl))
+    ext = TVMExtractor("curve", space, wl, host_target(), workers=2)
+    ext.start()
+    threading.Thread(target=ext.extract, args=([space.get(1), space.get(2)],), daemon=True).start()
+    print(" ".join(str(p.pid) for p in ext._pool._pool), flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.tvm
+def test_no_feature_worker_outlives_a_killed_tuning_process(tmp_path):
+    script = tmp_path / "features_hang.py"
+    script.write_text(FEATURES)
+    p = subprocess.Popen([sys.executable, str(script)], env=ENV, stdout=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        workers = [int(x) for x in p.stdout.readline().split()]
+        assert len(workers) == 2
+        time.sleep(5.0)  # the workers import TVM, then hang in the lowering
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(5)
+        assert _gone_within(workers, 5.0) == []
+    finally:
+        _kill_all(workers + [p.pid])

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import TiletuneError
+from ..lifetime import die_with_parent
 from ..space import Config, Space
 
 FEATURE_TYPES = ("knob", "itervar", "curve", "curve1", "analytical")
@@ -109,6 +110,7 @@ _W: dict[str, Any] = {}
 
 
 def _worker_init(payload: bytes) -> None:
+    die_with_parent()  # end with the tuning process, even inside a long lowering (tiletune.lifetime)
     import cloudpickle
 
     kind, key, space, target, curve_n = cloudpickle.loads(payload)
