@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 import cloudpickle
 
+from ..errors import TiletuneError
 from ..lifetime import Lifeline, job_deadline
 from ..space import Config, Space
 from ..workloads import parse
@@ -270,6 +271,8 @@ class WorkerPool:
 
         self.size = size or host_cores()
         self.threads = threads or host_cores()
+        if self.size < 1 or self.threads < 1:
+            raise TiletuneError(f"a worker pool needs >= 1 worker and thread, got {self.size} and {self.threads}")
         self.workers: list[_Worker] = [_Worker(self.threads) for _ in range(self.size)]
         self.restarts = 0
 
@@ -308,8 +311,10 @@ class LocalMeasurer(Measurer):
         self.space = space
         self.target = target
         self.settings = settings or MeasureSettings()
-        from ..target import host_cores
+        from ..target import check_local_target, host_cores
 
+        if self.kind == "local":  # a subclass that runs the kernels elsewhere may name another machine's cores
+            check_local_target(target)
         cores = int(target.get("num-cores") or 0) or None
         n = build_workers or min(host_cores(), cores or host_cores())
         self._own_pool = pool is None
