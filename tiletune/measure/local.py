@@ -35,9 +35,11 @@ import cloudpickle
 
 from ..errors import TiletuneError
 from ..lifetime import Lifeline, job_deadline
+from ..schedules.cpu import packable_inputs
 from ..space import Config, Space
 from ..workloads import parse
 from ..workloads.base import Workload
+from ..workloads.size import check_memory
 from .base import MeasureResult, MeasureSettings, Measurer
 
 DEFAULT_BUILDER = "tiletune.measure.local:build_kernel"
@@ -317,6 +319,9 @@ class LocalMeasurer(Measurer):
             check_local_target(target)
         cores = int(target.get("num-cores") or 0) or None
         n = build_workers or min(host_cores(), cores or host_cores())
+        if self.kind == "local":  # before any worker starts: refuse what this machine cannot hold
+            packed = packable_inputs(self.workload) if "pack" in {k.name for k in space.knobs} else []
+            check_memory(self.workload, workers=pool.size if pool is not None else n, packed=packed)
         self._own_pool = pool is None
         self.pool = pool or WorkerPool(n, threads=cores)
         self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
