@@ -9,7 +9,12 @@ import time
 import psutil
 import pytest
 
-from tiletune.lifetime import EXIT_DEADLINE, EXIT_ORPHANED
+from tiletune.lifetime import EXIT_DEADLINE, EXIT_ORPHANED, job_deadline
+from tiletune.measure.local import LocalMeasurer, WorkerPool
+from tiletune.schedules.cpu import choice_knobs
+from tiletune.space import Space
+from tiletune.target import host_target
+from tiletune.workloads import parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -173,13 +178,6 @@ def test_no_worker_outlives_a_killed_tuning_process(phase, sig):
 @pytest.mark.tvm
 def test_a_worker_ends_a_job_past_its_deadline_by_itself():
     """The parent is stuck (it does not kill the worker at the timeout): the worker exits on its own."""
-    from tiletune.lifetime import job_deadline
-    from tiletune.measure.local import LocalMeasurer, WorkerPool
-    from tiletune.schedules.cpu import choice_knobs
-    from tiletune.space import Space
-    from tiletune.target import host_target
-    from tiletune.workloads import parse
-
     wl = parse("gemm:M=16,N=16,K=8")
     space = Space.from_axes(wl.axes(), choices=choice_knobs(wl))
     d = space.to_dict(space.get(3))

@@ -4,7 +4,11 @@ import json
 import pytest
 
 from tiletune.errors import TiletuneError
+from tiletune.measure import local
+from tiletune.schedules.cpu import choice_knobs
+from tiletune.space import Space
 from tiletune.target import check_local_target, host_cores, host_mcpu, host_target, parse_target
+from tiletune.workloads import parse
 
 
 def _llvm(**kw) -> str:
@@ -33,23 +37,22 @@ def test_more_cores_than_this_machine_only_for_local_measurement():
         check_local_target(t)
 
 
-@pytest.mark.tvm
-def test_local_measurer_refuses_too_many_cores_before_starting_workers(monkeypatch):
-    from tiletune.measure import local
-    from tiletune.schedules.cpu import choice_knobs
-    from tiletune.space import Space
-    from tiletune.workloads import parse
+def start_measurer_without_workers(monkeypatch, spec: str, target: dict):
+    """LocalMeasurer(spec, its default space, target), failing the test if it starts a worker."""
 
     def no_pool(*a, **k):
         raise AssertionError("workers started")
 
     monkeypatch.setattr(local, "WorkerPool", no_pool)
-    wl = parse("gemm:M=16,N=16,K=8")
-    space = Space.from_axes(wl.axes(), choices=choice_knobs(wl))
+    wl = parse(spec)
+    return local.LocalMeasurer(wl, Space.from_axes(wl.axes_no_tvm(), choices=choice_knobs(wl)), target)
+
+
+def test_local_measurer_refuses_too_many_cores_before_starting_workers(monkeypatch):
     with pytest.raises(TiletuneError, match="num-cores 64 is more than"):
-        local.LocalMeasurer(wl, space, {"kind": "llvm", "num-cores": 64})
+        start_measurer_without_workers(monkeypatch, "gemm:M=16,N=16,K=8", {"kind": "llvm", "num-cores": 64})
     with pytest.raises(TiletuneError, match="num-cores must be a whole number"):
-        local.LocalMeasurer(wl, space, {"kind": "llvm", "num-cores": -1})
+        start_measurer_without_workers(monkeypatch, "gemm:M=16,N=16,K=8", {"kind": "llvm", "num-cores": -1})
 
 
 @pytest.mark.tvm

@@ -4,12 +4,12 @@ import psutil
 import pytest
 
 from tiletune.errors import TiletuneError
-from tiletune.measure import local
-from tiletune.schedules.cpu import choice_knobs, packable_inputs
-from tiletune.space import Space
+from tiletune.schedules.cpu import packable_inputs
 from tiletune.workloads import parse
 from tiletune.workloads.base import INDEX_MAX
 from tiletune.workloads.size import GIB, check_memory, memory_bytes
+
+from .test_target import start_measurer_without_workers
 
 
 @pytest.mark.parametrize("spec,what", [
@@ -57,15 +57,10 @@ def test_a_workload_this_machine_cannot_hold_is_refused_with_the_figures():
 
 
 def test_local_measurer_refuses_before_starting_workers(monkeypatch):
-    def no_pool(*a, **k):
-        raise AssertionError("workers started")
-
-    monkeypatch.setattr(local, "WorkerPool", no_pool)
     wl = parse("gemm:M=45000,N=45000,K=45000")
-    space = Space.from_axes(wl.axes_no_tvm(), choices=choice_knobs(wl))
     assert packable_inputs(wl) == ["B"]
     need = memory_bytes(wl, workers=1, packed=["B"])["total"]
     if need < psutil.virtual_memory().available:  # pragma: no cover - a machine with > 80 GiB free
         pytest.skip("this machine holds the workload")
     with pytest.raises(TiletuneError, match="measuring it here needs about"):
-        local.LocalMeasurer(wl, space, {"kind": "llvm", "num-cores": 1})
+        start_measurer_without_workers(monkeypatch, wl.key, {"kind": "llvm", "num-cores": 1})
