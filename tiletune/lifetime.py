@@ -74,14 +74,14 @@ class Lifeline:
         self._what = ""
         self._stopped = False
         self._lock = threading.Lock()
-        self._poll = select.poll()
-        self._hangup = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0)
+        self._poll = select.poll() if hasattr(select, "poll") else None  # None: Windows (owner checks only)
+        self._hangup = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0) if self._poll else 0
         self._fds: dict[int, str] = {}
-        if fd is not None:
+        if fd is not None and self._poll is not None:
             self._poll.register(fd, self._hangup)  # no POLLIN: the owner's messages are not ours to read
             self._fds[fd] = "connection"
         self._pidfd = None
-        if owner != self.parent and hasattr(os, "pidfd_open"):
+        if owner != self.parent and hasattr(os, "pidfd_open") and self._poll is not None:
             try:
                 self._pidfd = os.pidfd_open(owner)  # readable once the owner has ended
                 self._poll.register(self._pidfd, select.POLLIN)
@@ -127,10 +127,11 @@ class Lifeline:
 
     def _watch(self) -> None:
         while not self._stopped:
-            try:
-                events = self._poll.poll(self.interval * 1000)
-            except InterruptedError:  # pragma: no cover
+            if self._poll is None:
+                time.sleep(self.interval)
                 events = []
+            else:
+                events = self._poll.poll(self.interval * 1000)
             for fd, ev in events:
                 if self._fds.get(fd) == "pidfd" or ev & (self._hangup | select.POLLNVAL):
                     self._exit(EXIT_ORPHANED)
