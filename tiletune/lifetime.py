@@ -91,9 +91,9 @@ class Lifeline:
         self._thread = threading.Thread(target=self._watch, name="tiletune-lifeline", daemon=True)
 
     def owner_alive(self) -> bool:
-        if self.owner == self.parent:
-            return os.getppid() == self.parent
-        return _pid_alive(self.owner)
+        """False once the parent has ended (this process was re-parented) or the owner has (a zombie owner
+        still counts as alive here; the pidfd tells its end)."""
+        return os.getppid() == self.parent and (self.owner == self.parent or _pid_alive(self.owner))
 
     def start(self) -> "Lifeline":
         self._thread.start()
@@ -157,6 +157,6 @@ def die_with_parent(owner: int | None = None, *, fd: int | None = None, death_si
     if death_signal:
         set_parent_death_signal(signal.SIGKILL)
     line = Lifeline(owner, fd=fd, interval=interval)
-    if not line.owner_alive() or (owner == line.parent and not _pid_alive(owner)):
-        os._exit(EXIT_ORPHANED)  # the owner died before the death signal was set
+    if not line.owner_alive():
+        os._exit(EXIT_ORPHANED)  # the owner died before the death signal was set (a zombie owner: the pidfd)
     return line.start()
