@@ -251,7 +251,8 @@ def test_runner_imports_only_runtime_numpy_and_torch():
             mods |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             mods.add((node.module or "").split(".")[0] if node.level == 0 else "<relative>")
-    assert mods <= {"argparse", "json", "os", "subprocess", "sys", "time", "numpy", "torch", "tvm", "__future__"}
+    assert mods <= {"argparse", "ctypes", "json", "os", "signal", "subprocess", "sys", "time", "numpy", "torch", "tvm",
+                    "__future__"}
 
 
 def test_prepare_run_elsewhere_collect(pool, tmp_path):

@@ -12,10 +12,12 @@ import math
 import os
 import socket
 import time
+import typing
 import warnings
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from .errors import TiletuneError
 
@@ -64,8 +66,33 @@ class Record:
         for req in ("workload", "target", "config"):
             if req not in d:
                 raise ValueError(f"missing field {req}")
-        d["costs"] = tuple(float(x) for x in d.get("costs", ()))
-        return cls(**d)
+        hints = _field_types()
+        return cls(**{k: _typed(k, v, hints[k]) for k, v in d.items()})
+
+
+@lru_cache(maxsize=None)
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(Record)
+
+
+def _typed(name: str, value: Any, hint: Any) -> Any:
+    """``value`` as the declared type ``hint`` of field ``name`` (a whole number is a float where a float is
+    declared; a JSON list is a tuple); ValueError where it is not of that type."""
+    args = typing.get_args(hint)
+    if type(None) in args:  # X | None
+        if value is None:
+            return None
+        (hint,) = [a for a in args if a is not type(None)]
+        args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple:  # tuple[float, ...]
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"field {name}: expected a list, got {value!r}"[:200])
+        return tuple(_typed(name, x, args[0]) for x in value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, hint) or (isinstance(value, bool) and hint is not bool):
+        raise ValueError(f"field {name}: expected {hint.__name__}, got {value!r}"[:200])
+    return value
 
 
 def config_key(config: dict) -> str:

@@ -80,7 +80,64 @@ def parse_target(text: str | dict | None) -> dict[str, Any]:
             ) from None
     if not isinstance(t, dict) or t.get("kind") not in ("llvm", "cuda"):
         raise TiletuneError(f"bad target {text!r}: kind must be 'llvm' or 'cuda'")
+    _check_num_cores(t)
+    if t["kind"] == "llvm" and "mcpu" in t:
+        _check_mcpu(t)
     return t
+
+
+def _check_num_cores(t: dict[str, Any]) -> None:
+    if "num-cores" not in t:
+        return
+    n = t["num-cores"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise TiletuneError(f"bad target: num-cores must be a whole number >= 1, got {n!r}")
+
+
+# the mcpu values host_mcpu() gives: known to LLVM, accepted without asking it (which imports TVM)
+_KNOWN_MCPU = frozenset(["znver2", "znver3", "znver4", "znver5", "sapphirerapids", "skylake-avx512", "haswell",
+                         "x86-64", "generic"])
+
+
+@lru_cache(maxsize=None)
+def llvm_cpus(mtriple: str | None = None) -> tuple[str, ...]:
+    """The CPU names LLVM (through TVM) accepts as ``mcpu`` for ``mtriple`` (None: this machine)."""
+    import tvm
+    from tvm.target import codegen
+
+    spec: dict[str, Any] = {"kind": "llvm"}
+    if mtriple:
+        spec["mtriple"] = mtriple
+    return tuple(str(c) for c in codegen.llvm_get_cpu_archlist(tvm.target.Target(spec)))
+
+
+def _check_mcpu(t: dict[str, Any]) -> None:
+    mcpu = t["mcpu"]
+    if not isinstance(mcpu, str) or not mcpu:
+        raise TiletuneError(f"bad target: mcpu must be an LLVM CPU name, got {mcpu!r}")
+    triple = t.get("mtriple")
+    if mcpu in _KNOWN_MCPU and not triple:
+        return
+    known = llvm_cpus(triple if isinstance(triple, str) else None)
+    if known and mcpu not in known:  # an empty list: this LLVM cannot tell (then LLVM's own warning stands)
+        close = [c for c in known if c.startswith(mcpu[:3])] or [c for c in known if c in _KNOWN_MCPU]
+        raise TiletuneError(
+            f"bad target: LLVM knows no CPU {mcpu!r}{' for ' + triple if triple else ''} (it would fall back to a "
+            f"generic CPU, several times slower); this machine's CPU is {host_mcpu()!r}; e.g. "
+            f"{', '.join(close[:8] or known[:8])} ({len(known)} known)")
+
+
+def check_local_target(t: dict[str, Any]) -> None:
+    """Checks for a target measured on this machine (not one replayed or run elsewhere through a transport):
+    an llvm target's num-cores must not exceed the cores this process may use."""
+    _check_num_cores(t)
+    n = t.get("num-cores")
+    cores = host_cores()
+    if t.get("kind") == "llvm" and isinstance(n, int) and n > cores:
+        raise TiletuneError(
+            f"bad target: num-cores {n} is more than this machine's {cores} logical cores (those this process "
+            f"may use); measured here, {n} threads would share {cores} cores. Give num-cores <= {cores}, or "
+            "measure on the machine that has them (--transport)")
 
 
 def target_key(t: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import cloudpickle
 
 from ..errors import TiletuneError
+from ..lifetime import die_with_parent
 from ..schedules.cpu import InvalidConfig
 from ..space import Config, Space
 from ..workloads import parse
@@ -28,6 +29,7 @@ _W: dict[str, Any] = {}
 
 
 def _worker_init(payload: bytes) -> None:
+    die_with_parent()  # end with the tuning process, even inside a long lowering (tiletune.lifetime)
     kind, key, space, target, curve_n = cloudpickle.loads(payload)
     _W.clear()
     _W.update(kind=kind, key=key, space=space, target=target, curve_n=curve_n, layout=None)

@@ -43,8 +43,10 @@ recorded as ``run-error`` / ``run-timeout`` and a fresh child continues with the
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -277,8 +279,8 @@ def supervise(batch: str, device: str, out_path: str, run_timeout: float | None 
             pass
         with open(log, "w") as logf:
             proc = subprocess.Popen([python, os.path.abspath(__file__), batch, "--device", device, "--out",
-                                     out_path, "--worker"], stdin=subprocess.DEVNULL, stderr=logf,
-                                    env={**os.environ, **RUNTIME_ENV})
+                                     out_path, "--worker", "--supervisor", str(os.getpid())],
+                                    stdin=subprocess.DEVNULL, stderr=logf, env={**os.environ, **RUNTIME_ENV})
         started = time.time()
         while proc.poll() is None:
             time.sleep(0.05)
@@ -336,6 +338,19 @@ def _read_current(path: str) -> dict | None:
         return None
 
 
+def _die_with_supervisor(supervisor: int) -> None:
+    """Linux: the kernel kills this child when the supervisor dies (a hung kernel would otherwise run on,
+    re-parented, forever); tiletune.lifetime does this for tiletune's own workers, but this file imports
+    nothing from tiletune."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != supervisor:  # the supervisor died before the call
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Run a batch of tiletune kernels and write results JSON.")
     ap.add_argument("batch", help="directory with manifest.json and the kernels")
@@ -344,12 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=None, help="seconds per kernel (default: manifest's run_timeout)")
     ap.add_argument("--no-isolate", action="store_true", help="run in this process (no crash/hang protection)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--supervisor", type=int, default=0, help=argparse.SUPPRESS)  # the worker's parent pid
     a = ap.parse_args(argv)
     with open(os.path.join(a.batch, "manifest.json")) as f:
         man = json.load(f)
     device = a.device or man.get("device", "cuda")
     out = a.out or os.path.join(a.batch, "results.json")
     if a.worker:
+        if a.supervisor:
+            _die_with_supervisor(a.supervisor)
         return worker(a.batch, device, out, isolated=True)
     if a.no_isolate:
         worker(a.batch, device, out, isolated=False)

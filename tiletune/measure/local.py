@@ -24,6 +24,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection, wait
@@ -31,9 +32,13 @@ from typing import Any, Sequence
 
 import cloudpickle
 
+from ..errors import TiletuneError
+from ..lifetime import Lifeline, job_deadline
+from ..schedules.cpu import packable_inputs
 from ..space import Config, Space
 from ..workloads import parse
 from ..workloads.base import Workload
+from ..workloads.size import check_memory
 from .base import MeasureResult, MeasureSettings, Measurer
 from .timing import plan_samples, warm_up
 
@@ -128,7 +133,10 @@ def _context(blob: bytes) -> tuple:
     return _CONTEXTS[blob]
 
 
-def _worker_main(conn: Connection) -> None:
+def _worker_main(conn: Connection, lifeline: Lifeline | None = None) -> None:
+    """Serve tasks ``(op, context blob, kernel key, argument[, timeout])`` until told to stop. ``lifeline``
+    (see tiletune.lifetime) ends this process when the parent ends, and when a task with a timeout
+    overruns it by ``job_deadline``'s margin (the parent, which kills at the timeout itself, is stuck)."""
     import tvm  # noqa: F401  (warm: import once, before the first task)
 
     from ..schedules.cpu import InvalidConfig
@@ -141,8 +149,12 @@ def _worker_main(conn: Connection) -> None:
         except EOFError:
             return
         if task is None:
+            if lifeline is not None:
+                lifeline.stop()
             return
         op, blob, key = task[0], task[1], task[2]
+        if lifeline is not None and len(task) > 4 and task[4]:
+            lifeline.arm(job_deadline(float(task[4])), f"{op} of kernel {key}")
         t0 = time.perf_counter()
         try:
             workload, space, target, builder, runner = _context(blob)
@@ -160,21 +172,28 @@ def _worker_main(conn: Connection) -> None:
             kind = "build-error" if op == "build" else "run-error"
             tb = traceback.format_exception_only(type(e), e)
             conn.send((kind, "".join(tb).strip()[-1500:]))
+        finally:
+            if lifeline is not None:
+                lifeline.disarm()
 
 
 class _Worker:
     """A worker subprocess (``python -m tiletune.measure.local``) connected by a socket pair.
 
     A fresh interpreter rather than multiprocessing's spawn: it does not re-import the caller's
-    ``__main__`` (so scripts and stdin programs can measure) and nothing is inherited but the socket."""
+    ``__main__`` (so scripts and stdin programs can measure) and nothing is inherited but the socket.
+    The worker ends with this process (tiletune.lifetime); the parent-death signal is asked for only when
+    the worker is started from the main thread (Linux sends it when the starting *thread* ends)."""
 
     def __init__(self, threads: int | None = None):
         parent, child = socket.socketpair()
         env = dict(os.environ)
         if threads and "TVM_NUM_THREADS" not in os.environ:
             env["TVM_NUM_THREADS"] = str(threads)
+        death_signal = threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tiletune.measure.local", str(child.fileno())],
+            [sys.executable, "-m", "tiletune.measure.local", str(child.fileno()), str(os.getpid()),
+             str(int(death_signal))],
             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env,
         )
         child.close()
@@ -245,6 +264,8 @@ class WorkerPool:
 
         self.size = size or host_cores()
         self.threads = threads or host_cores()
+        if self.size < 1 or self.threads < 1:
+            raise TiletuneError(f"a worker pool needs >= 1 worker and thread, got {self.size} and {self.threads}")
         self.workers: list[_Worker] = [_Worker(self.threads) for _ in range(self.size)]
         self.restarts = 0
 
@@ -283,10 +304,15 @@ class LocalMeasurer(Measurer):
         self.space = space
         self.target = target
         self.settings = settings or MeasureSettings()
-        from ..target import host_cores
+        from ..target import check_local_target, host_cores
 
+        if self.kind == "local":  # a subclass that runs the kernels elsewhere may name another machine's cores
+            check_local_target(target)
         cores = int(target.get("num-cores") or 0) or None
         n = build_workers or min(host_cores(), cores or host_cores())
+        if self.kind == "local":  # before any worker starts: refuse what this machine cannot hold
+            packed = packable_inputs(self.workload) if "pack" in {k.name for k in space.knobs} else []
+            check_memory(self.workload, workers=pool.size if pool is not None else n, packed=packed)
         self._own_pool = pool is None
         self.pool = pool or WorkerPool(n, threads=cores)
         self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
@@ -347,7 +373,7 @@ class LocalMeasurer(Measurer):
                 self._count += 1
                 w = pool.get(slot)
                 try:
-                    w.send(("build", self._blob, self._count, configs[i]))
+                    w.send(("build", self._blob, self._count, configs[i], self.settings.build_timeout))
                 except (OSError, BrokenPipeError) as e:
                     pool.replace(slot)
                     results[i] = MeasureResult(configs[i], error="build-error", message=f"build worker: {e}")
@@ -383,7 +409,7 @@ class LocalMeasurer(Measurer):
     def _run(self, slot: int, key: int) -> tuple[str, Any]:
         w = self.pool.workers[slot]
         try:
-            w.send(("run", self._blob, key, self.settings))
+            w.send(("run", self._blob, key, self.settings, self.settings.run_timeout))
         except (OSError, BrokenPipeError) as e:
             self.pool.replace(slot)
             return "run-error", f"run worker: {e}"
@@ -403,7 +429,11 @@ class LocalMeasurer(Measurer):
 
 
 if __name__ == "__main__":
+    # argv: the socket's fd, the parent's pid, 1 to ask for the parent-death signal
+    from tiletune.lifetime import die_with_parent
+
+    _line = die_with_parent(int(sys.argv[2]), fd=int(sys.argv[1]), death_signal=sys.argv[3] == "1")
     # run the module's own (imported) copy so exception classes are those the builders raise
     from tiletune.measure.local import _worker_main as main
 
-    main(Connection(int(sys.argv[1])))
+    main(Connection(int(sys.argv[1])), _line)

@@ -323,7 +323,7 @@ class RemoteMeasurer(LocalMeasurer):
             path = os.path.join(batch, f"k{i}.so")
             w = self.pool.workers[slot]
             try:
-                w.send(("run", self._blob, key, path))
+                w.send(("run", self._blob, key, path, self.settings.build_timeout))
             except (OSError, BrokenPipeError) as e:
                 self.pool.replace(slot)
                 results[i] = MeasureResult(configs[i], error="build-error", message=f"build worker: {e}")

@@ -7,6 +7,7 @@ be used (and tested) without it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -15,6 +16,10 @@ import numpy as np
 from ..errors import TiletuneError
 
 DTYPES = ("float32", "float64", "float16")
+# TE gives these workloads' shapes and loop variables 32-bit integers (a Python int that fits is an int32
+# IntImm) and addresses each buffer with one flattened index: a buffer of more elements cannot be built
+# (TVM fails every trial: "Literal value ... exceeds range of int32", or an empty domain just past it)
+INDEX_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,26 @@ class Workload:
         """Axes without building TE (subclasses that know them statically override)."""
         return self.axes()
 
+    def buffer_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Name -> shape of every buffer a built kernel addresses: inputs and output (subclasses add their
+        intermediate stages, e.g. a padded input)."""
+        out = {f"input {i + 1}": tuple(s) for i, s in enumerate(self.input_shapes())}
+        out["output"] = tuple(self.output_shape())
+        return out
+
+    def reference_scratch_elements(self) -> int:
+        """Elements of the temporary arrays ``reference`` builds besides its output (e.g. im2col windows)."""
+        return 0
+
+    def check_index_range(self) -> None:
+        """TiletuneError when a buffer has more elements than TVM's 32-bit indices address."""
+        for name, shape in self.buffer_shapes().items():
+            n = math.prod(shape)
+            if n > INDEX_MAX:
+                raise TiletuneError(
+                    f"{self.key}: the {name} ({' x '.join(map(str, shape))}) has {n:,} elements, more than the "
+                    f"{INDEX_MAX:,} that TVM's 32-bit indices address; tune a smaller problem (e.g. a tile of it)")
+
 
 # ---- registry and spec parsing ------------------------------------------------------------------
 _REGISTRY: dict[str, type[Workload]] = {}
@@ -175,6 +200,7 @@ def make(op: str, dtype: str = "float32", **values: int) -> Workload:
         full[p.name] = int(v)
     wl = cls(dtype=dtype, **full)
     wl._validate()
+    wl.check_index_range()
     return wl
 
 

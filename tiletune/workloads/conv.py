@@ -59,6 +59,13 @@ class _Conv(Workload):
                 f"padded input (H={self.H}, W={self.W}, pad={self.pad}): output would be {self.P}x{self.Q}"
             )
 
+    def buffer_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {**super().buffer_shapes(), "padded input": (self.N, self.C, self.H + 2 * self.pad,
+                                                            self.W + 2 * self.pad)}
+
+    def reference_scratch_elements(self) -> int:  # the padded input and its windows (see _windows)
+        return self.N * self.C * ((self.H + 2 * self.pad) * (self.W + 2 * self.pad) + self.R * self.S * self.P * self.Q)
+
     @property
     def P(self) -> int:
         return out_size(self.H, self.R, self.stride, self.pad, self.dilation)

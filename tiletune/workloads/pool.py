@@ -25,6 +25,14 @@ class AvgPool2d(Workload):
         Param("pad", "zero padding on each side", default=0, minimum=0),
     )
 
+    def buffer_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {**super().buffer_shapes(), "padded input": (self.N, self.C, self.H + 2 * self.pad,
+                                                            self.W + 2 * self.pad)}
+
+    def reference_scratch_elements(self) -> int:  # the padded input and its windows
+        k = self.kernel
+        return self.N * self.C * ((self.H + 2 * self.pad) * (self.W + 2 * self.pad) + k * k * self.P * self.Q)
+
     @property
     def P(self):
         return out_size(self.H, self.kernel, self.stride, self.pad, 1)
