@@ -160,7 +160,7 @@ def test_transfer_warm_start_ranks_held_out_configs(tmp_path):
     dst_space = Space.from_axes(dst.axes_no_tvm(), levels=(4, 2), choices={"unroll": (0, 16, 64, 512)})
     path = tmp_path / "src.jsonl"
     write_records(path, src.key, src_space, tile_cost(src_space), 300, 0)
-    ctx = TuneContext(workload=dst, extras={"transfer": [str(path)]})
+    ctx = TuneContext(workload=dst, transfer=(str(path),))
     with pytest.warns(UserWarning, match="extents"):
         s = create("xgb", dst_space, seed=0, context=ctx)
     assert s.model.fitted and s.transfer.groups == [301]
@@ -182,6 +182,6 @@ def test_knob_transfer_across_operators_is_an_error(tmp_path):
     path = tmp_path / "conv.jsonl"
     write_records(path, conv.key, conv_space, lambda c: 1e-3, 20, 0)
     gemm = parse("gemm:M=64,N=64,K=64")
-    ctx = TuneContext(workload=gemm, extras={"transfer": [str(path)]})
+    ctx = TuneContext(workload=gemm, transfer=(str(path),))
     with pytest.raises(TiletuneError, match="knob features"):
         create("xgb", gemm_space(), context=ctx)
