@@ -100,7 +100,6 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
-        self.best_measured = 0.0  # the best performance measured so far
         self.events: list[tuple] = []
 
     def perf(self, c: Config) -> float:
@@ -108,20 +107,19 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
         cost = self.measured[c]
         return 1.0 / cost if 0 < cost < math.inf else 0.0
 
+    @property
+    def best_measured(self) -> float:
+        """The best performance measured so far in the whole search."""
+        return max((self.perf(c) for c in self.measured), default=0.0)
+
     def tell(self, trials: Sequence[Trial]) -> None:
         SurrogateStrategy.tell(self, trials)  # results go to the model as they are told
         GeneratorStrategy.tell(self, trials)  # and to the search
 
-    def measure_points(self, points: Sequence[Config]) -> Search:
-        """measure(points): hand them to the loop, wait for their results."""
-        trials = yield from self.measure(points)
-        for t in trials:
-            self.best_measured = max(self.best_measured, self.perf(t.config))
-
     # ---- the paper's algorithm -----------------------------------------------------------------------
     def search(self) -> Search:  # DGD_Search(search_budget, hop_threshold)
         o = self.opts
-        yield from self.measure_points(self.space.sample_unique(self.rng, o["sample_size"]))  # model.init(64)
+        yield from self.measure(self.space.sample_unique(self.rng, o["sample_size"]))  # model.init(64)
         i = 0
         while o["search_budget"] == 0 or i < o["search_budget"]:
             cur = self.random_sample_point()
@@ -129,7 +127,7 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
                 return  # every configuration measured
             self.events.append(("start", cur))
             if cur not in self.measured:
-                yield from self.measure_points([cur])
+                yield from self.measure([cur])
             while cur is not None:
                 n, nxt = 1, None
                 while True:  # do ... while n <= hop_threshold and nxt is None
@@ -159,7 +157,7 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
             if not window:
                 break
             self.events.append(("window", window))
-            yield from self.measure_points([p for p in window if p not in self.measured])  # + model.update
+            yield from self.measure([p for p in window if p not in self.measured])  # + model.update
             local = [self.perf(p) for p in window]
             best = int(np.argmax(local))
             if local[best] > base_performance:

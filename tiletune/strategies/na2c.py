@@ -1,8 +1,9 @@
 """N-A2C: Neighbourhood Actor Advantage Critic (Zhang et al., "Compiler-Level Matrix Multiplication
 Optimization for Deep Learning", section 4.3, Algorithm 2).
 
-Same MDP as G-BFS (see gbfs.py; s0 from ``common.start_state``): states are configurations, actions move a prime factor between two
-levels of one axis (or a choice knob one step), reward r(s, a) = 1 / cost(s') (eq. 8).
+Same MDP as G-BFS (see gbfs.py; s0 from ``common.start_state``): states are configurations, actions move a
+prime factor between two levels of one axis (or a choice knob one step), reward r(s, a) = 1 / cost(s')
+(eq. 8).
 
 Algorithm 2::
 
