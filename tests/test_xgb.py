@@ -10,6 +10,7 @@ import pytest
 from tiletune.cost_model.sa import SimulatedAnnealing
 from tiletune.cost_model.xgb import XGBCostModel, average_recall
 from tiletune.errors import TiletuneError
+from tiletune.features.knob import KnobTable
 from tiletune.measure import FunctionMeasurer
 from tiletune.records import Record, RecordWriter
 from tiletune.space import Space
@@ -66,8 +67,6 @@ def test_cost_model_learns_ranking(loss):
     space = gemm_space()
     cost = tile_cost(space)
     rng = np.random.default_rng(0)
-    from tiletune.features.knob import KnobTable
-
     table = KnobTable(space)
     train = space.sample_unique(rng, 200)
     test = space.sample_unique(rng, 200, exclude=train)
