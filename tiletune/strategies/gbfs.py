@@ -85,7 +85,7 @@ class GBFS(GeneratorStrategy):
         """Algorithm 1. ``told = yield B`` proposes B; ``told`` holds costs as they arrive, or is [] when
         the loop asks for more."""
         order = 0
-        B = [self.s0]  # line 2: s0 is tested first
+        B = [self.s0]  # lines 2-3: s0 is tested first (S_v = {s0} already)
         while True:
             self.testing.update(B)
             told = yield B  # test B
@@ -99,14 +99,14 @@ class GBFS(GeneratorStrategy):
                     if cost < self.cost_min:  # lines 11-13: keep s* = argmin cost
                         self.cost_min, self.s_star = cost, t.config
                 told = yield []  # wait for more costs, or for the loop to ask for more
-            B = []  # the loop asks for more; Q empty: B stays empty until more costs arrive
-            while not B and self.Q:
+            B = []  # the loop asks for more: line 4, while Q is not empty (else wait for costs)
+            while not B and self.Q:  # a pop whose neighbours are all visited: pop again
                 _, _, s = heapq.heappop(self.Q)  # line 5: (cost(s), s) = Q.pop()
                 g = self.space.neighbours(s)  # g(s): legitimate neighbours only
                 rho = len(g) if self.rho == 0 else min(self.rho, len(g))
                 picked = self.rng.choice(len(g), size=rho, replace=False) if rho else []  # line 6
                 for i in picked:
                     s_next = g[int(i)]
-                    if s_next not in self.S_v:  # lines 7-8
+                    if s_next not in self.S_v:  # lines 7-8 (g(s) holds legitimate states only), 10
                         self.S_v.add(s_next)
                         B.append(s_next)
