@@ -48,7 +48,6 @@ import numpy as np
 from ..cost_model.sa import COOLINGS, SimulatedAnnealing
 from ..cost_model.transfer import check_dim, load_transfer
 from ..cost_model.xgb import LOSSES, XGBCostModel
-from ..errors import TiletuneError
 from ..features import FEATURE_TYPES, make_extractor
 from ..space import Config
 from .base import Option, Strategy, Trial, register
