@@ -75,7 +75,7 @@ def tune_one(spec: str, feature: str, trials: int, seed: int, records: Path, bat
     wl = parse(spec)
     target = host_target()
     space = make_space(wl, None, target)
-    ctx = TuneContext(workload=wl, target=target, extras={"transfer": list(transfer), "levels": None})
+    ctx = TuneContext(workload=wl, target=target, transfer=tuple(transfer))
     t_start = time.perf_counter()
     strat = create("xgb", space, seed=seed, context=ctx, options={"feature": feature, **(options or {})})
     t_setup = time.perf_counter() - t_start  # includes loading + featurising transfer records

@@ -149,7 +149,7 @@ def main() -> None:
             continue
         wl = parse(spec)
         space = make_space(wl, None, target)  # (4, 2) levels, the suite's
-        ctx = TuneContext(workload=wl, target=target, hardware=hw, extras={})
+        ctx = TuneContext(workload=wl, target=target, hardware=hw)
         v = vendor(spec)
         row = {"label": label, "workload": wl.key, "gflop": wl.flops / 1e9, "space_size": space.size,
                "vendor": v.label, "vendor_gflops": v.gflops(wl.flops) if v.ok else None,

@@ -6,11 +6,13 @@ import pytest
 
 from tiletune.measure import FunctionMeasurer
 from tiletune.space import Space
-from tiletune.strategies import TuneContext, create
+from tiletune.strategies import Trial, TuneContext, create
 from tiletune.strategies.dgd import DGD
 from tiletune.tune import tune
 from tiletune.workloads import parse
 from tiletune.workloads.base import Axis
+
+from .conftest import bowl_cost, bowl_space
 
 
 def line_space():
@@ -80,7 +82,6 @@ def test_batches_are_the_windows():
     s = DGD(space, seed=2, sample_size=5)
     s.model = Oracle(space, cost)
     sizes = []
-    from tiletune.strategies.base import Trial
     first = s.ask(8)
     assert len(first) == 5  # the initial samples
     s.tell([Trial(c, cost(c)) for c in first])
@@ -187,8 +188,6 @@ def test_score_threshold_cuts_the_window():
 
 
 def test_xgb_model_finds_optimum_on_bowl():
-    from .conftest import bowl_cost, bowl_space
-
     space = bowl_space()
     cost = bowl_cost(space)
     s = create("dgd", space, seed=0, options={"sample_size": 16})

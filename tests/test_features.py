@@ -110,7 +110,7 @@ def test_transfer_curve_across_kinds_itervar_not(tmp_path):
             w.write(Record(workload=conv.key, target="t", config=cspace.to_dict(c), costs=(1e-3 + i * 1e-4,),
                            median_s=1e-3 + i * 1e-4))
     gemm = parse(SPECS[0])
-    ctx = TuneContext(workload=gemm, extras={"transfer": [str(path)]})
+    ctx = TuneContext(workload=gemm, transfer=(str(path),))
     s = create("xgb", make_space(gemm), context=ctx, options={"feature": "curve", "workers": 0})
     assert s.model.fitted and s.transfer.workloads == [conv.key]
     assert len(s.ask(4)) == 4  # proposals from the transferred model

@@ -2,12 +2,13 @@ import math
 
 import pytest
 
+from tiletune.cost_model.etir import ETIR, Model
 from tiletune.errors import TiletuneError
 from tiletune.hardware import HardwareSpec, MemoryLevel, preset
 from tiletune.measure import FunctionMeasurer
 from tiletune.space import Space
 from tiletune.strategies import TuneContext, create
-from tiletune.strategies.gensor import ETIR, Gensor, Model, Move
+from tiletune.strategies.gensor import Gensor, Move
 from tiletune.tune import tune
 from tiletune.workloads import parse
 from tiletune.workloads.access import (compulsory_bytes, footprint_bytes, generic_accesses, tensor_accesses,

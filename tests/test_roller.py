@@ -19,7 +19,7 @@ def make(spec, **opts):
 
 def test_registered_constructive():
     for name in ("roller", "gensor"):
-        assert getattr(registry()[name], "constructive", False)
+        assert registry()[name].constructive
 
 
 @pytest.mark.parametrize("spec", SHAPES)

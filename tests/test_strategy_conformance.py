@@ -4,8 +4,9 @@ import math
 
 import pytest
 
+from tiletune.errors import TiletuneError
 from tiletune.measure import FunctionMeasurer
-from tiletune.strategies import create, registry
+from tiletune.strategies import GeneratorStrategy, Strategy, Trial, create, registry
 from tiletune.tune import tune
 
 from .conftest import bowl_cost, bowl_space
@@ -67,7 +68,7 @@ def test_easy_optimum_found(name):
     cost = bowl_cost(space)
     best = min(cost(space.get(i)) for i in range(space.size))
     cls = registry()[name]
-    if getattr(cls, "constructive", False):
+    if cls.constructive:
         # constructors (gensor, roller) measure only their top-k; the bowl is no model of hardware,
         # so they are held to running to completion within budget (checked above) and here to
         # returning a legal, measured configuration.
@@ -77,3 +78,51 @@ def test_easy_optimum_found(name):
     r, _, _ = run(name, trials=space.size, batch_size=8)
     assert r.best is not None
     assert math.isclose(r.best.median_s, best), (name, r.best.config, r.best.median_s, best)
+
+
+class _Greedy(Strategy):
+    """Asks for one configuration more than it is asked for."""
+
+    name = "greedy-test"
+
+    def ask(self, n):
+        return [self.space.get(i) for i in range(n + 1)]
+
+    def tell(self, trials):
+        pass
+
+
+def test_loop_rejects_more_configurations_than_asked():
+    space = bowl_space()
+    with pytest.raises(TiletuneError, match=r"greedy-test returned 5 configurations .* at most 4"):
+        tune(space=space, strategy=_Greedy(space), measurer=FunctionMeasurer(bowl_cost(space)),
+             workload="synthetic", flops=1, trials=10, batch_size=4)
+
+
+def test_lifecycle_defaults_declared_on_the_base():
+    s = _Greedy(bowl_space())
+    assert s.timing() == {} and s.close() is None and _Greedy.constructive is False
+    assert FunctionMeasurer(lambda c: 1.0).warm_up() is None
+
+
+class _Halves(GeneratorStrategy):
+    """Proposes the configurations 0..7 in two batches of 4, the second after the first is told."""
+
+    name = "halves-test"
+
+    def search(self):
+        self.first = yield from self.measure([self.space.get(i) for i in range(4)])
+        yield [self.space.get(i) for i in range(4, 8)]
+
+
+def test_generator_strategy_adapter():
+    space = bowl_space()
+    s = _Halves(space)
+    got = s.ask(3)
+    assert got == [space.get(i) for i in range(3)]
+    s.tell([Trial(c, 1.0) for c in got])
+    assert s.ask(8) == [space.get(3)]  # the search waits for the whole first batch
+    s.tell([Trial(space.get(3), 2.0)])
+    assert [t.cost for t in s.first] == [1.0, 1.0, 1.0, 2.0]
+    assert s.ask(8) == [space.get(i) for i in range(4, 8)]
+    assert s.ask(8) == []  # the search returned

@@ -10,6 +10,7 @@ import pytest
 from tiletune.cost_model.sa import SimulatedAnnealing
 from tiletune.cost_model.xgb import XGBCostModel, average_recall
 from tiletune.errors import TiletuneError
+from tiletune.features.knob import KnobTable
 from tiletune.measure import FunctionMeasurer
 from tiletune.records import Record, RecordWriter
 from tiletune.space import Space
@@ -66,8 +67,6 @@ def test_cost_model_learns_ranking(loss):
     space = gemm_space()
     cost = tile_cost(space)
     rng = np.random.default_rng(0)
-    from tiletune.features.knob import KnobTable
-
     table = KnobTable(space)
     train = space.sample_unique(rng, 200)
     test = space.sample_unique(rng, 200, exclude=train)
@@ -160,7 +159,7 @@ def test_transfer_warm_start_ranks_held_out_configs(tmp_path):
     dst_space = Space.from_axes(dst.axes_no_tvm(), levels=(4, 2), choices={"unroll": (0, 16, 64, 512)})
     path = tmp_path / "src.jsonl"
     write_records(path, src.key, src_space, tile_cost(src_space), 300, 0)
-    ctx = TuneContext(workload=dst, extras={"transfer": [str(path)]})
+    ctx = TuneContext(workload=dst, transfer=(str(path),))
     with pytest.warns(UserWarning, match="extents"):
         s = create("xgb", dst_space, seed=0, context=ctx)
     assert s.model.fitted and s.transfer.groups == [301]
@@ -182,6 +181,6 @@ def test_knob_transfer_across_operators_is_an_error(tmp_path):
     path = tmp_path / "conv.jsonl"
     write_records(path, conv.key, conv_space, lambda c: 1e-3, 20, 0)
     gemm = parse("gemm:M=64,N=64,K=64")
-    ctx = TuneContext(workload=gemm, extras={"transfer": [str(path)]})
+    ctx = TuneContext(workload=gemm, transfer=(str(path),))
     with pytest.raises(TiletuneError, match="knob features"):
         create("xgb", gemm_space(), context=ctx)

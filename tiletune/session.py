@@ -48,8 +48,8 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     hardware = None
     if spec.hardware is not None:
         hardware = load_hardware(spec.hardware)
-    context = TuneContext(workload=wl, target=target, hardware=hardware,
-                          extras={"transfer": list(spec.transfer), "levels": spec.levels})
+    context = TuneContext(workload=wl, target=target, hardware=hardware, transfer=tuple(spec.transfer),
+                          levels=spec.levels)
     for p in spec.transfer:
         if not Path(p).exists():
             raise TiletuneError(f"--transfer file {p!r} does not exist")
@@ -66,6 +66,4 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     finally:
         if measurer is None and m is not None:
             m.close()
-        close = getattr(strat, "close", None)
-        if callable(close):  # strategies with worker pools (feature extraction) stop them, even on errors
-            close()
+        strat.close()  # strategies with worker pools (feature extraction) stop them, even on errors

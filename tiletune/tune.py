@@ -123,7 +123,10 @@ def tune(
                 run.stopped = "early-stop"
                 break
             n = batch_size if trials is None else min(batch_size, trials - run.trials)
-            asked = list(strategy.ask(n))[:n]
+            asked = list(strategy.ask(n))
+            if len(asked) > n:
+                raise TiletuneError(f"strategy {strategy.name} returned {len(asked)} configurations when asked "
+                                    f"for at most {n}")
             if not asked:
                 run.stopped = "exhausted"
                 break

@@ -181,9 +181,7 @@ def run_bench(
             else:
                 measurer = make_measurer(wl, space, tgt, replay=replay, settings=settings)
             try:
-                warm_up = getattr(measurer, "warm_up", None)
-                if callable(warm_up):
-                    warm_up()  # start the workers before the first run's clock starts
+                measurer.warm_up()  # start the workers before the first run's clock starts
                 for strat in strategies:
                     for seed in range(seeds):
                         if (wl.key, strat, seed) in done_runs:

@@ -1,10 +1,14 @@
-"""Cost models and the model-based search around them (AutoTVM; Zheng, "Automated linear algebra
-program optimization using ML").
+"""Cost models (learned and analytic) and the model-based search around them (AutoTVM; Zheng,
+"Automated linear algebra program optimization using ML").
 
 - ``xgb.XGBCostModel``: XGBoost with reg / rank / rank-binary losses, plain fit(X, y) / predict(X).
 - ``sa.SimulatedAnnealing``: AutoTVM's parallel simulated annealing with the model as energy, plus
   Zheng's proposed cooling schedule and restarts as options.
 - ``transfer.load_transfer``: training data from the records of other workloads (Zheng 4.3).
+- ``surrogate.Surrogate``: features + XGBCostModel trained on normalised throughput, the model that
+  steers evo and dgd (Ansor, TVM-AF-DS).
+- ``etir.Model``: Gensor's ETIR state and analytic (roofline) model of a space, no learning; Gensor and
+  Roller construct configurations with it.
 """
 from .xgb import LOSSES, XGBCostModel, average_recall
 

@@ -25,8 +25,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import TiletuneError
+from ..features import make_extractor as default_make
+from ..features.knob import signature
 from ..records import load
+from ..schedules.cpu import choice_knobs
 from ..space import ChoiceKnob, Space, SplitKnob
+from ..workloads import parse
 
 
 @dataclass
@@ -57,8 +61,6 @@ def _choices_for(workload, space: Space, own_workload) -> dict[str, tuple]:
     with the tuned space's own choice knobs."""
     mine = space_choices(space)
     try:
-        from ..schedules.cpu import choice_knobs
-
         if own_workload is not None and dict(choice_knobs(own_workload)) == mine:
             return dict(choice_knobs(workload))
     except Exception:
@@ -75,10 +77,6 @@ def load_transfer(paths: Sequence[str], space: Space, feature: str, *, workload=
     ``tiletune.features.make_extractor`` with the given target). Records of ``exclude_workload`` (the
     workload being tuned, which the tuning loop already recalls) are skipped.
     """
-    from ..features import make_extractor as default_make
-    from ..features.knob import signature
-    from ..workloads import parse
-
     if make_extractor is None:
         def make_extractor(kind, sp, wl):
             return default_make(kind, sp, wl, target)

@@ -10,6 +10,16 @@ raw factors, so a different shape of the same operator gives vectors of the same
 transfer, as Zheng found C12 -> C7 works), but another operator kind gives other knobs and cannot
 transfer at all.
 
+This is what ``feature=knob`` means for every strategy that takes the option (xgb, evo, dgd and their
+variants; also evo/dgd's fallback without a workload). evo and dgd once used ``Space.encode`` instead
+(log(factor) / log(extent), a choice knob's normalised position): within one space that is a positive
+rescaling of log2(factor) per split feature and an order-preserving map per choice knob, and their only
+consumer is a tree model (XGBoost, ``hist``), whose splits depend on the order of a feature's values
+alone; trained on the same data the two encodings give the same predictions (checked: identical
+predictions with the reg and rank losses, and identical evo/dgd proposal sequences), so there is one
+definition. The rescaling would matter across workloads (transfer), where raw factors are what carries
+over. ``Space.encode`` stays the input of the neural networks (N-A2C), where the scale matters.
+
 ``KnobTable`` precomputes one row per knob option so that a whole matrix of configurations given as
 option indices (what simulated annealing moves around) is featurised with numpy gathers.
 """

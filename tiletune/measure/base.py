@@ -65,6 +65,9 @@ class Measurer(ABC):
     def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
         ...
 
+    def warm_up(self) -> None:
+        """Start what the measurer needs (worker processes) now, before a run's clock starts."""
+
     def close(self) -> None:
         pass
 

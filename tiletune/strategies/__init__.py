@@ -1,25 +1,15 @@
 """Search strategies, one module each, registered by name.
 
 To add one: write ``tiletune/strategies/<name>.py`` with a ``@register`` Strategy subclass and add the
-module name to ``_MODULES``. The conformance suite (tests/test_strategy_conformance.py) then runs on it.
+module name to ``base.MODULES``. The conformance suite (tests/test_strategy_conformance.py) then runs on it.
+Pieces that several strategies share live outside the strategy modules: ``common`` (start states, torch,
+unvisited samples, the surrogate-steered base), ``tiletune.cost_model.surrogate`` (features + XGBoost for
+evo and dgd) and ``tiletune.cost_model.etir`` (Gensor's eTIR state and analytic model, also Roller's).
 """
 from __future__ import annotations
 
-import importlib
+from .base import (GeneratorStrategy, Option, Strategy, Trial, TuneContext, create, get, parse_options, register,
+                   registry)
 
-from .base import Option, Strategy, Trial, TuneContext, create, get, parse_options, register, registry
-
-_MODULES = ["random_search", "grid", "gensor", "roller", "gbfs", "na2c", "rnn", "xgb", "ga", "dgd", "evo"]
-_loaded = False
-
-
-def _load_all() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for m in _MODULES:
-        importlib.import_module(f"{__name__}.{m}")
-
-
-__all__ = ["Option", "Strategy", "Trial", "TuneContext", "create", "get", "parse_options", "register", "registry"]
+__all__ = ["GeneratorStrategy", "Option", "Strategy", "Trial", "TuneContext", "create", "get", "parse_options",
+           "register", "registry"]

@@ -11,14 +11,24 @@ Contract with the tuning loop (``tiletune.tune``):
   and tells the strategy their known results instead of measuring again.
 - ``tell(trials)`` gives the results of (some of) the asked configurations, in ask order. A failed
   configuration has ``cost = inf`` and an ``error`` kind; strategies must tolerate it.
+- ``timing()`` reports seconds spent inside the strategy (``{}`` when it keeps no account) and
+  ``close()`` releases what it holds (feature worker pools); the session calls ``close`` at the end of
+  every run, also after an error.
+- ``constructive`` strategies (Gensor, Roller) build a few configurations from a model and measure only
+  those; the conformance suite holds them to finishing within budget, not to finding the optimum.
+
+A strategy whose algorithm is one loop is best written as a ``GeneratorStrategy``: a ``search()``
+generator that yields the configurations it wants measured and receives their results, so that it reads
+top to bottom like its paper's pseudo-code.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Generator, Sequence
 
 import numpy as np
 
@@ -80,22 +90,29 @@ def with_default(options: tuple[Option, ...], name: str, default: Any) -> tuple[
 
 @dataclass
 class TuneContext:
-    """What a strategy may know beyond the space, all optional: the workload, the target, a
-    HardwareSpec, and a feature extractor (config list -> 2-D array) that the loop provides."""
+    """What a strategy may know beyond the space, all optional.
+
+    ``workload`` (a Workload), ``target`` (a target dict) and ``hardware`` (a HardwareSpec) let model-based
+    strategies lower or model configurations; ``transfer`` lists records files of other workloads whose
+    results a cost model may learn from (strategy xgb), and ``levels`` is the tiling levels the space was
+    built with (``space.parse_levels``), so that transferred records map into the same kind of space."""
 
     workload: Any = None
-    target: Any = None
+    target: dict | None = None
     hardware: Any = None
-    featurize: Callable[[str, Sequence[Config]], np.ndarray] | None = None
-    extras: dict = field(default_factory=dict)
+    transfer: tuple[str, ...] = ()
+    levels: tuple[int, int] | dict[str, int] | None = None
 
 
 class Strategy(ABC):
-    """Base class. Subclasses set ``name``, ``summary`` and ``options``; implement ask/tell."""
+    """Base class. Subclasses set ``name``, ``summary`` and ``options``; implement ask/tell; override
+    ``timing``, ``close`` and ``constructive`` where they apply."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     options: ClassVar[tuple[Option, ...]] = ()
+    #: builds a few configurations from a model and measures only those (no search to an optimum)
+    constructive: ClassVar[bool] = False
 
     def __init__(self, space: Space, *, seed: int = 0, context: TuneContext | None = None, **options: Any):
         self.space = space
@@ -121,8 +138,104 @@ class Strategy(ABC):
     def tell(self, trials: Sequence[Trial]) -> None:
         """Results for configurations asked before."""
 
+    def timing(self) -> dict[str, float]:
+        """Seconds spent so far in the strategy's own work, by part (features, model fit, ...)."""
+        return {}
 
+    def close(self) -> None:
+        """Release what the strategy holds (worker processes); called once, at the end of a run."""
+
+
+Search = Generator[list[Config], list[Trial], None]
+
+
+class GeneratorStrategy(Strategy):
+    """A strategy written as one generator, ``search()``, that reads top to bottom like its paper.
+
+    ``told = yield configs`` proposes ``configs`` (duplicates within one yield are dropped) and suspends
+    the search. It resumes in one of two situations, told apart by ``told``:
+
+    - a non-empty list of Trials: results arrived (``tell``), in the order they were told;
+    - ``[]``: the loop asks for more and everything yielded so far has been handed out. A search that
+      can propose more before it has the results yields them; one that cannot yields ``[]`` again, which
+      ends the current ``ask`` (when that ask got nothing at all, the loop stops: "exhausted").
+
+    So a search may run ahead of its results (G-BFS expands its next-best states while the previous
+    batch is measured) or wait for them: ``trials = yield from self.measure(configs)`` proposes configs
+    and returns their Trials once all of them are told. When ``search`` returns, ``ask`` returns [].
+    """
+
+    def __init__(self, space: Space, **kw: Any):
+        super().__init__(space, **kw)
+        self._search: Search | None = None
+        self._queue: list[Config] = []  # yielded, not yet handed out
+        self._finished = False
+
+    @abstractmethod
+    def search(self) -> Search:
+        """The algorithm: yield lists of configurations to measure, receive lists of Trials."""
+
+    def measure(self, configs: Sequence[Config]) -> Generator[list[Config], list[Trial], list[Trial]]:
+        """``trials = yield from self.measure(configs)``: propose configs and wait until every one of
+        them is told; their Trials in the order of ``configs`` (duplicates dropped)."""
+        want = list(dict.fromkeys(configs))
+        waiting = set(want)
+        got: dict[Config, Trial] = {}
+        batch = want
+        while waiting:
+            told = yield batch
+            batch = []
+            for t in told:
+                if t.config in waiting:
+                    waiting.discard(t.config)
+                    got[t.config] = t
+        return [got[c] for c in want]
+
+    def _resume(self, told: list[Trial]) -> bool:
+        """Run the search to its next yield and queue what it yields; False once it has returned."""
+        if self._finished:
+            return False
+        try:
+            if self._search is None:  # the first resume starts the search
+                self._search = self.search()
+                self._enqueue(next(self._search))
+                if not told:
+                    return True
+            self._enqueue(self._search.send(told))
+        except StopIteration:
+            self._finished = True
+            return False
+        return True
+
+    def _enqueue(self, batch: Sequence[Config]) -> None:
+        self._queue += [c for c in dict.fromkeys(batch) if c not in self._queue]
+
+    def ask(self, n: int) -> list[Config]:
+        out: list[Config] = []
+        while len(out) < n:
+            if self._queue:
+                out.append(self._queue.pop(0))
+            elif not self._resume([]) or not self._queue:
+                break  # finished, or nothing to propose before more results arrive
+        return out
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        if trials:
+            self._resume(list(trials))
+
+
+#: strategy modules, loaded on first use of the registry (the common modules are not strategies)
+MODULES = ("random_search", "grid", "gensor", "roller", "gbfs", "na2c", "rnn", "xgb", "ga", "dgd", "evo")
 _REGISTRY: dict[str, type[Strategy]] = {}
+_loaded = False
+
+
+def _load_all() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for m in MODULES:
+            importlib.import_module(f"{__package__}.{m}")
 
 
 def register(cls: type[Strategy]) -> type[Strategy]:
@@ -133,8 +246,6 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 
 
 def registry() -> dict[str, type[Strategy]]:
-    from . import _load_all
-
     _load_all()
     return dict(sorted(_REGISTRY.items()))
 

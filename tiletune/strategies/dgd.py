@@ -38,12 +38,13 @@ read as in the paper (higher is better).
 
 Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo-code has index slips):
 
-- One window = one batch: ``ask`` returns the window's unmeasured members (at most 3; fewer when the
-  loop asks for fewer, the rest follow on the next ask); the 64 initial samples go out in batches of
-  the loop's size; the random start point is one batch of 1. Every measured batch goes to the model
-  (the paper's model.update(meas_list)); the refit itself is lazy: it happens before the model's next
-  prediction, so every prediction sees every batch measured before it and no fit is wasted on windows
-  scanned with scores already computed.
+- The search is a GeneratorStrategy: ``yield from self.measure(configs)`` hands configs to the loop and
+  goes on when all of them are measured. One window = one batch: ``ask`` returns the window's unmeasured
+  members (at most 3; fewer when the loop asks for fewer, the rest follow on the next ask); the 64
+  initial samples go out in batches of the loop's size; the random start point is one batch of 1. Every
+  measured batch goes to the model when it is told (the paper's model.update(meas_list)); the refit
+  itself is lazy: it happens before the model's next prediction, so every prediction sees every batch
+  measured before it and no fit is wasted on windows scanned with scores already computed.
 - Windows start at the best-scored candidate (the pseudo-code's i = 1 would skip it; the text says "from
   the highest-scoring end"), the last window may be shorter than 3, and a window that straddles the
   score threshold is cut at it (the pseudo-code's all(scores[i:i+wd]) >= threshold would drop its upper
@@ -56,11 +57,11 @@ Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo
   costs no batch. Random start points are drawn among the unmeasured configurations; when none is left
   (a small space, fully measured) the search ends (``ask`` returns []).
 - Features (option ``feature``): ``program`` (default for ``dgd``) = itervar features when
-  TuneContext.workload is set, else the knob encoding (``Space.encode``: synthetic spaces, the
+  TuneContext.workload is set, else the knob features (``tiletune.features.knob``: synthetic spaces, the
   conformance suite); ``analytical`` (default for ``dgd-af``, the paper's Ansor-AF-DS) = the seven
-  features of ``tiletune.features.analytical``, also falling back on the knob encoding without a workload.
+  features of ``tiletune.features.analytical``, also falling back on the knob features without a workload.
   The model is ``tiletune.cost_model.xgb.XGBCostModel`` (reg loss on normalised throughput), see
-  ``evo.Surrogate``.
+  ``tiletune.cost_model.surrogate``.
 
 ``self.events`` keeps the trajectory for inspection: ("start", config), ("window", [configs]),
 ("move", config), ("local_min", config).
@@ -68,70 +69,72 @@ Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo
 from __future__ import annotations
 
 import math
-from typing import Generator, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..space import Config, Space
-from .base import Option, Strategy, Trial, register, with_default
-from .evo import Surrogate, feature_options
+from .base import GeneratorStrategy, Option, Search, Trial, register, with_default
+from .common import NONNEGATIVE, POSITIVE, SurrogateStrategy, feature_options
 
-_POS = dict(check=lambda v: v >= 1, check_help="must be >= 1")
-_NONNEG = dict(check=lambda v: v >= 0, check_help="must be >= 0")
 _RATIO = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
-
-Request = list  # configurations the search needs measured before it can go on
 
 
 @register
-class DGD(Strategy):
+class DGD(SurrogateStrategy, GeneratorStrategy):
     name = "dgd"
     summary = "TVM-AF-DS dynamic gradient descent over n-hop tile neighbours, XGBoost-ranked, windows of 3"
     options = (
         Option("sample_size", 64, "random configurations measured to build the initial model (paper: 64)", int,
-               **_NONNEG),
-        Option("hop_threshold", 3, "largest hop distance n tried before declaring a local minimum", int, **_POS),
-        Option("window", 3, "sliding-window size: candidates measured per batch (paper: 3)", int, **_POS),
+               **NONNEGATIVE),
+        Option("hop_threshold", 3, "largest hop distance n tried before declaring a local minimum", int,
+               **POSITIVE),
+        Option("window", 3, "sliding-window size: candidates measured per batch (paper: 3)", int, **POSITIVE),
         Option("score_ratio", 0.6, "stop scanning below this share of the best prediction (paper: 0.6)", float,
                **_RATIO),
         Option("measure_ratio", 0.6, "early stop when a window is below this share of the best measured "
                "(paper: 0.6)", float, **_RATIO),
         Option("search_budget", 0, "random restarts (the paper's search_budget); 0: until the loop's budget",
-               int, **_NONNEG),
+               int, **NONNEGATIVE),
     ) + feature_options("program")
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
-        o = self.opts
-        self.model = Surrogate(space, self.context, o["feature"], seed=self.seed, workers=o["workers"],
-                               nthread=o["nthread"])
-        self.perf: dict[Config, float] = {}  # measured performance, 1 / cost (0 on failure)
-        self.best_measured = 0.0
-        self.asked: set[Config] = set()
-        self.pending: list[Config] = []  # the current request, not yet handed out
         self.events: list[tuple] = []
-        self._search = self.dgd_search()
-        self._done = False
 
-    # ---- the paper's algorithm (a generator: ``yield request`` = measure these, then go on) ---------
-    def dgd_search(self) -> Generator[Request, None, None]:
+    def perf(self, c: Config) -> float:
+        """Measured performance, 1 / cost (0 for a failed configuration)."""
+        cost = self.measured[c]
+        return 1.0 / cost if 0 < cost < math.inf else 0.0
+
+    @property
+    def best_measured(self) -> float:
+        """The best performance measured so far in the whole search."""
+        return max((self.perf(c) for c in self.measured), default=0.0)
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        SurrogateStrategy.tell(self, trials)  # results go to the model as they are told
+        GeneratorStrategy.tell(self, trials)  # and to the search
+
+    # ---- the paper's algorithm -----------------------------------------------------------------------
+    def search(self) -> Search:  # DGD_Search(search_budget, hop_threshold)
         o = self.opts
-        yield self.space.sample_unique(self.rng, o["sample_size"])  # model.init(sample_size=64)
+        yield from self.measure(self.space.sample_unique(self.rng, o["sample_size"]))  # model.init(64)
         i = 0
         while o["search_budget"] == 0 or i < o["search_budget"]:
             cur = self.random_sample_point()
             if cur is None:
                 return  # every configuration measured
             self.events.append(("start", cur))
-            if cur not in self.perf:
-                yield [cur]
+            if cur not in self.measured:
+                yield from self.measure([cur])
             while cur is not None:
                 n, nxt = 1, None
                 while True:  # do ... while n <= hop_threshold and nxt is None
                     points = self.space.hop_neighbours(cur, n)
                     scores = self.model.predict(points)
                     order = np.argsort(-scores, kind="stable")
-                    nxt = yield from self.dgd_move([points[j] for j in order], scores[order], self.perf[cur])
+                    nxt = yield from self.dgd_move([points[j] for j in order], scores[order], self.perf(cur))
                     n += 1
                     if nxt is not None or n > o["hop_threshold"]:
                         break
@@ -154,10 +157,8 @@ class DGD(Strategy):
             if not window:
                 break
             self.events.append(("window", window))
-            todo = [p for p in window if p not in self.perf]
-            if todo:
-                yield todo  # measure(points[i:i+wd]); tell() hands it to the model (model.update)
-            local = [self.perf[p] for p in window]
+            yield from self.measure([p for p in window if p not in self.measured])  # + model.update
+            local = [self.perf(p) for p in window]
             best = int(np.argmax(local))
             if local[best] > base_performance:
                 return window[best]  # move
@@ -170,44 +171,15 @@ class DGD(Strategy):
 
     def random_sample_point(self) -> Config | None:
         """A uniformly random unmeasured configuration (None when none is left)."""
-        got = self.space.sample_unique(self.rng, 1, exclude=self.asked)
+        got = self.space.sample_unique(self.rng, 1, exclude=set(self.measured))
         if got:
             return got[0]
         if self.space.size <= 200_000:
             for j in self.rng.permutation(self.space.size):
                 c = self.space.get(int(j))
-                if c not in self.asked and self.space.is_legal(c):
+                if c not in self.measured and self.space.is_legal(c):
                     return c
         return None
-
-    # ---- ask / tell --------------------------------------------------------------------------------
-    def ask(self, n: int) -> list[Config]:
-        while not self.pending and not self._done:
-            try:
-                req = next(self._search)
-            except StopIteration:
-                self._done = True
-                break
-            self.pending = [c for c in dict.fromkeys(req) if c not in self.asked]
-            if not self.pending and req:  # everything known already: go on without a batch
-                continue
-        out, self.pending = self.pending[:n], self.pending[n:]
-        self.asked.update(out)
-        return out
-
-    def tell(self, trials: Sequence[Trial]) -> None:
-        self.model.add(trials)
-        for t in trials:
-            p = 1.0 / t.cost if t.ok and t.cost > 0 else 0.0
-            self.perf[t.config] = p
-            self.asked.add(t.config)
-            self.best_measured = max(self.best_measured, p)
-
-    def timing(self) -> dict[str, float]:
-        return self.model.timing()
-
-    def close(self) -> None:
-        self.model.close()
 
 
 @register

@@ -42,10 +42,10 @@ Choices where Ansor or the paper leaves a detail open here:
   normalised throughput too); the model is refitted when a round's measurements are all told (Ansor
   updates after every measured batch, which is one round).
 - Features (option ``feature``): ``program`` = itervar features of the lowered program
-  (``tiletune.features``) when TuneContext.workload is set, the knob encoding (``Space.encode``) when it is
-  not (synthetic spaces, the conformance suite); ``analytical`` = the seven TVM-AF-DS features
-  (``tiletune.features.analytical``), also falling back on the knob encoding without a workload;
-  ``knob``, ``itervar``, ``curve``, ``curve1`` by name.
+  (``tiletune.features``) when TuneContext.workload is set, the knob features (``tiletune.features.knob``)
+  when it is not (synthetic spaces, the conformance suite); ``analytical`` = the seven TVM-AF-DS
+  features (``tiletune.features.analytical``), also falling back on the knob features without a workload;
+  ``knob``, ``itervar``, ``curve``, ``curve1`` by name (``tiletune.cost_model.surrogate``).
 - Population: Ansor's 2048 for cheap features (knob, analytical: ~0.5 ms per configuration);
   ``population=0`` (auto) gives 128 for features that lower every configuration with TVM (~40 ms each
   on these 2-core machines with 2 feature workers; Ansor's C++ extraction is far cheaper), so that a
@@ -62,131 +62,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import TiletuneError
+from ..cost_model.surrogate import TVM_FEATURES
 from ..space import ChoiceKnob, Config, Space, divisors
-from .base import Option, Strategy, Trial, TuneContext, register, with_default
+from .base import Option, Trial, register, with_default
+from .common import NONNEGATIVE, POSITIVE, SurrogateStrategy, feature_options
 
-FEATURES = ("program", "analytical", "knob", "itervar", "curve", "curve1")
-TVM_FEATURES = ("itervar", "curve", "curve1")
-_POS = dict(check=lambda v: v >= 1, check_help="must be >= 1")
-_NONNEG = dict(check=lambda v: v >= 0, check_help="must be >= 0")
 _PROB = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
-
-
-# ---- the proxy model shared by evo and dgd ---------------------------------------------------------------
-class KnobEncoding:
-    """Fallback features without a workload: ``Space.encode`` (log factor / log extent per split level,
-    normalised position of a choice knob)."""
-
-    kind = "knob"
-
-    def __init__(self, space: Space):
-        self.space = space
-        self.cache: dict[Config, np.ndarray] = {}
-        self.stats = {"computed": 0, "seconds": 0.0}
-
-    @property
-    def dim(self) -> int:
-        return self.space.encoding_size
-
-    def extract(self, configs: Sequence[Config]) -> np.ndarray:
-        rows = []
-        for c in configs:
-            v = self.cache.get(c)
-            if v is None:
-                v = self.cache[c] = self.space.encode(c)
-                self.stats["computed"] += 1
-            rows.append(v)
-        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
-
-    def close(self) -> None:
-        pass
-
-
-def resolve_feature(feature: str, context: TuneContext) -> str:
-    """The feature type actually used: program -> itervar; anything but knob -> knob without a workload."""
-    if feature not in FEATURES:
-        raise TiletuneError(f"unknown feature {feature!r}; accepted: {', '.join(FEATURES)}")
-    if context.workload is None:
-        return "knob"
-    return "itervar" if feature == "program" else feature
-
-
-def make_features(kind: str, space: Space, context: TuneContext, workers: int = 2):
-    if kind == "knob":
-        return KnobEncoding(space)
-    if kind == "analytical":
-        from ..features.analytical import AnalyticalExtractor
-
-        return AnalyticalExtractor(space, context.workload, context.hardware, context.target)
-    from ..features import make_extractor
-
-    return make_extractor(kind, space, context.workload, context.target, workers=workers)
-
-
-class Surrogate:
-    """Features + the XGBoost cost model of the cost-model issue (``XGBCostModel``, ``reg`` loss): the
-    model is trained on y = min_cost / cost (0 for failures) of every measured configuration and predicts
-    scores on that scale (higher is better)."""
-
-    def __init__(self, space: Space, context: TuneContext, feature: str, *, seed: int, workers: int = 2,
-                 nthread: int = 1, model=None):
-        self.kind = resolve_feature(feature, context)
-        self.features = make_features(self.kind, space, context, workers)
-        if model is None:
-            from ..cost_model.xgb import XGBCostModel
-
-            model = XGBCostModel("reg", seed=seed, nthread=nthread)
-        self.model = model
-        self.costs: dict[Config, float] = {}
-        self.fitted = False
-        self.dirty = False  # results added since the last fit
-
-    def add(self, trials: Sequence[Trial]) -> None:
-        for t in trials:
-            self.costs[t.config] = t.cost if t.ok else math.inf
-            self.dirty = True
-
-    def fit(self) -> None:
-        """model.update: retrain on everything measured (needs a success and two results)."""
-        self.dirty = False
-        configs = list(self.costs)
-        costs = np.array([self.costs[c] for c in configs])
-        finite = np.isfinite(costs)
-        if len(configs) < 2 or not finite.any():
-            return
-        y = np.where(finite, costs[finite].min() / np.where(finite, costs, 1.0), 0.0)
-        self.model.fit(self.features.extract(configs), y)
-        self.fitted = True
-
-    def predict(self, configs: Sequence[Config]) -> np.ndarray:
-        if not configs:
-            return np.zeros(0)
-        if self.dirty:  # lazily: the model has seen every measured batch whenever it is used
-            self.fit()
-        if not self.fitted:
-            return np.zeros(len(configs))
-        return np.asarray(self.model.predict(self.features.extract(configs)), dtype=np.float64)
-
-    def timing(self) -> dict[str, float]:
-        """Seconds in feature extraction, model fitting and prediction (and configurations featurised)."""
-        st = getattr(self.features, "stats", {})
-        ms = getattr(self.model, "stats", {})
-        return {"features": float(st.get("seconds", 0.0)), "feature_configs": float(st.get("computed", 0)),
-                "model_fit": float(ms.get("fit_seconds", 0.0)), "model_predict": float(ms.get("predict_seconds", 0.0))}
-
-    def close(self) -> None:
-        self.features.close()
-
-
-def feature_options(default: str) -> tuple[Option, ...]:
-    return (
-        Option("feature", default, "cost-model features: program (itervar with a workload), analytical (the seven "
-               "TVM-AF-DS features), knob, itervar, curve, curve1; knob encoding without a workload", str,
-               choices=FEATURES),
-        Option("workers", 2, "feature worker processes for the TVM features", int, **_NONNEG),
-        Option("nthread", 1, "XGBoost threads", int, **_POS),
-    )
 
 
 # ---- Ansor's mutation and crossover ------------------------------------------------------------------
@@ -246,14 +127,14 @@ def roulette(scores: np.ndarray, rng: np.random.Generator, size: int) -> np.ndar
 
 # ---- the strategy ------------------------------------------------------------------------------------
 @register
-class EvolutionarySearch(Strategy):
+class EvolutionarySearch(SurrogateStrategy):
     name = "evo"
     summary = "Ansor's evolutionary search (population, mutation, crossover) scored by an XGBoost model"
     options = (
-        Option("measure_per_round", 64, "measurements per round (Ansor num_measure_per_iter)", int, **_POS),
+        Option("measure_per_round", 64, "measurements per round (Ansor num_measure_per_iter)", int, **POSITIVE),
         Option("population", 0, "evolution population (Ansor 2048; 0: auto, 2048 or 128 for TVM features)", int,
-               **_NONNEG),
-        Option("num_iters", 4, "evolution iterations per round (Ansor 4)", int, **_NONNEG),
+               **NONNEGATIVE),
+        Option("num_iters", 4, "evolution iterations per round (Ansor 4)", int, **NONNEGATIVE),
         Option("mutation_prob", 0.85, "probability to mutate a selected configuration (Ansor 0.85)", float, **_PROB),
         Option("crossover_ratio", 0.05, "probability to cross it with a second parent instead", float, **_PROB),
         Option("eps_greedy", 0.05, "share of each round measured from random configurations (Ansor 0.05)", float,
@@ -261,7 +142,7 @@ class EvolutionarySearch(Strategy):
         Option("use_measured_ratio", 0.2, "share of the population seeded with the best measured (Ansor 0.2)",
                float, **_PROB),
         Option("warmup", 100, "results before the model's scores are used (Ansor num_warmup_sample 100)", int,
-               **_NONNEG),
+               **NONNEGATIVE),
         Option("tile_weight", 0.9, "weight of MutateTileSize among the rules (Ansor 0.90; rest: choice knobs)",
                float, **_PROB),
     ) + feature_options("program")
@@ -269,10 +150,7 @@ class EvolutionarySearch(Strategy):
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
         o = self.opts
-        self.model = Surrogate(space, self.context, o["feature"], seed=self.seed, workers=o["workers"],
-                               nthread=o["nthread"])
         self.population = o["population"] or (128 if self.model.kind in TVM_FEATURES else 2048)
-        self.measured: dict[Config, float] = {}  # told costs (inf for failures)
         self.asked: set[Config] = set()
         self.queue: list[Config] = []  # the current round, in measuring order
         self.round = 0
@@ -412,16 +290,8 @@ class EvolutionarySearch(Strategy):
         return out
 
     def tell(self, trials: Sequence[Trial]) -> None:
-        self.model.add(trials)
-        for t in trials:
-            self.measured[t.config] = t.cost if t.ok else math.inf
-            self.asked.add(t.config)
-
-    def timing(self) -> dict[str, float]:
-        return self.model.timing()
-
-    def close(self) -> None:
-        self.model.close()
+        super().tell(trials)  # the model and self.measured (told costs, inf for failures)
+        self.asked.update(t.config for t in trials)
 
 
 @register

@@ -20,13 +20,14 @@ Algorithm 1::
 
 Choices where the paper leaves a detail open:
 
-- Batching (ask/tell). One pop's B (its rho random neighbours, less the visited ones) is one natural
-  batch. ``ask(n)`` first hands out what is left of the current B; when it needs more it pops the next
-  state from Q, whose costs are all known (every asked configuration has been told before the next
-  ask), and takes its B, and so on until n configurations are proposed or Q is empty. With n = rho
-  this is Algorithm 1 exactly; with n > rho the next-best states are expanded before the first B's
-  costs are known (a batched best-first search). The B of one pop is always proposed in full before
-  the next pop, as in the paper's inner for-loop.
+- Batching (``search`` below is a GeneratorStrategy: ``yield B`` hands B to the loop). One pop's B (its
+  rho random neighbours, less the visited ones) is one natural batch. ``ask(n)`` first hands out what
+  is left of the current B; when it needs more, the search pops the next state from Q, whose costs are
+  all known (every asked configuration has been told before the next ask), and takes its B, and so on
+  until n configurations are proposed or Q is empty. With n = rho this is Algorithm 1 exactly; with
+  n > rho the next-best states are expanded before the first B's costs are known (a batched best-first
+  search). The B of one pop is always proposed in full before the next pop, as in the paper's inner
+  for-loop; a pop whose neighbours are all visited is followed by the next pop at once.
 - s' joins S_v when it is chosen (not after its test), so it is never proposed twice; it joins Q when
   its cost is told.
 - A configuration whose measurement fails (build error, wrong answer, ...) is pushed with cost = inf:
@@ -41,15 +42,11 @@ Choices where the paper leaves a detail open:
 from __future__ import annotations
 
 import heapq
-import json
 import math
-from typing import Sequence
 
-import numpy as np
-
-from ..errors import TiletuneError
 from ..space import Config, Space
-from .base import Option, Strategy, Trial, register
+from .base import GeneratorStrategy, Option, Search, register
+from .common import START_OPTION, start_state
 
 
 def parse_rho(value) -> int:
@@ -65,30 +62,8 @@ def parse_rho(value) -> int:
 parse_rho.__name__ = "int or 'all'"
 
 
-def start_state(space: Space, spec: str, rng: np.random.Generator) -> Config:
-    """The initial state s0: 'untiled', 'random', or a JSON object {knob: value} (hand-crafted)."""
-    spec = (spec or "untiled").strip()
-    if spec == "untiled":
-        return space.untiled()
-    if spec == "random":
-        return space.sample(rng)
-    try:
-        d = json.loads(spec)
-    except json.JSONDecodeError:
-        raise TiletuneError(f"option start={spec!r}: expected 'untiled', 'random' or a JSON object such as "
-                            + json.dumps(space.to_dict(space.untiled()))) from None
-    s0 = space.from_dict(d)
-    if not space.is_legal(s0):
-        raise TiletuneError(f"option start={spec!r} is not a legitimate configuration of this space")
-    return s0
-
-
-START_OPTION = Option("start", "untiled", "initial state s0: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), 'random', "
-                      "or a JSON object of knob values", str)
-
-
 @register
-class GBFS(Strategy):
+class GBFS(GeneratorStrategy):
     name = "gbfs"
     summary = "Greedy Best-First Search over tiling moves (Zhang et al., Algorithm 1)"
     options = (
@@ -102,46 +77,36 @@ class GBFS(Strategy):
         self.s0 = start_state(space, self.opts["start"], self.rng)
         self.Q: list[tuple[float, int, Config]] = []  # (cost(s), push order, s): a min-heap
         self.S_v: set[Config] = {self.s0}  # visited (chosen for testing)
-        self.B: list[Config] = [self.s0]  # chosen, not yet proposed: s0 first (Algorithm 1, line 2)
-        self.pending: set[Config] = set()  # proposed, cost not yet told
-        self.cost: dict[Config, float] = {}
+        self.testing: set[Config] = set()  # proposed, cost not yet told
         self.s_star: Config | None = None
         self.cost_min = math.inf
-        self._order = 0
 
-    def _expand(self) -> bool:
-        """Lines 5-6: pop the cheapest state and choose B = rho random neighbours from g(s)."""
-        if not self.Q:
-            return False
-        _, _, s = heapq.heappop(self.Q)
-        g = self.space.neighbours(s)
-        rho = len(g) if self.rho == 0 else min(self.rho, len(g))
-        picked = self.rng.choice(len(g), size=rho, replace=False) if rho else []
-        for i in picked:
-            s_next = g[int(i)]
-            if s_next not in self.S_v:  # line 8 (g(s) holds legitimate states only)
-                self.S_v.add(s_next)
-                self.B.append(s_next)
-        return True
-
-    def ask(self, n: int) -> list[Config]:
-        out: list[Config] = []
-        while len(out) < n:
-            if self.B:
-                s = self.B.pop(0)
-                self.pending.add(s)
-                out.append(s)
-            elif not self._expand():
-                break
-        return out
-
-    def tell(self, trials: Sequence[Trial]) -> None:
-        for t in trials:
-            cost = t.cost if t.ok else math.inf
-            self.cost[t.config] = cost
-            if t.config in self.pending:
-                self.pending.discard(t.config)
-                heapq.heappush(self.Q, (cost, self._order, t.config))  # line 9
-                self._order += 1
-            if cost < self.cost_min:  # lines 11-13
-                self.cost_min, self.s_star = cost, t.config
+    def search(self) -> Search:
+        """Algorithm 1. ``told = yield B`` proposes B; ``told`` holds costs as they arrive, or is [] when
+        the loop asks for more."""
+        order = 0
+        B = [self.s0]  # lines 2-3: s0 is tested first (S_v = {s0} already)
+        while True:
+            self.testing.update(B)
+            told = yield B  # test B
+            while told:  # costs arrived
+                for t in told:
+                    cost = t.cost if t.ok else math.inf
+                    if t.config in self.testing:
+                        self.testing.discard(t.config)
+                        heapq.heappush(self.Q, (cost, order, t.config))  # line 9: Q.push((cost(s'), s'))
+                        order += 1
+                    if cost < self.cost_min:  # lines 11-13: keep s* = argmin cost
+                        self.cost_min, self.s_star = cost, t.config
+                told = yield []  # wait for more costs, or for the loop to ask for more
+            B = []  # the loop asks for more: line 4, while Q is not empty (else wait for costs)
+            while not B and self.Q:  # a pop whose neighbours are all visited: pop again
+                _, _, s = heapq.heappop(self.Q)  # line 5: (cost(s), s) = Q.pop()
+                g = self.space.neighbours(s)  # g(s): legitimate neighbours only
+                rho = len(g) if self.rho == 0 else min(self.rho, len(g))
+                picked = self.rng.choice(len(g), size=rho, replace=False) if rho else []  # line 6
+                for i in picked:
+                    s_next = g[int(i)]
+                    if s_next not in self.S_v:  # lines 7-8 (g(s) holds legitimate states only), 10
+                        self.S_v.add(s_next)
+                        B.append(s_next)

@@ -1,8 +1,9 @@
 """N-A2C: Neighbourhood Actor Advantage Critic (Zhang et al., "Compiler-Level Matrix Multiplication
 Optimization for Deep Learning", section 4.3, Algorithm 2).
 
-Same MDP as G-BFS (see gbfs.py): states are configurations, actions move a prime factor between two
-levels of one axis (or a choice knob one step), reward r(s, a) = 1 / cost(s') (eq. 8).
+Same MDP as G-BFS (see gbfs.py; s0 from ``common.start_state``): states are configurations, actions move a
+prime factor between two levels of one axis (or a choice knob one step), reward r(s, a) = 1 / cost(s')
+(eq. 8).
 
 Algorithm 2::
 
@@ -60,10 +61,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import TiletuneError
 from ..space import Action, Config, Space, SplitKnob
 from .base import Option, Strategy, Trial, register
-from .gbfs import START_OPTION, start_state
+from .common import START_OPTION, require_torch, start_state, unvisited_sample
 
 
 def _positive(v) -> bool:
@@ -81,31 +81,6 @@ def inverse_actions(space: Space) -> list[int]:
         else:
             inv.append(pos[Action(a.knob, -a.grow, a.shrink, a.p)])
     return inv
-
-
-def require_torch():
-    """(torch, torch.nn), or a TiletuneError that says how to install it."""
-    try:
-        import torch
-        from torch import nn
-    except ImportError:
-        raise TiletuneError("strategies na2c and rnn need PyTorch (CPU build is enough): "
-                            "pip install 'tiletune[torch]'") from None
-    return torch, nn
-
-
-def unvisited_sample(space: Space, rng: np.random.Generator, k: int, visited: set[Config]) -> list[Config]:
-    """k distinct configurations not in ``visited``, uniformly (exactly, from the complement, when the
-    space is small or nearly exhausted)."""
-    if k <= 0:
-        return []
-    out = space.sample_unique(rng, k, exclude=visited)
-    if len(out) < k and space.size <= 1_000_000:
-        taken = visited | set(out)
-        rest = [i for i in range(space.size) if space.get(i) not in taken]
-        pick = rng.permutation(len(rest))[: k - len(out)]
-        out += [space.get(rest[int(i)]) for i in pick]
-    return out
 
 
 class _Nets:

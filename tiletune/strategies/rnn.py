@@ -36,7 +36,7 @@ import numpy as np
 
 from ..space import Config, Space
 from .base import Option, Strategy, Trial, register
-from .na2c import require_torch, unvisited_sample
+from .common import require_torch, unvisited_sample
 
 
 def _positive(v) -> bool:

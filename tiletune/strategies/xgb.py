@@ -28,7 +28,7 @@ schedule (``cooling=exp``) and restarts (``restarts``) as options. ``sa_chains``
 new configuration on these 2-core machines (AutoTVM paid the same, which is Zheng's table 3), so that
 extraction stays a fraction of the measurement time.
 
-Transfer learning (Zheng 4.3): TuneContext.extras["transfer"] lists records files of other workloads;
+Transfer learning (Zheng 4.3): TuneContext.transfer lists records files of other workloads;
 their configurations become training data (one group per workload, normalised within it; see
 tiletune.cost_model.transfer for which features transfer), weighted by AutoTVM's base-model discount
 1 / 2^(n / transfer_decay) with n local results, and dropped once the weight falls under 0.05. With
@@ -46,8 +46,8 @@ from typing import Sequence
 import numpy as np
 
 from ..cost_model.sa import COOLINGS, SimulatedAnnealing
+from ..cost_model.transfer import check_dim, load_transfer
 from ..cost_model.xgb import LOSSES, XGBCostModel
-from ..errors import TiletuneError
 from ..features import FEATURE_TYPES, make_extractor
 from ..space import Config
 from .base import Option, Strategy, Trial, register
@@ -104,7 +104,7 @@ class XGBTuner(Strategy):
         self.fits_at: list[int] = []
         self.time = {"ask": 0.0, "tell": 0.0, "sa": 0.0}
         self.transfer = None
-        paths = list(self.context.extras.get("transfer") or [])
+        paths = list(self.context.transfer)
         if paths:
             self._load_transfer(paths)
         if tvm_features and hasattr(self.extractor, "start"):
@@ -114,13 +114,11 @@ class XGBTuner(Strategy):
 
     # ---- transfer --------------------------------------------------------------------------------
     def _load_transfer(self, paths: list[str]) -> None:
-        from ..cost_model.transfer import check_dim, load_transfer
-
         o = self.opts
         wl = self.context.workload
         data = load_transfer(
             paths, self.space, o["feature"], workload=wl, target=self.context.target,
-            levels=self.context.extras.get("levels"),
+            levels=self.context.levels,
             make_extractor=lambda kind, sp, w: make_extractor(kind, sp, w, self.context.target,
                                                               workers=o["workers"], curve_n=o["curve_n"]),
             exclude_workload=getattr(wl, "key", None))

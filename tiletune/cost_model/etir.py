@@ -1,0 +1,239 @@
+"""Gensor's ETIR state and the analytic model of a space (Liu et al., 2025), used by the constructive
+strategies Gensor (tiletune.strategies.gensor) and Roller (tiletune.strategies.roller).
+
+ETIR (the state). For every loop axis a and every scheduled memory level l = 0..n-1 (n = the private
+levels of the target that the space can express: registers, L1, L2 on a CPU; registers, shared memory on
+a GPU) the cumulative tile size T_a^l, nested T_a^0 | T_a^1 | ... | E_a; the current memory level c; the
+virtual-thread count V. Levels above c are not scheduled yet and follow c. In the CPU template (loop order
+S0 S1 R0 S2 R1 S3) these are the working sets of its loop bodies:
+  level 0 registers: body of R1 - spatial S3, reduction 1;
+  level 1 L1:        body of R0 - spatial S2*S3, reduction R1;
+  level 2 L2:        body of S0 - spatial S1*S2*S3, the whole reduction;
+and the map to a Config is S3 = T^0, S2 = T^1/T^0, S1 = T^2/T^1, S0 = E/T^2 (S0 is fused and parallel over
+the cores), R1 = T_r^1, R0 = E/T_r^1. Tiles move along divisors of the extent (every split is exact), so
+every constructed state is a legal Config, also for prime extents (divisors 1 and E). Other level counts
+follow the same rule: the spatial level l sets factor L_a-1-l, the reduction level l >= 1 sets factor
+L_r-l; a reduction tile is 1 at level 0 and the whole extent at levels >= L_r.
+
+The analytic time is a roofline over the levels: max(compute, max_l Q(T^l) / BW_{l+1}, DRAM traffic /
+BW_DRAM), compute = FLOPs / (peak x load balance of the S0 tiles over the cores x vector-lane use of the
+innermost register tile x FMA-pipe use, min(1, V x accumulator vectors / (2 x FMA units)) (two independent
+accumulators per FMA pipe hide its latency)).
+
+The data-movement terms F(t) (footprint) and Q(t) (traffic) come from tiletune.workloads.access.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import TiletuneError
+from ..hardware import detect_cpu, for_target
+from ..space import ChoiceKnob, Config, Space, SplitKnob
+from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_accesses, tensor_accesses,
+                                traffic_bytes)
+from ..workloads.base import Axis
+
+
+@dataclass(frozen=True)
+class ETIR:
+    """tiles[i][l]: cumulative tile of the i-th split knob's axis at scheduled level l; level: current."""
+
+    tiles: tuple[tuple[int, ...], ...]
+    level: int = 0
+    vthread: int = 1
+
+
+class Model:
+    """Axes, accesses, hardware and the level plan of one space; footprints, traffic, analytic time,
+    and the ETIR <-> Config map."""
+
+    def __init__(self, space: Space, workload=None, hardware=None, target=None):
+        self.space = space
+        if hardware is None:
+            # no HardwareSpec given: the target's (a CUDA arch -> its preset), else this CPU, never measuring
+            hardware = (for_target(target, measure_bandwidth=False) if isinstance(target, dict)
+                        else detect_cpu(measure_bandwidth=False))
+        self.hw = hardware
+        self.knobs: list[tuple[int, SplitKnob]] = space.split_knobs
+        if not self.knobs:
+            raise TiletuneError("gensor/roller need a space with split (tile) knobs")
+        self.axes = [Axis(k.axis, k.extent, k.kind) for _, k in self.knobs]
+        names = {a.name for a in self.axes}
+        acc = None
+        if workload is not None:
+            try:
+                acc = tensor_accesses(workload)
+            except (AttributeError, TypeError, ValueError):
+                acc = None
+            if acc is not None and not {a for t in acc for a in t.axes} <= names:
+                acc = None  # the space was built from other axes
+        self.accesses = acc if acc is not None else generic_accesses(self.axes)
+        self.elem_bytes = self.accesses[0].dtype_bytes
+        self.q_min = compulsory_bytes(self.accesses)
+        self.flops = float(getattr(workload, "flops", 0) or 2 * math.prod(a.extent for a in self.axes))
+        private = [m for m in self.hw.memory if not m.shared and m.size_bytes is not None]
+        spatial_levels = [k.levels for _, k in self.knobs if k.kind == "S"]
+        self.n = max(1, min(len(private), max(spatial_levels, default=2) - 1))
+        self.mem = self.hw.memory  # level l of the plan is mem[l]
+        self.spatial = [i for i, (_, k) in enumerate(self.knobs) if k.kind == "S"]
+        self.inner = self.spatial[-1] if self.spatial else None  # vectorised axis
+        self.outer = self.spatial[-2] if len(self.spatial) > 1 else None
+        self.divs = [k.divisors for _, k in self.knobs]  # ascending
+
+    # ---- level modes ------------------------------------------------------------------------------
+    def mode(self, i: int, l: int) -> str:
+        """'free' (set by tile actions), 'copy' (follows level l-1), 'one' or 'full'."""
+        k = self.knobs[i][1]
+        if k.kind == "S":
+            if k.levels == 1:
+                return "one"
+            return "free" if l <= k.levels - 2 else "copy"
+        if l == 0:
+            return "one"
+        return "free" if l <= k.levels - 1 else "full"
+
+    def initial(self) -> ETIR:
+        """The unscheduled state: no partitioning (every tile 1), level 0, no virtual threads."""
+        return self.normalize(tuple((1,) * self.n for _ in self.knobs), 0, 1)
+
+    def normalize(self, tiles, level: int, vthread: int) -> ETIR:
+        out = []
+        for i, (_, k) in enumerate(self.knobs):
+            row = []
+            for l in range(self.n):
+                m = self.mode(i, l)
+                if m == "one":
+                    v = 1
+                elif m == "full":
+                    v = k.extent
+                elif m == "copy" or l > level:
+                    v = row[l - 1] if l else 1
+                else:
+                    v = tiles[i][l]
+                row.append(v)
+            out.append(tuple(row))
+        return ETIR(tuple(out), level, vthread)
+
+    def tile_map(self, e: ETIR, l: int) -> dict[str, int]:
+        return {a.name: e.tiles[i][l] for i, a in enumerate(self.axes)}
+
+    def unit(self, l: int) -> int:
+        """Transfer unit of level l in elements: a vector for registers, a line for caches."""
+        return max(1, self.mem[l].line_bytes // self.elem_bytes)
+
+    def footprint(self, e: ETIR, l: int) -> int:
+        return footprint_bytes(self.accesses, self.tile_map(e, l), self.unit(l))
+
+    def traffic(self, e: ETIR, l: int) -> int:
+        return traffic_bytes(self.accesses, self.axes, self.tile_map(e, l), self.unit(l))
+
+    def capacity(self, l: int) -> int:
+        return int(self.mem[l].size_bytes)
+
+    def fits(self, e: ETIR, upto: int) -> bool:
+        return all(self.footprint(e, l) <= self.capacity(l) for l in range(upto + 1))
+
+    # ---- moves along divisors ---------------------------------------------------------------------
+    def step_tile(self, e: ETIR, i: int, direction: int, align: int = 1) -> int | None:
+        """Next (+1) / previous (-1) divisor of E_i for T_i^c that is a multiple of T_i^(c-1) (and of
+        ``align`` when such a divisor exists); None at the boundary."""
+        c = e.level
+        cur = e.tiles[i][c]
+        lower = e.tiles[i][c - 1] if c > 0 else 1
+        cands = [d for d in self.divs[i] if d % lower == 0 and (d > cur if direction > 0 else d < cur)]
+        aligned = [d for d in cands if d % align == 0]
+        cands = aligned or cands
+        if not cands:
+            return None
+        return min(cands) if direction > 0 else max(cands)
+
+    def with_tile(self, e: ETIR, i: int, value: int) -> ETIR:
+        tiles = [list(r) for r in e.tiles]
+        tiles[i][e.level] = value
+        return self.normalize(tiles, e.level, e.vthread)
+
+    # ---- analytic time ----------------------------------------------------------------------------
+    def parallel_tiles(self, e: ETIR) -> int:
+        top = self.n - 1
+        return math.prod(-(-self.axes[i].extent // e.tiles[i][top]) for i in self.spatial) if self.spatial else 1
+
+    def time(self, e: ETIR) -> float:
+        hw = self.hw
+        P = self.parallel_tiles(e)
+        cores = hw.cores
+        balance = P / (cores * -(-P // cores))
+        active = min(cores, P)
+        lanes = hw.simd_lanes
+        if self.inner is not None:
+            x = e.tiles[self.inner][0]
+            vec = x / (lanes * -(-x // lanes))
+        else:
+            vec = 1.0 / lanes
+        points = math.prod(e.tiles[i][0] for i in self.spatial) if self.spatial else 1
+        acc_vectors = e.vthread * max(1.0, points / lanes)
+        pipes = min(1.0, acc_vectors / (2 * max(1, hw.fma_units)))
+        t_comp = self.flops / (hw.peak_gflops * balance * vec * pipes)  # ns (GFLOP/s = FLOP/ns)
+        times = [t_comp]
+        for l in range(self.n):
+            nxt = self.mem[l + 1] if l + 1 < len(self.mem) else self.mem[-1]
+            bw = nxt.bandwidth_gbs * (1 if nxt.shared else active)
+            times.append(self.traffic(e, l) / bw)
+        q_last = self.traffic(e, self.n - 1)
+        for j in range(self.n + 1, len(self.mem)):
+            prev = self.mem[j - 1]
+            q = self.q_min if (prev.size_bytes is not None and self.q_min <= prev.size_bytes) else q_last
+            bw = self.mem[j].bandwidth_gbs * (1 if self.mem[j].shared else active)
+            times.append(q / bw)
+        return max(times)
+
+    # ---- ETIR -> Config ---------------------------------------------------------------------------
+    def unroll_steps(self, e: ETIR) -> int:
+        """Loop steps of the micro-kernel (the R1 and S3 loops inside one S2 iteration), counted in vector
+        instructions along the vectorised axis, times V (virtual threads replicate the body)."""
+        steps = e.vthread
+        for i, (_, k) in enumerate(self.knobs):
+            if k.kind == "S":
+                t = e.tiles[i][0]
+                steps *= -(-t // self.hw.simd_lanes) if i == self.inner else t
+            elif self.n > 1:
+                steps *= e.tiles[i][1]
+        return steps
+
+    def unroll_value(self, knob: ChoiceKnob, e: ETIR):
+        """The largest allowed unroll depth that does not exceed the micro-kernel's steps (the smallest
+        value if none does): unroll the register tile, never beyond it."""
+        vals = sorted(v for v in knob.values if isinstance(v, (int, float)))
+        if not vals:
+            return knob.values[0]
+        steps = self.unroll_steps(e)
+        fitting = [v for v in vals if v <= steps]
+        return fitting[-1] if fitting else vals[0]
+
+    def to_config(self, e: ETIR) -> Config:
+        vals = list(self.space.untiled().values)
+        for i, (ki, k) in enumerate(self.knobs):
+            f = [1] * k.levels
+            T = e.tiles[i]
+            if k.kind == "S":
+                last = min(self.n - 1, k.levels - 2)
+                prev = 1
+                for l in range(last + 1):
+                    f[k.levels - 1 - l] = T[l] // prev
+                    prev = T[l]
+                f[0] = k.extent // prev
+            else:
+                last = min(self.n - 1, k.levels - 1)
+                prev = 1
+                for l in range(1, last + 1):
+                    f[k.levels - l] = T[l] // prev
+                    prev = T[l]
+                f[0] = k.extent // prev
+            vals[ki] = tuple(f)
+        for ki, k in enumerate(self.space.knobs):
+            if isinstance(k, ChoiceKnob):
+                if k.name == "unroll":
+                    vals[ki] = self.unroll_value(k, e)
+                elif k.name == "vthread" and e.vthread in k.values:
+                    vals[ki] = e.vthread
+        return Config(tuple(vals))

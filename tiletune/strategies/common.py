@@ -1,0 +1,109 @@
+"""Pieces several strategies share (this module registers no strategy).
+
+- ``start_state`` / ``START_OPTION``: the initial state s0 of the tiling MDP (G-BFS, N-A2C).
+- ``require_torch``: PyTorch, or an error that says how to install it (N-A2C, RNN controller).
+- ``unvisited_sample``: k configurations not visited yet, uniformly (N-A2C, RNN controller).
+- ``SurrogateStrategy`` / ``feature_options``: the base of the searches steered by a learned surrogate
+  (``tiletune.cost_model.surrogate``; evo, dgd): the options, the model, what ``tell`` does with results,
+  ``timing`` and ``close``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..cost_model.surrogate import FEATURES, Surrogate
+from ..errors import TiletuneError
+from ..space import Config, Space
+from .base import Option, Strategy, Trial
+
+POSITIVE = dict(check=lambda v: v >= 1, check_help="must be >= 1")
+NONNEGATIVE = dict(check=lambda v: v >= 0, check_help="must be >= 0")
+
+
+# ---- the initial state s0 ----------------------------------------------------------------------------
+def start_state(space: Space, spec: str, rng: np.random.Generator) -> Config:
+    """The initial state s0: 'untiled', 'random', or a JSON object {knob: value} (hand-crafted)."""
+    spec = (spec or "untiled").strip()
+    if spec == "untiled":
+        return space.untiled()
+    if spec == "random":
+        return space.sample(rng)
+    try:
+        d = json.loads(spec)
+    except json.JSONDecodeError:
+        raise TiletuneError(f"option start={spec!r}: expected 'untiled', 'random' or a JSON object such as "
+                            + json.dumps(space.to_dict(space.untiled()))) from None
+    s0 = space.from_dict(d)
+    if not space.is_legal(s0):
+        raise TiletuneError(f"option start={spec!r} is not a legitimate configuration of this space")
+    return s0
+
+
+START_OPTION = Option("start", "untiled", "initial state s0: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), 'random', "
+                      "or a JSON object of knob values", str)
+
+
+# ---- torch, random unvisited states -------------------------------------------------------------------
+def require_torch() -> tuple[Any, Any]:
+    """(torch, torch.nn), or a TiletuneError that says how to install it."""
+    try:
+        import torch
+        from torch import nn
+    except ImportError:
+        raise TiletuneError("strategies na2c and rnn need PyTorch (CPU build is enough): "
+                            "pip install 'tiletune[torch]'") from None
+    return torch, nn
+
+
+def unvisited_sample(space: Space, rng: np.random.Generator, k: int, visited: set[Config]) -> list[Config]:
+    """k distinct configurations not in ``visited``, uniformly (exactly, from the complement, when the
+    space is small or nearly exhausted)."""
+    if k <= 0:
+        return []
+    out = space.sample_unique(rng, k, exclude=visited)
+    if len(out) < k and space.size <= 1_000_000:
+        taken = visited | set(out)
+        rest = [i for i in range(space.size) if space.get(i) not in taken]
+        pick = rng.permutation(len(rest))[: k - len(out)]
+        out += [space.get(rest[int(i)]) for i in pick]
+    return out
+
+
+# ---- searches steered by a surrogate model -------------------------------------------------------------
+def feature_options(default: str) -> tuple[Option, ...]:
+    """The options of a surrogate-steered search, with ``default`` features."""
+    return (
+        Option("feature", default, "cost-model features: program (itervar with a workload), analytical (the seven "
+               "TVM-AF-DS features), knob, itervar, curve, curve1; knob features without a workload", str,
+               choices=FEATURES),
+        Option("workers", 2, "feature worker processes for the TVM features", int, **NONNEGATIVE),
+        Option("nthread", 1, "XGBoost threads", int, **POSITIVE),
+    )
+
+
+class SurrogateStrategy(Strategy):
+    """Base of a search steered by a ``Surrogate`` in ``self.model`` (subclasses add ``feature_options``
+    to their options). Every told result goes to the model and to ``self.measured`` (cost in seconds,
+    inf for a failure)."""
+
+    def __init__(self, space: Space, **kw: Any):
+        super().__init__(space, **kw)
+        o = self.opts
+        self.model = Surrogate(space, self.context, o["feature"], seed=self.seed, workers=o["workers"],
+                               nthread=o["nthread"])
+        self.measured: dict[Config, float] = {}
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        self.model.add(trials)
+        for t in trials:
+            self.measured[t.config] = t.cost if t.ok else math.inf
+
+    def timing(self) -> dict[str, float]:
+        return self.model.timing()
+
+    def close(self) -> None:
+        self.model.close()
