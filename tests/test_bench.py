@@ -16,7 +16,7 @@ from tests.conftest import bowl_space
 from tiletune.bench import machine, metaschedule, vendor
 from tiletune.bench import report as report_mod
 from tiletune.bench.machine import Peak
-from tiletune.bench.run import run_bench, strategy_options, summarize
+from tiletune.bench.run import run_bench, summarize
 from tiletune.bench.suites import list_suites, load, shipped, validate
 from tiletune.cli import main
 from tiletune.commands.bench import parse_strategy_options
@@ -365,9 +365,9 @@ def test_progress_lines_when_not_a_terminal(tmp_path):
 def test_strategy_options_parse_like_the_strategy():
     cls = get("gbfs")
     given = {"rho": "3"}
-    assert strategy_options(cls, given) == create("gbfs", bowl_space(), options=given).opts
-    assert strategy_options(cls, given)["rho"] == 3
+    assert cls.check_options(given) == create("gbfs", bowl_space(), options=given).opts
+    assert cls.check_options(given)["rho"] == 3
     with pytest.raises(TiletuneError, match="unknown options 'a', 'b'; accepted: rho"):
-        strategy_options(cls, {"b": 1, "a": 2})
+        cls.check_options({"b": 1, "a": 2})
     with pytest.raises(TiletuneError, match="rho"):
-        strategy_options(cls, {"rho": "much"})
+        cls.check_options({"rho": "much"})

@@ -47,7 +47,7 @@ from ..schedules import make_space
 from ..session import RunSpec
 from ..session import run as run_session
 from ..space import Space, parse_levels
-from ..strategies import Strategy, get
+from ..strategies import get
 from ..target import parse_target
 from ..tune import TuneRun
 from ..workloads import parse
@@ -282,23 +282,8 @@ def check_options(strategies: Sequence[str], *layers: dict[str, dict]) -> dict[s
         if name not in strategies:
             raise TiletuneError(f"options given for strategy {name!r}, which is not run "
                                 f"(strategies: {', '.join(strategies)})")
-        strategy_options(get(name), opts)
+        get(name).check_options(opts)
     return merged
-
-
-def strategy_options(cls: type[Strategy], options: dict[str, Any]) -> dict[str, Any]:
-    """Every option of strategy ``cls``: the given ones parsed by their ``Option.parse``, the others at
-    their defaults; a TiletuneError names an unknown option and lists the accepted ones.
-
-    This is the check ``Strategy.__init__`` makes; it belongs in ``strategies/base.py`` as a classmethod
-    (``Strategy.check_options``) that both call."""
-    declared = {o.name: o for o in cls.options}
-    unknown = sorted(set(options) - set(declared))
-    if unknown:
-        raise TiletuneError(f"strategy {cls.name}: unknown option{'s' if len(unknown) > 1 else ''} "
-                            f"{', '.join(map(repr, unknown))}; accepted: "
-                            + (", ".join(f"{o.name} (default {o.default})" for o in cls.options) or "none"))
-    return {o.name: o.parse(options[o.name], cls.name) if o.name in options else o.default for o in cls.options}
 
 
 def _run_result(run: TuneRun, wl: Workload, seed: int, space_size: int, trace: list) -> RunResult:

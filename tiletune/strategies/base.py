@@ -119,16 +119,20 @@ class Strategy(ABC):
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.context = context or TuneContext()
-        declared = {o.name: o for o in self.options}
-        unknown = sorted(set(options) - set(declared))
+        self.opts: dict[str, Any] = self.check_options(options)
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """Every declared option's value: the given ones parsed by ``Option.parse``, the others at their
+        defaults; a TiletuneError names an unknown option and lists the accepted ones. The constructor and
+        the benchmark harness (which checks a suite's options before any run starts) both use it."""
+        unknown = sorted(set(options) - {o.name for o in cls.options})
         if unknown:
-            raise TiletuneError(
-                f"strategy {self.name}: unknown option(s) {', '.join(unknown)}; accepted: "
-                + (", ".join(f"{o.name} (default {o.default})" for o in self.options) or "none")
-            )
-        self.opts: dict[str, Any] = {}
-        for o in self.options:
-            self.opts[o.name] = o.parse(options[o.name], self.name) if o.name in options else o.default
+            raise TiletuneError(f"strategy {cls.name}: unknown option{'s' if len(unknown) > 1 else ''} "
+                                f"{', '.join(map(repr, unknown))}; accepted: "
+                                + (", ".join(f"{o.name} (default {o.default})" for o in cls.options) or "none"))
+        return {o.name: o.parse(options[o.name], cls.name) if o.name in options else o.default
+                for o in cls.options}
 
     @abstractmethod
     def ask(self, n: int) -> list[Config]:
