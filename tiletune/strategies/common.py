@@ -3,6 +3,8 @@
 - ``start_state`` / ``START_OPTION``: the initial state s0 of the tiling MDP (G-BFS, N-A2C).
 - ``require_torch``: PyTorch, or an error that says how to install it (N-A2C, RNN controller).
 - ``unvisited_sample``: k configurations not visited yet, uniformly (N-A2C, RNN controller).
+- ``topk_option`` / ``after_topk_option``: the top-k options of the constructive strategies (Gensor,
+  Roller).
 - ``SurrogateStrategy`` / ``feature_options``: the base of the searches steered by a learned surrogate
   (``tiletune.cost_model.surrogate``; evo, dgd): the options, the model, what ``tell`` does with results,
   ``timing`` and ``close``.
@@ -45,6 +47,19 @@ def start_state(space: Space, spec: str, rng: np.random.Generator) -> Config:
 
 START_OPTION = Option("start", "untiled", "initial state s0: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), 'random', "
                       "or a JSON object of knob values", str)
+
+
+# ---- constructive strategies: top-k first, then more or stop -----------------------------------------
+def topk_option(default: int) -> Option:
+    """``k``: how many constructed configurations a constructive strategy measures first (Gensor, Roller)."""
+    return Option("k", default, "how many constructed configurations to measure first (top-k)", int,
+                  check=lambda v: 1 <= v <= 10, check_help="must be 1..10")
+
+
+def after_topk_option(rest: str) -> Option:
+    """``after_topk``: after the top-k, go on with ``rest`` (what the strategy has next) or stop."""
+    return Option("after_topk", "continue", f"after the top-k: continue with {rest}, or stop", str,
+                  choices=("continue", "stop"))
 
 
 # ---- torch, random unvisited states -------------------------------------------------------------------

@@ -76,6 +76,7 @@ from typing import Sequence
 from ..cost_model.etir import ETIR, Model
 from ..space import Config, Space
 from .base import Option, Strategy, Trial, register
+from .common import after_topk_option, topk_option
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,7 @@ class Gensor(Strategy):
     summary = "Gensor: annealed Markov walk over ETIR states (tile/cache/vthread), measures the top-k constructed"
     constructive = True
     options = (
-        Option("k", 1, "how many constructed configurations to measure first (top-k)", int,
-               check=lambda v: 1 <= v <= 10, check_help="must be 1..10"),
+        topk_option(1),
         Option("t0", 1.0, "initial temperature T0", float, check=lambda v: v > 0, check_help="must be > 0"),
         Option("threshold", 1e-30, "stop when T falls to the threshold (T halves per step: 1e-30 -> 100 steps)",
                float, check=lambda v: v > 0, check_help="must be > 0"),
@@ -115,8 +115,7 @@ class Gensor(Strategy):
         Option("walks", 4, "independent annealed walks pooled into the first construction", int,
                check=lambda v: 1 <= v <= 64, check_help="must be 1..64"),
         Option("max_vthread", 8, "largest virtual-thread count", int, check=lambda v: v >= 1, check_help=">= 1"),
-        Option("after_topk", "continue", "after the top-k: continue with next-best constructed states, or stop",
-               str, choices=("continue", "stop")),
+        after_topk_option("next-best constructed states"),
     )
 
     def __init__(self, space: Space, **kw):

@@ -32,6 +32,7 @@ from typing import Sequence
 from ..cost_model.etir import ETIR, Model
 from ..space import Config, Space
 from .base import Option, Strategy, Trial, register
+from .common import after_topk_option, topk_option
 
 
 @register
@@ -40,12 +41,10 @@ class Roller(Strategy):
     summary = "Roller-style construction: hardware-aligned rTiles scaled up greedily by data reuse, top-k measured"
     constructive = True
     options = (
-        Option("k", 10, "how many constructed configurations to measure first (top-k)", int,
-               check=lambda v: 1 <= v <= 10, check_help="must be 1..10"),
+        topk_option(10),
         Option("branch", 3, "enlargements kept per scale-up step besides the greedy path", int,
                check=lambda v: 1 <= v <= 4, check_help="must be 1..4"),
-        Option("after_topk", "continue", "after the top-k: continue with the remaining constructed leaves, or stop",
-               str, choices=("continue", "stop")),
+        after_topk_option("the remaining constructed leaves"),
     )
 
     def __init__(self, space: Space, **kw):
