@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TiletuneError
+from .target import cpuinfo
 
 SCHEMA = 1
 DEFAULT_CACHE = Path.home() / ".cache" / "tiletune" / "hardware.json"
@@ -199,8 +200,6 @@ def peak_gflops(cores: int, lanes: int, fma_units: int, freq_ghz: float) -> floa
 
 # ---- CPU detection ----------------------------------------------------------------------------------
 def _cpuinfo() -> dict[str, str]:
-    from .target import cpuinfo
-
     return cpuinfo()
 
 

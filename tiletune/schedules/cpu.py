@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..space import Config, Space, SplitKnob
+from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
+from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
 
 # the innermost vectorized loop is capped to keep codegen sane; longer ones are "invalid"
@@ -43,8 +44,6 @@ class InvalidConfig(ValueError):
 
 def packable_inputs(workload: Workload) -> list[str]:
     """Inputs read with plain axis indices that include the last spatial axis and a reduction axis."""
-    from ..workloads.access import tensor_accesses
-
     axes = workload.axes_no_tvm()
     spatial = [a.name for a in axes if a.kind == "S"]
     reduction = {a.name for a in axes if a.kind == "R"}
@@ -63,8 +62,6 @@ def packable_inputs(workload: Workload) -> list[str]:
 
 def choice_knobs(workload: Workload) -> dict[str, tuple]:
     """The template's categorical knobs for this workload."""
-    from ..space import DEFAULT_UNROLL
-
     knobs: dict[str, tuple] = {"unroll": DEFAULT_UNROLL}
     if packable_inputs(workload):
         knobs["pack"] = (0, 1)
@@ -78,8 +75,6 @@ def _pack(sch, block, workload: Workload, name: str, inner: int) -> None:
     axes = workload.axes_no_tvm()
     last = [a.name for a in axes if a.kind == "S"][-1]
     reduction = {a.name for a in axes if a.kind == "R"}
-    from ..workloads.access import tensor_accesses
-
     acc = next(t for t in tensor_accesses(workload) if t.name == name)
     names = [d.terms[0][0] for d in acc.dims]
     nd = names.index(last)

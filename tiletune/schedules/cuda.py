@@ -60,8 +60,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .. import hardware
 from ..errors import TiletuneError
 from ..space import Config, Space, SplitKnob
+from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
 from .cpu import InvalidConfig, _has_root
 
@@ -101,8 +103,6 @@ def limits_for(target: dict[str, Any] | None) -> Limits:
     """Per-block limits from the HardwareSpec preset of the target (see the module docstring)."""
     if not target:
         return Limits()
-    from .. import hardware
-
     explicit = isinstance(target.get("hardware"), str)
     try:
         hw = hardware.for_target(target, measure_bandwidth=False, cache=False)
@@ -147,8 +147,6 @@ def _split_knobs(space: Space) -> tuple[list[SplitKnob], list[SplitKnob]]:
 
 def tile_info(workload: Workload, space: Space, config: Config) -> TileInfo:
     """Threads, vthreads, accumulators, shared-memory bytes, fetch vector widths and register estimate."""
-    from ..workloads.access import tensor_accesses
-
     d = space.to_dict(config)
     sp, rd = _split_knobs(space)
     threads = vthreads = acc = 1
