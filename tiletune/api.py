@@ -3,19 +3,41 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .errors import TiletuneError
+from .paths import check_output
 from .records import best, load
 from .schedules import build, make_space
 from .target import host_cores
 from .workloads import parse
 
 
+def c_compiler() -> str:
+    """The C compiler TVM's ``export_library`` will link with (``tvm.support.cc.get_cc``: $CXX or $CC, else
+    the first of g++, gcc, clang++, clang, c++, cc on PATH), or a TiletuneError saying how to get one."""
+    from tvm.support import cc
+
+    found = cc.get_cc()
+    if found is None:
+        raise TiletuneError("building a kernel library needs a C compiler, and none was found: install one "
+                            "(e.g. apt install g++, or gcc / clang) or name it in the CXX or CC environment variable")
+    if shutil.which(found) is None:
+        raise TiletuneError(f"the C compiler {found!r} named by the CXX or CC environment variable is not found; "
+                            "fix the variable or unset it to use g++, gcc, clang++, clang, c++ or cc from PATH")
+    return found
+
+
 def export_best(records: str, output: str, workload: str | None = None) -> dict[str, Any]:
+    """Compile the best configuration of ``records`` (of ``workload`` when the file holds several) and export
+    it as the shared library ``output``, with its description in ``output + '.json'``; returns that
+    description. The output directory and the C compiler are checked before anything is built."""
+    check_output(output, "kernel library", parents=False)
+    check_output(output + ".json", "kernel description", parents=False)
     key = parse(workload).key if workload else None
     recs = load(records, workload=key)
     if key is None and len({r.workload for r in recs}) > 1:
@@ -37,8 +59,13 @@ def export_best(records: str, output: str, workload: str | None = None) -> dict[
             continue
     if space is None:
         raise TiletuneError(f"the best record's config does not fit a space of {wl.key}: {b.config}")
+    c_compiler()  # export_library links the host code with it (for every target)
     ex = build(wl, space, cfg, target)
-    ex.export_library(output)
+    try:
+        ex.export_library(output)
+    except (RuntimeError, OSError) as e:  # the compiler or linker failed: its last words, in one line
+        last = [line for line in str(e).strip().splitlines() if line.strip()][-1:] or [type(e).__name__]
+        raise TiletuneError(f"exporting {output!r} failed: {last[0].strip()[:300]}") from None
     meta = {"workload": wl.key, "target": target, "config": b.config, "gflops": b.gflops,
             "inputs": [list(s) for s in wl.input_shapes()], "output": list(wl.output_shape()), "dtype": wl.dtype}
     Path(output + ".json").write_text(json.dumps(meta, indent=1))

@@ -5,6 +5,7 @@ returns an exit status. The environment and command line are read only here and 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .commands import bench, best, build, gpu_bundle, hardware, space, strategies, table, tune
@@ -34,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return status
+    except BrokenPipeError:  # the reader went away (`tiletune hardware | head`): stop quietly, like cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by the closed pipe
     except TiletuneError as e:
         print(f"tiletune: error: {e}", file=sys.stderr)
         return 2

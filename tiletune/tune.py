@@ -43,7 +43,9 @@ class TuneRun:
     best: Record | None = None
     since_improvement: int = 0
     started: float = field(default_factory=time.monotonic)
-    stopped: str = ""
+    stopped: str = ""  # why the run stopped: trials, seconds, early-stop, exhausted, stalled
+    stop_reason: str = ""  # the same in words, for the summary
+    skipped: int = 0  # of the errors: configurations the template refused ("invalid"; never built)
     history: list[Record] = field(default_factory=list)
 
     @property
@@ -84,6 +86,26 @@ def known_from_records(path: str | Path | None, space: Space, workload: str, tar
     return known
 
 
+def check_budget(trials: int | None, seconds: float | None, early_stop: int | None, batch_size: int) -> None:
+    """TiletuneError unless the budget is usable: at least one of ``trials`` (>= 1), ``seconds`` (> 0) and
+    ``early_stop`` (>= 1) given, and ``batch_size`` >= 1. ``tune`` checks it; ``tiletune.session.run``
+    checks it first, before anything starts."""
+    if trials is None and seconds is None and early_stop is None:
+        raise TiletuneError("give a budget: trials (--trials), seconds (--seconds) or early_stop (--early-stop)")
+    if trials is not None and trials < 1:
+        raise TiletuneError(f"trials (--trials) must be >= 1, got {trials}")
+    if seconds is not None and not seconds > 0:
+        raise TiletuneError(f"seconds (--seconds) must be > 0, got {seconds:g}")
+    if early_stop is not None and early_stop < 1:
+        raise TiletuneError(f"early_stop (--early-stop) must be >= 1 trial without improvement, got {early_stop}")
+    if batch_size < 1:
+        raise TiletuneError(f"batch size (--batch-size) must be >= 1, got {batch_size}")
+
+
+def _stop(run: TuneRun, why: str, words: str) -> None:
+    run.stopped, run.stop_reason = why, words
+
+
 def tune(
     *,
     space: Space,
@@ -99,14 +121,12 @@ def tune(
     records: str | Path | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> TuneRun:
-    if trials is None and seconds is None and early_stop is None:
-        raise TiletuneError("give a budget: trials, seconds or early_stop")
-    if trials is not None and trials < 1:
-        raise TiletuneError(f"trials must be >= 1, got {trials}")
-    if batch_size < 1:
-        raise TiletuneError(f"batch size must be >= 1, got {batch_size}")
+    check_budget(trials, seconds, early_stop, batch_size)
     known = known_from_records(records, space, workload, target, measurer.kind)
-    writer = RecordWriter(records) if records is not None else None
+    try:
+        writer = RecordWriter(records) if records is not None else None
+    except OSError as e:  # what tiletune.paths.check_output cannot foresee (a special file system)
+        raise TiletuneError(f"cannot write records file {str(records)!r}: {e.strerror or e}") from None
     run = TuneRun(workload, target, strategy.name, trials, seconds)
     for cb in callbacks:
         cb.on_start(run)
@@ -114,13 +134,14 @@ def tune(
     try:
         while True:
             if trials is not None and run.trials >= trials:
-                run.stopped = "trials"
+                _stop(run, "trials", f"the trial budget ({trials}) is spent")
                 break
             if seconds is not None and run.elapsed >= seconds:
-                run.stopped = "seconds"
+                _stop(run, "seconds", f"the time budget ({seconds:g} s) is spent")
                 break
             if early_stop is not None and run.since_improvement >= early_stop:
-                run.stopped = "early-stop"
+                _stop(run, "early-stop", f"{run.since_improvement} trials in a row without improvement "
+                      f"(--early-stop {early_stop})")
                 break
             n = batch_size if trials is None else min(batch_size, trials - run.trials)
             asked = list(strategy.ask(n))
@@ -128,7 +149,7 @@ def tune(
                 raise TiletuneError(f"strategy {strategy.name} returned {len(asked)} configurations when asked "
                                     f"for at most {n}")
             if not asked:
-                run.stopped = "exhausted"
+                _stop(run, "exhausted", strategy.exhausted_reason())
                 break
             fresh: list[Config] = []
             for c in asked:
@@ -157,6 +178,7 @@ def tune(
                 run.measured += measured
                 run.recalled += not measured
                 run.errors += not rec.ok
+                run.skipped += rec.error == "invalid"
                 if rec.ok and (run.best is None or rec.median_s < run.best.median_s):
                     run.best = rec
                     run.since_improvement = 0
@@ -169,7 +191,8 @@ def tune(
             strategy.tell(told)
             stalls = stalls + 1 if not fresh else 0
             if trials is None and stalls > 1000:
-                run.stopped = "stalled"  # only recalled configurations for 1000 batches
+                _stop(run, "stalled", "for 1000 batches the strategy proposed only configurations already "
+                      "in the records file")
                 break
     finally:
         if writer is not None:

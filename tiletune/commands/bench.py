@@ -5,6 +5,7 @@ from ..bench.results import BASELINES
 from ..bench.run import run_bench
 from ..bench.suites import list_suites, load
 from ..errors import TiletuneError
+from ..paths import check_output
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
                      options_by_strategy)
 
@@ -91,9 +92,11 @@ def run(args) -> int:
         raise TiletuneError("--strategies is empty")
     out = args.output or f"bench-{suite.name}"
     options = parse_strategy_options(args.option, strategies or list(suite.strategies))
+    settings = measure_settings(args)
+    check_output(out, "--output directory", directory=True)
     res = run_bench(suite, out, strategies=strategies, seeds=args.seeds, budget=args.budget,
                     budget_seconds=args.budget_seconds, baselines=parse_baselines(args.baselines),
-                    target=args.target, levels=args.levels, replay=args.replay, settings=measure_settings(args),
+                    target=args.target, levels=args.levels, replay=args.replay, settings=settings,
                     batch_size=args.batch_size, metaschedule_timeout=args.metaschedule_timeout,
                     options=options, hardware=args.hardware,
                     progress=not args.quiet, plots=not args.no_plots, resume=args.resume)

@@ -42,7 +42,16 @@ def add_measure_arguments(p: argparse.ArgumentParser, *, batch_size: int = 8) ->
 
 
 def measure_settings(args: argparse.Namespace) -> MeasureSettings:
-    """The MeasureSettings of the flags added by ``add_measure_arguments``."""
+    """The MeasureSettings of the flags added by ``add_measure_arguments``; a TiletuneError names a flag
+    out of range (``--batch-size`` included), so commands call it before starting anything."""
+    for flag, value, ok, accepted in (
+            ("--batch-size", args.batch_size, args.batch_size >= 1, ">= 1"),
+            ("--repeat", args.repeat, args.repeat >= 1, ">= 1"),
+            ("--min-repeat-ms", args.min_repeat_ms, args.min_repeat_ms >= 0, ">= 0"),
+            ("--build-timeout", args.build_timeout, args.build_timeout > 0, "> 0 seconds"),
+            ("--run-timeout", args.run_timeout, args.run_timeout > 0, "> 0 seconds")):
+        if not ok:
+            raise TiletuneError(f"{flag} must be {accepted}, got {value:g}")
     return MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                            build_timeout=args.build_timeout, run_timeout=args.run_timeout)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..hardware import detect_cpu, preset, presets
+from ..paths import check_output
 from .common import add_output_argument
 
 
@@ -19,6 +20,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    if args.output:
+        check_output(args.output, "output file", parents=False)
     if args.preset:
         spec = preset(args.preset)
     else:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from ..errors import TiletuneError
 from ..measure.local import LocalMeasurer
-from ..progress import Progress
+from ..paths import check_output
+from ..progress import Progress, failures
 from ..schedules import make_space
 from ..space import parse_levels
 from ..strategies import create
@@ -75,10 +76,10 @@ def run(args) -> int:
     if target.get("kind") != "llvm":
         raise TiletuneError("tiletune table measures on this machine: give an llvm target (or none for the host)")
     space = make_space(wl, parse_levels(args.levels), target)
-    if args.batch_size < 1:
-        raise TiletuneError(f"--batch-size must be >= 1, got {args.batch_size}")
-    _, trials = plan(space.size, args.exhaustive, args.sample)  # refuse before starting workers
-    measurer = LocalMeasurer(wl, space, target, measure_settings(args))
+    settings = measure_settings(args)  # refuse bad values before starting workers
+    _, trials = plan(space.size, args.exhaustive, args.sample)
+    check_output(args.output, "table file")
+    measurer = LocalMeasurer(wl, space, target, settings)
     callbacks = [] if args.quiet else [Progress()]
     try:
         result = build_table(wl, space, target, args.output, measurer, exhaustive=args.exhaustive,
@@ -87,7 +88,7 @@ def run(args) -> int:
         measurer.close()
     ok = sum(r.ok for r in result.history)
     print(f"table {args.output}: {wl.key}, {result.trials} of {space.size} configurations "
-          f"({result.measured} measured now, {result.recalled} already there), {ok} ok, {result.errors} errors")
+          f"({result.measured} measured now, {result.recalled} already there), {ok} ok, {failures(result)}")
     if result.best is not None:
         print(f"best {result.best.gflops:.2f} GFLOPS  {result.best.config}")
     return 0 if result.best is not None else 1

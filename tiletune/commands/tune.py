@@ -1,11 +1,18 @@
 """tiletune tune WORKLOAD --strategy NAME --trials N -o RECORDS.jsonl"""
 from __future__ import annotations
 
+from ..bench.machine import optional_torch
+from ..bench.results import BaselineResult
+from ..bench.vendor import vendor
+from ..errors import TiletuneError
+from ..measure.base import MeasureSettings
 from ..progress import Progress, summary
-from ..session import RunSpec
+from ..session import RunSpec, measured_here
 from ..session import run as run_session
 from ..space import parse_levels
+from ..target import parse_target
 from ..workloads import parse
+from ..workloads.base import Workload
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
                      options_for)
 
@@ -20,9 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("workload", help="workload spec, e.g. gemm:M=512,N=512,K=512")
     p.add_argument("--strategy", "-s", default="random", help="strategy name (see 'tiletune strategies')")
     add_option_argument(p, "an option of the strategy, e.g. rho=0.5 or gbfs.rho=0.5 (repeatable)")
-    p.add_argument("--trials", "-n", type=int, default=64, help="trial budget (0 = no trial limit)")
-    p.add_argument("--seconds", type=float, default=None, help="wall-time budget in seconds")
-    p.add_argument("--early-stop", type=int, default=None, help="stop after N trials without improvement")
+    p.add_argument("--trials", "-n", type=int, default=64, help="trial budget; 0 = no trial limit, only with --seconds or --early-stop (default: %(default)s)")
+    p.add_argument("--seconds", type=float, default=None, help="wall-time budget in seconds (> 0)")
+    p.add_argument("--early-stop", type=int, default=None, help="stop after N (>= 1) trials without improvement")
     add_output_argument(p, records=True, dest="records", default=None, metavar="RECORDS.jsonl",
                         help="records file to append to (default: tiletune-<op>.jsonl)")
     p.add_argument("--seed", type=int, default=0, help="seed of the strategy's random choices")
@@ -40,20 +47,51 @@ def add_parser(sub) -> None:
                    "with the GPU runner on the GPU machine and puts results.json back into {dir} "
                    "(see tiletune/measure/remote.py)")
     add_measure_arguments(p, batch_size=8)
+    p.add_argument("--no-vendor", action="store_true",
+                   help="skip timing the vendor library (numpy/OpenBLAS for GEMM-like operators, torch for "
+                   "convolutions and pooling) on the workload at the end, for comparison")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def trial_budget(trials: int, seconds: float | None, early_stop: int | None) -> int | None:
+    """--trials as the run's trial budget: 0 is no trial limit (None), given another budget."""
+    if trials == 0:
+        if seconds is None and early_stop is None:
+            raise TiletuneError("--trials 0 means no trial limit: give --seconds or --early-stop as well, "
+                                "or a number of trials >= 1")
+        return None
+    return trials
+
+
+#: operators the vendor baseline computes with numpy's BLAS; the others need torch
+NUMPY_VENDOR_OPS = ("gemm", "batch_matmul", "gemv")
+
+
+def vendor_baseline(wl: Workload, settings: MeasureSettings, threads: int | None) -> BaselineResult | None:
+    """The vendor library timed on ``wl`` (``tiletune.bench.vendor``), or None when the library is not
+    installed (torch, for the operators numpy's BLAS does not compute) or has no such operator."""
+    if wl.op not in NUMPY_VENDOR_OPS and optional_torch() is None:
+        return None
+    result = vendor(wl, settings, threads=threads)
+    return None if result.error == "unsupported" else result
 
 
 def run(args) -> int:
     wl = parse(args.workload)
     records = args.records or f"tiletune-{wl.op}.jsonl"
-    spec = RunSpec(workload=wl.key, strategy=args.strategy, trials=args.trials or None, seconds=args.seconds,
+    settings = measure_settings(args)
+    spec = RunSpec(workload=wl.key, strategy=args.strategy,
+                   trials=trial_budget(args.trials, args.seconds, args.early_stop), seconds=args.seconds,
                    early_stop=args.early_stop, seed=args.seed, target=args.target, levels=parse_levels(args.levels),
                    options=options_for(args.option, args.strategy), records=records, replay=args.replay,
-                   batch_size=args.batch_size, transfer=args.transfer, settings=measure_settings(args),
+                   batch_size=args.batch_size, transfer=args.transfer, settings=settings,
                    hardware=args.hardware, transport=args.transport)
     callbacks = [] if args.quiet else [Progress()]
-    result = run_session(spec, callbacks)
-    print(summary(result))
-    print(f"records   {records}")
+    result = run_session(spec, callbacks)  # returns once its workers are closed: the vendor timing has the cores
+    target = parse_target(args.target)
+    base = None
+    if not args.no_vendor and result.best is not None and measured_here(spec, target):
+        base = vendor_baseline(wl, settings, int(target.get("num-cores") or 0) or None)
+    print(summary(result, vendor=base, flops=wl.flops, records=records))
     return 0 if result.best is not None else 1

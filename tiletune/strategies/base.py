@@ -106,7 +106,7 @@ class TuneContext:
 
 class Strategy(ABC):
     """Base class. Subclasses set ``name``, ``summary`` and ``options``; implement ask/tell; override
-    ``timing``, ``close`` and ``constructive`` where they apply."""
+    ``timing``, ``close``, ``exhausted_reason`` and ``constructive`` where they apply."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
@@ -148,6 +148,11 @@ class Strategy(ABC):
 
     def close(self) -> None:
         """Release what the strategy holds (worker processes); called once, at the end of a run."""
+
+    def exhausted_reason(self) -> str:
+        """Why ``ask`` returned nothing, in words for the run's summary (the loop then stops: "exhausted").
+        Strategies that stop by design (constructive ones, a finished enumeration) say what they did."""
+        return "the strategy has no more configurations to propose"
 
 
 Search = Generator[list[Config], list[Trial], None]

@@ -268,6 +268,13 @@ class Gensor(Strategy):
     def tell(self, trials: Sequence[Trial]) -> None:
         pass  # construction uses the analytic model only; measurements just rank what was asked
 
+    def exhausted_reason(self) -> str:
+        k, n = self.opts["k"], len(self._proposed)
+        if self.opts["after_topk"] == "stop" and n >= k:
+            return f"gensor measured its top {k} constructed configuration(s) and stops there (after_topk=stop)"
+        more = "" if self.opts["after_topk"] == "stop" else " (after_topk=continue: further walks found no more)"
+        return f"gensor's annealed walks constructed only {n} distinct configuration(s) of this space{more}"
+
     # ---- for inspection and tests ----------------------------------------------------------------
     def construct(self) -> list[tuple[float, Config]]:
         """The first construction's pool (analytic time, config), best first, without proposing anything."""

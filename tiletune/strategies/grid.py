@@ -33,3 +33,6 @@ class GridSearch(Strategy):
 
     def tell(self, trials: Sequence[Trial]) -> None:
         pass
+
+    def exhausted_reason(self) -> str:
+        return f"grid enumerated every one of the space's {self.space.size} configurations"

@@ -162,3 +162,9 @@ class Roller(Strategy):
 
     def tell(self, trials: Sequence[Trial]) -> None:
         pass  # construction only; the loop records the measurements
+
+    def exhausted_reason(self) -> str:
+        k, n = self.opts["k"], len(self._proposed)
+        if self.opts["after_topk"] == "stop" and n >= k:
+            return f"roller measured its top {k} constructed configuration(s) and stops there (after_topk=stop)"
+        return f"roller's construction tree has only {n} distinct leaves for this space, all of them proposed"
