@@ -11,7 +11,7 @@ from tiletune.bench.results import BaselineResult
 from tiletune.cli import main
 from tiletune.measure.synthetic import FunctionMeasurer
 from tiletune.progress import summary
-from tiletune.session import RunSpec, measured_here
+from tiletune.measure.factory import measured_here
 from tiletune.strategies import create
 from tiletune.tune import tune
 from tiletune.workloads import parse
@@ -135,10 +135,10 @@ def test_no_vendor_skips_it(synthetic_session, capsys, tmp_path):
 
 def test_vendor_only_where_measured_here_and_the_library_is_installed(monkeypatch):
     llvm = {"kind": "llvm"}
-    assert measured_here(RunSpec("gemm:M=8,N=8,K=8"), llvm)
-    assert not measured_here(RunSpec("gemm:M=8,N=8,K=8", replay="t.jsonl"), llvm)
-    assert not measured_here(RunSpec("gemm:M=8,N=8,K=8", transport="ssh gpu {dir}"), llvm)
-    assert not measured_here(RunSpec("gemm:M=8,N=8,K=8"), {"kind": "cuda", "arch": "sm_90"})
+    assert measured_here(llvm)
+    assert not measured_here(llvm, replay="t.jsonl")
+    assert not measured_here(llvm, transport="ssh gpu {dir}")
+    assert not measured_here({"kind": "cuda", "arch": "sm_90"})
     called = []
     monkeypatch.setattr(tune_cmd, "vendor", lambda wl, s, threads=None: called.append(wl.op) or
                         BaselineResult("vendor", wl.key, error="unsupported"))

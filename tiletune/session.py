@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from .errors import TiletuneError
 from .hardware import load as load_hardware
 from .measure.base import MeasureSettings, Measurer
-from .measure.factory import make_measurer
+from .measure.factory import make_measurer, measured_here
 from .paths import check_output
 from .schedules import make_space
 from .schedules.cpu import packable_inputs
@@ -45,11 +45,6 @@ class RunSpec:
     transport: str | None = None  # shell command that runs a batch directory {dir} on a GPU machine
 
 
-def measured_here(spec: RunSpec, target: dict) -> bool:
-    """Whether a run of ``spec`` measures on this machine (an llvm target, no replay table, no transport)."""
-    return spec.replay is None and spec.transport is None and target.get("kind") == "llvm"
-
-
 def check_local(workload: Workload, target: dict) -> None:
     """What ``LocalMeasurer`` checks when it starts, checked earlier (before the space is built, which loads
     TVM): the target fits this machine and the measurement fits its memory, with the measurer's worker
@@ -67,7 +62,7 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
         check_output(spec.records, "records file")
     wl = parse(spec.workload)
     target = parse_target(spec.target)
-    if measurer is None and measured_here(spec, target):
+    if measurer is None and measured_here(target, replay=spec.replay, transport=spec.transport):
         check_local(wl, target)
     space = make_space(wl, spec.levels, target)
     hardware = None

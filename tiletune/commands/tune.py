@@ -6,8 +6,9 @@ from ..bench.results import BaselineResult
 from ..bench.vendor import vendor
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
+from ..measure.factory import measured_here
 from ..progress import Progress, summary
-from ..session import RunSpec, measured_here
+from ..session import RunSpec
 from ..session import run as run_session
 from ..space import parse_levels
 from ..target import parse_target
@@ -91,7 +92,7 @@ def run(args) -> int:
     result = run_session(spec, callbacks)  # returns once its workers are closed: the vendor timing has the cores
     target = parse_target(args.target)
     base = None
-    if not args.no_vendor and result.best is not None and measured_here(spec, target):
+    if not args.no_vendor and result.best is not None and measured_here(target, replay=spec.replay, transport=spec.transport):
         base = vendor_baseline(wl, settings, int(target.get("num-cores") or 0) or None)
     print(summary(result, vendor=base, flops=wl.flops, records=records))
     return 0 if result.best is not None else 1

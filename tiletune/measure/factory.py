@@ -16,7 +16,13 @@ def make_measurer(workload: Workload, space: Space, target: dict, *, replay: str
     a RemoteMeasurer."""
     if replay is not None:
         return ReplayMeasurer(replay, workload.key, space)
-    if target.get("kind") != "llvm" or transport is not None:
+    if not measured_here(target, replay=replay, transport=transport):
         return remote.make_measurer(workload, space, target, settings,
                                     transport=remote.CommandTransport(transport) if transport else None)
     return LocalMeasurer(workload, space, target, settings)
+
+
+def measured_here(target: dict, *, replay: str | None = None, transport: str | None = None) -> bool:
+    """Whether a run measures on this machine's CPU (LocalMeasurer): an llvm target, no replay table, no
+    transport."""
+    return replay is None and transport is None and target.get("kind") == "llvm"
