@@ -339,3 +339,48 @@ def test_a_fused_conv_from_a_torch_model_through_relax(home, pool, tmp_path):
     with LocalMeasurer(wl, space, host_target(), SETTINGS, pool=pool) as m:
         res = run(spec, measurer=m)
     assert res.best is not None and res.best.ok
+
+
+def test_cuda_template_refuses_primfunc_workloads_clearly(files):
+    with pytest.raises(TiletuneError, match="CUDA template does not schedule PrimFunc workloads"):
+        make_space(parse(files["conv"]), None, {"kind": "cuda", "arch": "sm_90"})
+
+
+def test_build_exports_a_fused_kernel_that_loads_and_runs(files, tmp_path, capsys):
+    from tiletune.api import load_kernel
+    from tiletune.cli import main
+
+    rec = tmp_path / "r.jsonl"
+    assert main(["tune", files["conv"], "--trials", "2", "-r", str(rec), "-q", "--repeat", "1",
+                 "--min-repeat-ms", "0"]) == 0
+    lib = tmp_path / "k.so"
+    assert main(["build", str(rec), "-o", str(lib)]) == 0
+    wl = parse(files["conv"])
+    x, w, bias = wl.make_inputs(seed=7)
+    np.testing.assert_allclose(load_kernel(str(lib))(x, w, bias), _numpy_conv(x, w, bias), rtol=1e-4, atol=1e-4)
+
+
+NON_AFFINE = _func("""    for i, j, k in T.grid(8, 8, 4):
+        with T.sblock("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                D[vi, vj] = T.float32(0.0)
+            D[vi, vj] = D[vi, vj] + A[vi, vk] * B[vk // 2, vj]
+""", 'A: T.Buffer((8, 4), "float32"), B: T.Buffer((2, 8), "float32"), D: T.Buffer((8, 8), "float32")')
+
+
+def test_without_an_access_model_random_tunes_and_gensor_says_why(home, pool, tmp_path):
+    path = tmp_path / "k.tir.py"
+    path.write_text(NON_AFFINE)
+    wl = parse(str(path))
+    assert wl.key.startswith("k[8x4,2x8]@")
+    space = make_space(wl)
+    assert "pack" not in {k.name for k in space.knobs}
+    with pytest.raises(TiletuneError, match=r"index vk // 2 of B .* not an affine function"):
+        wl.tensor_accesses()
+    with pytest.raises(TiletuneError, match="not an affine function"):
+        run(RunSpec(workload=str(path), strategy="gensor", trials=2, settings=SETTINGS, target=host_target()))
+    with LocalMeasurer(wl, space, host_target(), SETTINGS, pool=pool) as m:
+        res = run(RunSpec(workload=str(path), strategy="random", trials=3, settings=SETTINGS,
+                          target=host_target()), measurer=m)
+    assert res.best is not None and res.best.ok

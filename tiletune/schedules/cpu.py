@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import TiletuneError
 from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
 from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
@@ -57,7 +58,11 @@ def packable_inputs(workload: Workload) -> list[str]:
         return []
     out = []
     params = set(workload.input_names()) if isinstance(workload, PrimFuncWorkload) else None
-    for t in tensor_accesses(workload):
+    try:
+        accesses = tensor_accesses(workload)
+    except TiletuneError:  # a PrimFunc whose indices are not affine has no access model: nothing to pack
+        return []
+    for t in accesses:
         if t.role != "input" or (params is not None and t.name not in params):  # not an inlined producer's
             continue
         plain = all(len(d.terms) == 1 and d.terms[0][1] == 1 for d in t.dims)
