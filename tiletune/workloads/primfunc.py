@@ -143,7 +143,7 @@ class PrimFuncWorkload(Workload):
 
         self.func = func.without_attr("global_symbol") if "global_symbol" in (func.attrs or {}) else func
         self.hash = f"{tvm_ffi.structural_hash(self.func) & (2**64 - 1):016x}"
-        self.name = _sanitize(name)
+        self.name = _sanitize(name) if name else ""  # empty: named after the anchor block by _analyse
         self._ref_lib = None
         self._analyse()  # sets dtype (through Workload.__init__) and everything the template needs
         self.check_index_range()
@@ -245,7 +245,8 @@ class PrimFuncWorkload(Workload):
             raise TiletuneError(f"{label}: block names are not unique ({', '.join(names)})")
         for b, n in zip(blocks, names):
             if sch.get_child_blocks(b):
-                raise TiletuneError(f"{label}: block {n!r} holds nested blocks; only a flat list of blocks is supported")
+                raise TiletuneError(f"{label}: block {n!r} holds nested blocks; only a flat list of blocks is "
+                                    "supported")
         reductions = [n for b, n in zip(blocks, names)
                       if any(int(iv.iter_type) != 0 for iv in sch.get(b).iter_vars)]
         if not reductions:
@@ -348,22 +349,20 @@ class PrimFuncWorkload(Workload):
         from tvm import s_tir
 
         sch = s_tir.Schedule(tvm.IRModule({"main": self.func}))
-        for n in self._producers:
-            try:
-                sch.compute_inline(sch.get_sblock(n))
-            except Exception as e:
-                raise TiletuneError(f"{self.name}: block {n!r} before the reduction cannot be inlined into it "
-                                    f"(compute_inline: {_first_line(e)}); only elementwise producers such as "
-                                    "padding are supported") from None
-        wb = sch.cache_write(sch.get_sblock(self._anchor), 0, "local")
-        del wb
-        for n in self._epilogue:
-            try:
-                sch.reverse_compute_inline(sch.get_sblock(n))
-            except Exception as e:
-                raise TiletuneError(f"{self.name}: block {n!r} after the reduction cannot be fused into its "
-                                    f"write-back (reverse_compute_inline: {_first_line(e)}); only elementwise "
-                                    "epilogues (bias/residual add, ReLU, clip, ...) are supported") from None
+
+        def apply(names, step: str, where: str, accepted: str) -> None:
+            for n in names:
+                try:
+                    getattr(sch, step)(sch.get_sblock(n))
+                except Exception as e:
+                    raise TiletuneError(f"{self.name}: block {n!r} {where} ({step}: {_first_line(e)}); only "
+                                        f"{accepted} are supported") from None
+
+        apply(self._producers, "compute_inline", "before the reduction cannot be inlined into it",
+              "elementwise producers such as padding")
+        sch.cache_write(sch.get_sblock(self._anchor), 0, "local")
+        apply(self._epilogue, "reverse_compute_inline", "after the reduction cannot be fused into its write-back",
+              "elementwise epilogues (bias/residual add, ReLU, clip, ...)")
 
     # ---- identity -----------------------------------------------------------------------------
     @property
