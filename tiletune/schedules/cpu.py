@@ -13,6 +13,11 @@ the loops are ordered
 - The innermost S3 loop of the last spatial axis (the contiguous dimension of the output) is
   vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop.
 - Padding stages (conv2d, pooling) are inlined into the main block.
+- PrimFunc workloads (``tiletune.workloads.primfunc``): the anchor block is tiled like a TE family's output
+  stage; the blocks before it are inlined, and its elementwise epilogue (bias add, residual add, ReLU, ...)
+  is fused into the accumulator's write-back (``reverse_compute_inline`` after ``reverse_compute_at``), so
+  the write-back computes the function's output. Without a write-back (one spatial level) the epilogue
+  blocks stay separate loop nests. ``pack`` applies as for the families, to inputs that are parameters.
 - ``pack`` (only for inputs that a reduction walks across while the vectorized axis indexes their
   contiguous dimension, i.e. GEMM's and batch_matmul's B[.., k, n]): a stage before the compute copies
   the input into panels ``Bp[.., n // n3, k, n % n3]`` (n3 = the innermost tile of the vectorized axis),
@@ -28,9 +33,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import TiletuneError
 from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
 from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
+from ..workloads.primfunc import PrimFuncWorkload
 
 # the innermost vectorized loop is capped to keep codegen sane; longer ones are "invalid"
 MAX_VECTOR = 128
@@ -50,8 +57,13 @@ def packable_inputs(workload: Workload) -> list[str]:
     if not spatial or not reduction:
         return []
     out = []
-    for t in tensor_accesses(workload):
-        if t.role != "input":
+    params = set(workload.input_names()) if isinstance(workload, PrimFuncWorkload) else None
+    try:
+        accesses = tensor_accesses(workload)
+    except TiletuneError:  # a PrimFunc whose indices are not affine has no access model: nothing to pack
+        return []
+    for t in accesses:
+        if t.role != "input" or (params is not None and t.name not in params):  # not an inlined producer's
             continue
         plain = all(len(d.terms) == 1 and d.terms[0][1] == 1 for d in t.dims)
         names = [d.terms[0][0] for d in t.dims] if plain else []
@@ -132,8 +144,9 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     d = space.to_dict(config)
     mod = tvm.IRModule({"main": workload.prim_func()})
     sch = s_tir.Schedule(mod)
-    out_name = workload.te()[-1].op.name
-    _inline_producers(sch, out_name)
+    out_name = workload.anchor_name()
+    epilogue = workload.epilogue_blocks()
+    _inline_producers(sch, out_name, keep=epilogue)
     block = sch.get_sblock(out_name)
     if d.get("pack"):
         last = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"][-1]
@@ -188,6 +201,8 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     if reduce_tiles and attach is not None:
         wb = sch.cache_write(block, 0, "local")
         sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
+        for name in epilogue:  # elementwise consumers (PrimFunc workloads) computed by the write-back
+            sch.reverse_compute_inline(sch.get_sblock(name))
         sch.vectorize(sch.get_loops(wb)[-1])
 
     # vectorize the innermost spatial loop of the compute (contiguous dimension of the output)
@@ -202,12 +217,12 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     return sch
 
 
-def _inline_producers(sch, out_name: str) -> None:
+def _inline_producers(sch, out_name: str, keep: tuple[str, ...] = ()) -> None:
     root = sch.get_sblock("root") if _has_root(sch) else None
     blocks = sch.get_child_blocks(root) if root is not None else []
     for b in blocks:
         name = sch.get(b).name_hint
-        if name != out_name:
+        if name != out_name and name not in keep:
             sch.compute_inline(b)
 
 

@@ -65,6 +65,7 @@ from ..errors import TiletuneError
 from ..space import Config, Space, SplitKnob
 from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
+from ..workloads.primfunc import PrimFuncWorkload
 from .cpu import InvalidConfig, _has_root
 
 UNROLL_CHOICES = (0, 16, 64, 512, 1500)
@@ -81,6 +82,8 @@ class InvalidGPUConfig(InvalidConfig):
 def make_space(workload: Workload, levels=None) -> Space:
     """The GPU template's space: (4, 2) levels by default and the unroll knob."""
     levels = DEFAULT_LEVELS if levels is None else levels
+    if isinstance(workload, PrimFuncWorkload):
+        raise TiletuneError(f"{workload.key}: the CUDA template does not schedule PrimFunc workloads yet")
     space = Space.from_axes(workload.axes(), levels=levels, choices={"unroll": UNROLL_CHOICES})
     for k in space.knobs:
         if isinstance(k, SplitKnob) and k.kind == "S" and k.levels < 2:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -107,6 +107,14 @@ class Workload:
 
         return te.create_prim_func(self.te()).with_attr("global_symbol", "main")
 
+    def anchor_name(self) -> str:
+        """Name of the block the schedule templates tile (the TE output stage)."""
+        return self.te()[-1].op.name
+
+    def epilogue_blocks(self) -> tuple[str, ...]:
+        """Blocks after the anchor that the templates fuse into its write-back (none for TE families)."""
+        return ()
+
     def axes(self) -> list[Axis]:
         """Axes of the output stage, spatial first then reduction, read from the TE compute."""
         out = self.te()[-1]
@@ -154,6 +162,15 @@ class Workload:
 
 # ---- registry and spec parsing ------------------------------------------------------------------
 _REGISTRY: dict[str, type[Workload]] = {}
+# other spec forms (a TVMScript file's path, a PrimFunc workload's key): (parser, help line); a parser
+# returns None for a spec that is not its kind
+_SPEC_PARSERS: list[tuple[Callable[[str], "Workload | None"], str]] = []
+
+
+def register_spec_parser(fn: Callable[[str], "Workload | None"], help: str) -> None:
+    """Let ``parse`` accept another kind of spec: ``fn(spec)`` gives a Workload, or None when ``spec`` is
+    not its kind; ``help`` is the line listed among the accepted specs."""
+    _SPEC_PARSERS.append((fn, help))
 
 
 def register(cls: type[Workload]) -> type[Workload]:
@@ -170,6 +187,7 @@ def _accepted() -> str:
     for op, cls in sorted(_REGISTRY.items()):
         ps = ",".join(p.name + ("" if p.default is None else f"[={p.default}]") for p in cls.params)
         lines.append(f"  {op}:{ps}[,dtype=float32|float64|float16]")
+    lines += [f"  {h}" for _, h in _SPEC_PARSERS]
     return "\n".join(lines)
 
 
@@ -217,6 +235,10 @@ def parse(spec: str | Workload) -> Workload:
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise TiletuneError(f"empty workload spec; accepted:\n{_accepted()}")
+    for fn, _ in _SPEC_PARSERS:
+        wl = fn(spec.strip())
+        if wl is not None:
+            return wl
     op, _, body = spec.strip().partition(":")
     op = op.strip()
     values: dict[str, int] = {}

@@ -31,7 +31,7 @@ def memory_bytes(workload: Workload, *, workers: int = 1, packed: Sequence[str] 
     item = DTYPE_BYTES.get(workload.dtype, 4)
     ins = [math.prod(s) for s in workload.input_shapes()]
     out = math.prod(workload.output_shape())
-    sizes = {t.name: math.prod(d.size for d in t.dims) for t in tensor_accesses(workload)}
+    sizes = {t.name: math.prod(d.size for d in t.dims) for t in tensor_accesses(workload)} if packed else {}
     keep = (sum(ins) + out) * item
     prepare = max(8 * max(ins, default=0), workload.reference_scratch_elements() * item)
     run = (sum(ins) + sum(sizes.get(p, 0) for p in packed) + 5 * out) * item
