@@ -1,4 +1,7 @@
 """Real TVM builds on small shapes and fault handling of the local measurer."""
+import importlib.util
+import os
+
 import numpy as np
 import pytest
 
@@ -143,3 +146,13 @@ def test_early_cut_off_uses_the_measurers_best_so_far(pool):
         m.best_s = 1e-12
         (off,) = m.measure(configs[3:4])
         assert off.ok and len(off.costs) == 3
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None or not os.path.isdir("/proc/self"),
+                    reason="needs torch installed and /proc")
+def test_workers_do_not_load_torch(pool):
+    """tvm_ffi imports torch when it is installed (most of TVM's import time); the workers never use it."""
+    pool.warm_up()
+    for w in pool.workers:
+        with open(f"/proc/{w.proc.pid}/maps") as f:
+            assert "libtorch" not in f.read()

@@ -4,8 +4,8 @@ Workers (one per core by default) compile a batch of configurations in parallel 
 kernel in memory; then the kernels are run, checked and timed one at a time, each by the worker that
 built it, while the other workers wait, so a timing is never taken while a build competes for the
 cores, and no kernel is written to disk and linked (that step cost as much as compiling). Workers import
-TVM once and stay warm across batches and across workloads (TVM's own LocalBuilder spends ~37 s per
-candidate here for a 0.07 s compile).
+TVM once (without torch, see the end of this file) and stay warm across batches and across workloads
+(TVM's own LocalBuilder spends ~37 s per candidate here for a 0.07 s compile).
 
 Failures are data: a configuration the template rejects is ``invalid`` (nothing built); an exception
 while building is ``build-error``; a worker that dies (segfault) is replaced and the configuration is
@@ -447,6 +447,10 @@ class LocalMeasurer(Measurer):
 
 if __name__ == "__main__":
     # argv: the socket's fd, the parent's pid, 1 to ask for the parent-death signal
+    # A worker never uses torch, but tvm_ffi imports it when it is installed: most of TVM's import time
+    # (import tvm: 4 s without torch, 11 s with it on a loaded 2-core machine). None in sys.modules makes
+    # ``import torch`` fail with ImportError, which tvm_ffi expects.
+    sys.modules.setdefault("torch", None)
     from tiletune.lifetime import die_with_parent
 
     _line = die_with_parent(int(sys.argv[2]), fd=int(sys.argv[1]), death_signal=sys.argv[3] == "1")
