@@ -143,9 +143,9 @@ def _context(blob: bytes) -> tuple:
 
 def _worker_main(conn: Connection, lifeline: Lifeline | None = None) -> None:
     """Serve tasks ``(op, context blob, kernel key, argument[, timeout[, runner keywords]])`` until told to
-    stop. ``lifeline``
-    (see tiletune.lifetime) ends this process when the parent ends, and when a task with a timeout
-    overruns it by ``job_deadline``'s margin (the parent, which kills at the timeout itself, is stuck)."""
+    stop. ``lifeline`` (see tiletune.lifetime) ends this process when the parent ends, and when a task with
+    a timeout overruns it by ``job_deadline``'s margin (the parent, which kills at the timeout itself, is
+    stuck)."""
     import tvm  # noqa: F401  (warm: import once, before the first task)
 
     from ..schedules.cpu import InvalidConfig

@@ -22,8 +22,9 @@ Given a callable that runs the operator once (its first, checked run already don
 4. **A sample** is the time of ``number`` back-to-back calls divided by ``number`` (seconds per run);
    every sample is returned.
 
-``time_callable`` applies the rule with a Python loop (vendor libraries; ``warm_and_plan`` is steps 1-3). A TVM kernel is warmed up by the
-same ``warm_up`` and then timed by TVM's ``time_evaluator`` with the decided ``number`` and ``repeat``
+``time_callable`` applies the rule with a Python loop (vendor libraries). A TVM kernel goes through the
+same steps 1-3 (``warm_and_plan``) and then, unless cut off, is timed by TVM's ``time_evaluator`` with the
+decided ``number`` and ``repeat``
 and ``min_repeat_ms=0`` (``tiletune.measure.local.run_kernel``): the evaluator makes one extra untimed
 call, then times ``repeat`` samples of ``number`` calls each in C++, which is step 4 without the Python
 call overhead; its own adaptive ``min_repeat_ms`` loop (which re-runs a whole sample with a larger
