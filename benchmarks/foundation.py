@@ -1,7 +1,9 @@
 """Foundation figures (issue 2): measurement throughput and GEMM quality against numpy/OpenBLAS.
 
-    python benchmarks/foundation.py throughput [--trials 64]
-        tunes GEMM 256^3 with random search and prints trials per second, with the build/run split.
+    python benchmarks/foundation.py throughput [--trials 64 --size 256 --cutoff X]
+        tunes GEMM size^3 with random search and prints trials per second, warm (workers started) and
+        including the workers' start-up, with the build/run split (--cutoff: MeasureSettings.cutoff,
+        0 = every kernel gets all its samples).
     python benchmarks/foundation.py quality [--strategy random --trials 200 --records g1024.jsonl]
         tunes GEMM 1024^3 (resumable through the records file), then times the best kernel and
         numpy's matmul alternately in the same process (--rounds times) and prints both and the ratio.
@@ -26,20 +28,22 @@ def throughput(args) -> None:
     from tiletune.target import host_target
     from tiletune.workloads import parse
 
-    wl = parse("gemm:M=256,N=256,K=256")
+    wl = parse(f"gemm:M={args.size},N={args.size},K={args.size}")
     space = make_space(wl)
-    m = LocalMeasurer(wl, space, host_target(), MeasureSettings())
-    t0 = time.perf_counter()
+    settings = MeasureSettings() if args.cutoff is None else MeasureSettings(cutoff=args.cutoff)
+    t_start = time.perf_counter()
+    m = LocalMeasurer(wl, space, host_target(), settings)
     m.warm_up()
-    startup = time.perf_counter() - t0
+    startup = time.perf_counter() - t_start
     spec = RunSpec(workload=wl.key, strategy="random", trials=args.trials, seed=args.seed, records=None)
     t0 = time.perf_counter()
     res = run(spec, measurer=m)
     wall = time.perf_counter() - t0
     m.close()
-    print(f"GEMM 256^3, random, {res.trials} trials ({res.errors} errors)")
+    print(f"GEMM {args.size}^3, random, {res.trials} trials ({res.errors} errors)")
     print(f"  worker start-up (once): {startup:.2f} s")
-    print(f"  tuning wall time: {wall:.2f} s -> {res.trials / wall:.2f} trials/s")
+    print(f"  tuning wall time: {wall:.2f} s -> {res.trials / wall:.2f} trials/s warm, "
+          f"{res.trials / (wall + startup):.2f} trials/s including start-up")
     print(f"  build phase {m.stats['build_s']:.2f} s (parallel over workers), run phase {m.stats['run_s']:.2f} s")
     print(f"  best {res.best_gflops:.1f} GFLOPS")
 
@@ -95,6 +99,9 @@ def main() -> None:
     t = sub.add_parser("throughput")
     t.add_argument("--trials", type=int, default=64)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--size", type=int, default=256, help="GEMM M = N = K (default: 256)")
+    t.add_argument("--cutoff", type=float, default=None,
+                   help="MeasureSettings.cutoff (default: its default; 0 = no early cut-off)")
     q = sub.add_parser("quality")
     q.add_argument("--size", type=int, default=1024)
     q.add_argument("--strategy", default="random")

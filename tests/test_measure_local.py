@@ -1,4 +1,7 @@
 """Real TVM builds on small shapes and fault handling of the local measurer."""
+import importlib.util
+import os
+
 import numpy as np
 import pytest
 
@@ -121,3 +124,35 @@ def test_other_level_counts_compile_and_match_numpy(levels, pool):
             results = m.measure(configs)
         assert all(r.error in (None, "invalid") for r in results), [(r.error, r.message) for r in results]
         assert any(r.ok for r in results)
+
+
+def test_early_cut_off_uses_the_measurers_best_so_far(pool):
+    """The first kernel gets every sample and becomes the best so far; a kernel clearly slower than the
+    best gets one sample (its warm-up), one not slower gets every sample; cutoff=0 turns it off."""
+    wl, space = _gemm_space()
+    configs = [_cfg(space, 0, i) for i in (1, 2, 3, 4)]
+    settings = MeasureSettings(repeat=3, min_repeat_ms=2)
+    with LocalMeasurer(wl, space, host_target(), settings, pool=pool) as m:
+        (first,) = m.measure(configs[:1])
+        assert first.ok and len(first.costs) == 3 and m.best_s == first.median
+        m.best_s = first.median / 1000  # as if a kernel 1000x faster had been measured
+        (slow,) = m.measure(configs[1:2])
+        assert slow.ok and len(slow.costs) == 1 and slow.costs[0] > 0
+        m.best_s = 10.0  # every kernel of this size is faster than 10 s
+        (fast,) = m.measure(configs[2:3])
+        assert fast.ok and len(fast.costs) == 3 and m.best_s == fast.median
+    with LocalMeasurer(wl, space, host_target(), MeasureSettings(repeat=3, min_repeat_ms=2, cutoff=0),
+                       pool=pool) as m:
+        m.best_s = 1e-12
+        (off,) = m.measure(configs[3:4])
+        assert off.ok and len(off.costs) == 3
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None or not os.path.isdir("/proc/self"),
+                    reason="needs torch installed and /proc")
+def test_workers_do_not_load_torch(pool):
+    """tvm_ffi imports torch when it is installed (most of TVM's import time); the workers never use it."""
+    pool.warm_up()
+    for w in pool.workers:
+        with open(f"/proc/{w.proc.pid}/maps") as f:
+            assert "libtorch" not in f.read()

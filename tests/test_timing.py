@@ -6,7 +6,8 @@ import time
 import pytest
 
 from tiletune.measure.base import MeasureSettings
-from tiletune.measure.timing import SamplePlan, plan_samples, time_callable, time_loop, warm_up
+from tiletune.measure.timing import (SamplePlan, cut_off, plan_samples, time_callable, time_loop, warm_and_plan,
+                                     warm_runs, warm_up)
 
 
 class FakeClock:
@@ -74,7 +75,7 @@ def test_time_callable_on_the_real_clock():
 @pytest.mark.tvm
 def test_run_kernel_times_with_the_decided_plan():
     """run_kernel passes the plan of the rule to TVM's time_evaluator (with TVM's own min_repeat_ms off)."""
-    from tiletune.measure.local import run_kernel
+    from tiletune.measure.local import WrongAnswer, run_kernel
     from tiletune.workloads import parse
 
     wl = parse("gemm:M=8,N=8,K=8")
@@ -94,7 +95,56 @@ def test_run_kernel_times_with_the_decided_plan():
                 results = [1e-3] * repeat
             return lambda *args: Result()
 
+    class WrongLib(FakeLib):
+        def __getitem__(self, name):
+            return lambda a, b, out: time.sleep(1e-3)
+
     costs = run_kernel(wl, FakeLib(), MeasureSettings(number=1, repeat=4, min_repeat_ms=5))
     assert costs == [1e-3] * 4
     assert asked["min_repeat_ms"] == 0 and asked["repeat"] == 4
     assert 1 <= asked["number"] <= 5  # a run of >= 1 ms: at most 5 runs make 5 ms
+
+    # checked, then cut off after its warm-up: 100x slower than the best so far, the evaluator never runs
+    asked.clear()
+    costs = run_kernel(wl, FakeLib(), MeasureSettings(number=1, repeat=4, min_repeat_ms=5), best_s=1e-5)
+    assert len(costs) == 1 and 1e-3 <= costs[0] < 0.1 and not asked
+    with pytest.raises(WrongAnswer):  # the check still comes first
+        run_kernel(wl, WrongLib(), MeasureSettings(repeat=4, min_repeat_ms=5), best_s=1e-5)
+
+
+def test_cut_off_needs_a_known_best_and_a_clearly_slower_kernel():
+    s = MeasureSettings(cutoff=2.0)
+    assert cut_off(2.1e-3, s, best_s=1e-3)
+    assert not cut_off(1.9e-3, s, best_s=1e-3)  # within the factor: all samples
+    assert not cut_off(1.0, s)  # no best known yet
+    assert not cut_off(1.0, MeasureSettings(cutoff=0), best_s=1e-3)  # 0 turns it off
+
+
+def test_warm_runs_keep_the_fastest_and_the_total():
+    durations = iter([5e-3, 1e-3, 2e-3])
+    clock = FakeClock(0.0)
+
+    def call():
+        clock.now += next(durations)
+
+    w = warm_runs(call, MeasureSettings(warmup=3, min_repeat_ms=0), clock=clock)
+    assert (w.fastest, w.calls) == (pytest.approx(1e-3), 3) and w.mean == pytest.approx(8e-3 / 3)
+
+
+def test_a_slow_kernel_is_cut_off_after_its_warm_up():
+    """Clearly slower than the best so far: its one sample is the warm-up (>= min_repeat_ms of calls)."""
+    clock = FakeClock(1e-3)
+    settings = MeasureSettings(repeat=3, min_repeat_ms=5, cutoff=2.0)
+    costs = time_callable(clock.run, settings, clock=clock, best_s=1e-4)
+    assert costs == pytest.approx([1e-3])
+    assert clock.calls == 5  # the warm-up's 5 ms only, no further samples
+
+
+@pytest.mark.parametrize("best_s, cutoff", [(6e-4, 2.0), (1e-4, 0.0), (float("inf"), 2.0)])
+def test_a_kernel_near_the_best_or_without_cut_off_gets_every_sample(best_s, cutoff):
+    clock = FakeClock(1e-3)
+    settings = MeasureSettings(repeat=3, min_repeat_ms=5, cutoff=cutoff)
+    plan = warm_and_plan(clock.run, settings, best_s, clock=clock)
+    assert plan == SamplePlan(number=5, repeat=3)
+    other = FakeClock(1e-3)
+    assert time_callable(other.run, settings, clock=other, best_s=best_s) == pytest.approx([1e-3] * 3)

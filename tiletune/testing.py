@@ -45,10 +45,10 @@ def faulty_build_marking(workload, space, config, target):
     return lib
 
 
-def faulty_run(workload, lib, settings):
+def faulty_run(workload, lib, settings, **kw):
     u = _RUN_FAULT.pop(id(lib), 0)
     if u == 16:
         ctypes.string_at(0)
     if u == 64:
         time.sleep(3600)
-    return run_kernel(workload, lib, settings)
+    return run_kernel(workload, lib, settings, **kw)

@@ -22,7 +22,14 @@ class MeasureSettings:
     """Timing settings: one checked run, warm runs (at least ``warmup``, lasting at least
     ``min_repeat_ms``), then ``repeat`` samples of N runs
     each, N = max(``number``, enough runs to last ``min_repeat_ms`` at the warm-run speed); timeouts per
-    phase in seconds."""
+    phase in seconds.
+
+    ``cutoff``: early cut-off of clearly slow kernels (the rule's step 3, ``tiletune.measure.timing``).
+    A kernel whose fastest warm run is more than ``cutoff`` times the best median that the same
+    measurer has measured so far for its workload is timed no further than its warm-up, which becomes
+    its single sample (its record then holds one cost instead of ``repeat``). 0 turns it off: every
+    kernel gets ``repeat`` samples. Only the local measurer applies it (the best so far is its own
+    state: records recalled from a file do not count, and its first kernels get all their samples)."""
 
     number: int = 1
     repeat: int = 3
@@ -31,6 +38,7 @@ class MeasureSettings:
     build_timeout: float = 30.0
     run_timeout: float = 30.0
     check: bool = True
+    cutoff: float = 2.0
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ Workers (one per core by default) compile a batch of configurations in parallel 
 kernel in memory; then the kernels are run, checked and timed one at a time, each by the worker that
 built it, while the other workers wait, so a timing is never taken while a build competes for the
 cores, and no kernel is written to disk and linked (that step cost as much as compiling). Workers import
-TVM once and stay warm across batches and across workloads (TVM's own LocalBuilder spends ~37 s per
-candidate here for a 0.07 s compile).
+TVM once (without torch, see the end of this file) and stay warm across batches and across workloads
+(TVM's own LocalBuilder spends ~37 s per candidate here for a 0.07 s compile).
 
 Failures are data: a configuration the template rejects is ``invalid`` (nothing built); an exception
 while building is ``build-error``; a worker that dies (segfault) is replaced and the configuration is
@@ -15,11 +15,16 @@ numpy reference is ``wrong-answer``.
 
 The builder and runner are named by "module:function" so that tests can inject faults:
 ``builder(workload, space, config, target) -> runtime module`` and
-``runner(workload, module, settings) -> list of seconds``.
+``runner(workload, module, settings[, best_s=...]) -> list of seconds``; ``best_s``, the best median this
+measurer has measured so far, is passed only when the early cut-off applies (``MeasureSettings.cutoff``
+> 0 and a kernel has been measured): a kernel clearly slower than it gets one timing sample instead of
+``repeat`` (``tiletune.measure.timing``, step 3).
 """
 from __future__ import annotations
 
+import gc
 import importlib
+import math
 import os
 import socket
 import subprocess
@@ -40,7 +45,7 @@ from ..workloads import parse
 from ..workloads.base import Workload
 from ..workloads.size import check_memory
 from .base import MeasureResult, MeasureSettings, Measurer
-from .timing import plan_samples, warm_up
+from .timing import warm_and_plan
 
 DEFAULT_BUILDER = "tiletune.measure.local:build_kernel"
 DEFAULT_RUNNER = "tiletune.measure.local:run_kernel"
@@ -95,9 +100,10 @@ def check_output(workload: Workload, out, ref) -> None:
                           f"(got {out[i]!r}, expected {ref[i]!r}; rtol={rtol}, atol={atol})")
 
 
-def run_kernel(workload: Workload, lib, settings: MeasureSettings) -> list[float]:
+def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float = math.inf) -> list[float]:
     """Run once and check against numpy, then time by the rule of ``tiletune.measure.timing``; seconds
-    per run for every sample.
+    per run for every sample (a single one when the kernel's warm runs are slower than
+    ``settings.cutoff`` times ``best_s``, the best median known for the workload).
     ``lib`` is a runtime module or the path of an exported library."""
     import numpy as np
     import tvm
@@ -114,7 +120,9 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings) -> list[float
         check_output(workload, out.numpy(), ref)
     # the rule of tiletune.measure.timing: warm runs size the samples; TVM's evaluator then times the
     # samples in C++ with that number fixed (min_repeat_ms=0: its own adaptive loop would re-run samples)
-    plan = plan_samples(warm_up(lambda: main(*args, out), settings), settings)
+    plan = warm_and_plan(lambda: main(*args, out), settings, best_s)
+    if isinstance(plan, list):  # cut off: clearly slower than the best so far, one sample (the warm-up)
+        return plan
     f = lib.time_evaluator("main", dev, number=plan.number, repeat=plan.repeat, min_repeat_ms=0)
     return [float(x) for x in f(*args, out).results]
 
@@ -134,13 +142,18 @@ def _context(blob: bytes) -> tuple:
 
 
 def _worker_main(conn: Connection, lifeline: Lifeline | None = None) -> None:
-    """Serve tasks ``(op, context blob, kernel key, argument[, timeout])`` until told to stop. ``lifeline``
-    (see tiletune.lifetime) ends this process when the parent ends, and when a task with a timeout
-    overruns it by ``job_deadline``'s margin (the parent, which kills at the timeout itself, is stuck)."""
+    """Serve tasks ``(op, context blob, kernel key, argument[, timeout[, runner keywords]])`` until told to
+    stop. ``lifeline`` (see tiletune.lifetime) ends this process when the parent ends, and when a task with
+    a timeout overruns it by ``job_deadline``'s margin (the parent, which kills at the timeout itself, is
+    stuck)."""
     import tvm  # noqa: F401  (warm: import once, before the first task)
 
     from ..schedules.cpu import InvalidConfig
 
+    # TVM's Python objects live as long as the worker: out of the collector's sight, its full
+    # collections (triggered by the many objects a schedule creates) stop walking them again and again
+    gc.collect()
+    gc.freeze()
     kernels: dict[int, Any] = {}
     conn.send(("ready", os.getpid()))
     while True:
@@ -163,7 +176,7 @@ def _worker_main(conn: Connection, lifeline: Lifeline | None = None) -> None:
                 conn.send(("ok", time.perf_counter() - t0))
             elif op == "run":
                 lib = kernels.pop(key)
-                conn.send(("ok", runner(workload, lib, task[3])))
+                conn.send(("ok", runner(workload, lib, task[3], **(task[5] if len(task) > 5 else {}))))
         except InvalidConfig as e:
             conn.send(("invalid", str(e)))
         except WrongAnswer as e:
@@ -318,6 +331,7 @@ class LocalMeasurer(Measurer):
         self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
                                         "builder": builder, "runner": runner})
         self._count = 0
+        self.best_s = math.inf  # the best median measured so far (early cut-off, MeasureSettings.cutoff)
         self._restarts0 = self.pool.restarts
         self.stats = {"build_s": 0.0, "run_s": 0.0, "worker_restarts": 0}
 
@@ -353,6 +367,8 @@ class LocalMeasurer(Measurer):
             self.stats["run_s"] += run_s
             if kind == "ok":
                 results[i] = MeasureResult(configs[i], costs=tuple(payload), build_s=build_s, run_s=run_s)
+                if results[i].ok:
+                    self.best_s = min(self.best_s, results[i].median)
             else:
                 results[i] = MeasureResult(configs[i], error=kind, message=payload, build_s=build_s, run_s=run_s)
         self.stats["worker_restarts"] = self.pool.restarts - self._restarts0
@@ -408,8 +424,9 @@ class LocalMeasurer(Measurer):
 
     def _run(self, slot: int, key: int) -> tuple[str, Any]:
         w = self.pool.workers[slot]
+        cut = {"best_s": self.best_s} if self.settings.cutoff > 0 and math.isfinite(self.best_s) else {}
         try:
-            w.send(("run", self._blob, key, self.settings, self.settings.run_timeout))
+            w.send(("run", self._blob, key, self.settings, self.settings.run_timeout) + ((cut,) if cut else ()))
         except (OSError, BrokenPipeError) as e:
             self.pool.replace(slot)
             return "run-error", f"run worker: {e}"
@@ -430,6 +447,10 @@ class LocalMeasurer(Measurer):
 
 if __name__ == "__main__":
     # argv: the socket's fd, the parent's pid, 1 to ask for the parent-death signal
+    # A worker never uses torch, but tvm_ffi imports it when it is installed: most of TVM's import time
+    # (import tvm: 4 s without torch, 11 s with it on a loaded 2-core machine). None in sys.modules makes
+    # ``import torch`` fail with ImportError, which tvm_ffi expects.
+    sys.modules.setdefault("torch", None)
     from tiletune.lifetime import die_with_parent
 
     _line = die_with_parent(int(sys.argv[2]), fd=int(sys.argv[1]), death_signal=sys.argv[3] == "1")

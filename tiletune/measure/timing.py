@@ -9,13 +9,22 @@ Given a callable that runs the operator once (its first, checked run already don
    ``t`` of one run.
 2. **Runs per sample**: ``number = max(settings.number, ceil(min_repeat_ms / t))`` (at least 1), so
    that one sample lasts at least ``min_repeat_ms`` at the warm speed.
-3. **Samples**: ``repeat`` of them, fewer (down to 1) while ``repeat * number * t`` would take more than
-   a third of ``run_timeout``, so that one measurement stays well inside its timeout.
+3. **Early cut-off** (tinygrad's BEAM search stops timing slow kernels early too): when the caller
+   knows the best median ``best_s`` measured so far for the workload and ``t > settings.cutoff *
+   best_s`` (``t`` is the *fastest* warm call, so only a kernel slower than that even at its best is
+   cut), the kernel is not timed further: its one sample is the warm-up itself, seconds per run = the
+   warm calls' total time / their number. That sample is a real measurement of at least ``warmup``
+   calls lasting at least ``min_repeat_ms``, like any sample; it includes the calls that woke the
+   caches, so if anything it is slow, never making a cut kernel look faster. On a random search most
+   kernels are several times slower than the best, and their samples were most of the run phase.
+   **Samples** otherwise: ``repeat`` of them, fewer (down to 1) while ``repeat * number * t`` would take
+   more than a third of ``run_timeout``, so that one measurement stays well inside its timeout.
 4. **A sample** is the time of ``number`` back-to-back calls divided by ``number`` (seconds per run);
    every sample is returned.
 
-``time_callable`` applies the rule with a Python loop (vendor libraries). A TVM kernel is warmed up by the
-same ``warm_up`` and then timed by TVM's ``time_evaluator`` with the decided ``number`` and ``repeat``
+``time_callable`` applies the rule with a Python loop (vendor libraries). A TVM kernel goes through the
+same steps 1-3 (``warm_and_plan``) and then, unless cut off, is timed by TVM's ``time_evaluator`` with the
+decided ``number`` and ``repeat``
 and ``min_repeat_ms=0`` (``tiletune.measure.local.run_kernel``): the evaluator makes one extra untimed
 call, then times ``repeat`` samples of ``number`` calls each in C++, which is step 4 without the Python
 call overhead; its own adaptive ``min_repeat_ms`` loop (which re-runs a whole sample with a larger
@@ -41,16 +50,39 @@ class SamplePlan:
     repeat: int
 
 
-def warm_up(call: Callable[[], Any], settings: MeasureSettings, clock: Clock = time.perf_counter) -> float:
-    """Step 1: warm calls (at least ``warmup``, lasting at least ``min_repeat_ms``); returns the fastest
-    warm call in seconds."""
-    fastest, calls, start = math.inf, 0, clock()
+@dataclass(frozen=True)
+class WarmUp:
+    """Step 1's warm calls: the fastest one, and all of them together (seconds)."""
+
+    fastest: float
+    total: float
+    calls: int
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.calls
+
+
+def warm_runs(call: Callable[[], Any], settings: MeasureSettings, clock: Clock = time.perf_counter) -> WarmUp:
+    """Step 1: warm calls (at least ``warmup``, lasting at least ``min_repeat_ms``)."""
+    fastest, total, calls, start = math.inf, 0.0, 0, clock()
     while calls < max(1, settings.warmup) or (clock() - start) * 1e3 < settings.min_repeat_ms:
         t0 = clock()
         call()
-        fastest = min(fastest, clock() - t0)
-        calls += 1
-    return fastest
+        took = clock() - t0
+        fastest, total, calls = min(fastest, took), total + took, calls + 1
+    return WarmUp(fastest, total, calls)
+
+
+def warm_up(call: Callable[[], Any], settings: MeasureSettings, clock: Clock = time.perf_counter) -> float:
+    """Step 1; returns the fastest warm call in seconds."""
+    return warm_runs(call, settings, clock).fastest
+
+
+def cut_off(run_s: float, settings: MeasureSettings, best_s: float = math.inf) -> bool:
+    """Step 3's early cut-off: is a kernel whose fastest warm call took ``run_s`` more than
+    ``settings.cutoff`` times slower than the best median ``best_s`` so far (0: never cut)?"""
+    return settings.cutoff > 0 and 0 < best_s < math.inf and run_s > settings.cutoff * best_s
 
 
 def plan_samples(run_s: float, settings: MeasureSettings) -> SamplePlan:
@@ -75,8 +107,19 @@ def time_loop(call: Callable[[], Any], plan: SamplePlan, clock: Clock = time.per
     return out
 
 
-def time_callable(call: Callable[[], Any], settings: MeasureSettings, clock: Clock = time.perf_counter
-                  ) -> list[float]:
-    """The whole rule (warm-up, plan, samples) with a Python loop; seconds per run for every sample."""
-    plan = plan_samples(warm_up(call, settings, clock), settings)
-    return time_loop(call, plan, clock)
+def warm_and_plan(call: Callable[[], Any], settings: MeasureSettings, best_s: float = math.inf,
+                  clock: Clock = time.perf_counter) -> SamplePlan | list[float]:
+    """Steps 1-3: the plan of the samples still to take or, for a kernel cut off (``best_s``: the best
+    median known for the workload, ``inf`` if none), its one sample, already taken (seconds per run)."""
+    warm = warm_runs(call, settings, clock)
+    if cut_off(warm.fastest, settings, best_s):
+        return [warm.mean]
+    return plan_samples(warm.fastest, settings)
+
+
+def time_callable(call: Callable[[], Any], settings: MeasureSettings, clock: Clock = time.perf_counter,
+                  best_s: float = math.inf) -> list[float]:
+    """The whole rule (warm-up, plan or cut-off, samples) with a Python loop; seconds per run for every
+    sample."""
+    plan = warm_and_plan(call, settings, best_s, clock)
+    return plan if isinstance(plan, list) else time_loop(call, plan, clock)
