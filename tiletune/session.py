@@ -14,15 +14,13 @@ from .errors import TiletuneError
 from .hardware import load as load_hardware
 from .measure.base import MeasureSettings, Measurer
 from .measure.factory import make_measurer, measured_here
+from .measure.local import check_fits_here
 from .paths import check_output
 from .schedules import make_space
-from .schedules.cpu import packable_inputs
 from .strategies import TuneContext, create
-from .target import check_local_target, host_cores, parse_target, target_key
+from .target import parse_target, target_key
 from .tune import Callback, TuneRun, check_budget, tune
 from .workloads import parse
-from .workloads.base import Workload
-from .workloads.size import check_memory
 
 
 @dataclass
@@ -45,15 +43,6 @@ class RunSpec:
     transport: str | None = None  # shell command that runs a batch directory {dir} on a GPU machine
 
 
-def check_local(workload: Workload, target: dict) -> None:
-    """What ``LocalMeasurer`` checks when it starts, checked earlier (before the space is built, which loads
-    TVM): the target fits this machine and the measurement fits its memory, with the measurer's worker
-    count and the inputs the CPU template may pack (its ``pack`` knob exists for exactly those)."""
-    check_local_target(target)
-    cores = int(target.get("num-cores") or 0) or host_cores()
-    check_memory(workload, workers=min(host_cores(), cores), packed=packable_inputs(workload))
-
-
 def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | None = None) -> TuneRun:
     """One tuning run. Everything a user can get wrong (budget, records path, target, workload size, options,
     files) is checked before the strategy and the measurer start."""
@@ -63,7 +52,7 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     wl = parse(spec.workload)
     target = parse_target(spec.target)
     if measurer is None and measured_here(target, replay=spec.replay, transport=spec.transport):
-        check_local(wl, target)
+        check_fits_here(wl, target)  # before the space is built, which loads TVM
     space = make_space(wl, spec.levels, target)
     hardware = None
     if spec.hardware is not None:

@@ -39,8 +39,10 @@ import cloudpickle
 
 from ..errors import TiletuneError
 from ..lifetime import Lifeline, job_deadline
-from ..schedules.cpu import packable_inputs
+from ..schedules import build
+from ..schedules.cpu import InvalidConfig, check, packable_inputs
 from ..space import Config, Space
+from ..target import check_local_target, host_cores
 from ..workloads import parse
 from ..workloads.base import Workload
 from ..workloads.size import check_memory
@@ -64,8 +66,6 @@ def build_kernel(workload: Workload, space: Space, config: Config, target: dict)
 
     TVM's in-memory LLVM module generates machine code (JIT) at its first function look-up; doing that
     here keeps code generation in the parallel build phase instead of the sequential run phase."""
-    from ..schedules import build
-
     mod = build(workload, space, config, target).mod
     mod["main"]
     return mod
@@ -147,8 +147,6 @@ def _worker_main(conn: Connection, lifeline: Lifeline | None = None) -> None:
     a timeout overruns it by ``job_deadline``'s margin (the parent, which kills at the timeout itself, is
     stuck)."""
     import tvm  # noqa: F401  (warm: import once, before the first task)
-
-    from ..schedules.cpu import InvalidConfig
 
     # TVM's Python objects live as long as the worker: out of the collector's sight, its full
     # collections (triggered by the many objects a schedule creates) stop walking them again and again
@@ -273,8 +271,6 @@ class WorkerPool:
     1024^3: 82 GFLOPS with the default, 145 with 2 threads, same kernel)."""
 
     def __init__(self, size: int | None = None, threads: int | None = None):
-        from ..target import host_cores
-
         self.size = size or host_cores()
         self.threads = threads or host_cores()
         if self.size < 1 or self.threads < 1:
@@ -303,6 +299,17 @@ class WorkerPool:
         self.workers = []
 
 
+def check_fits_here(workload: Workload, target: dict, *, workers: int | None = None, packs: bool = True) -> None:
+    """Refuse, before any worker starts, a target this machine cannot run (``check_local_target``) and a
+    measurement its memory cannot hold: ``workers`` processes (default: one per core of the target, at most
+    the host's) each holding the inputs, the reference and, where ``packs``, the packed copies of the
+    inputs the CPU template may pack."""
+    check_local_target(target)
+    if workers is None:
+        workers = min(host_cores(), int(target.get("num-cores") or 0) or host_cores())
+    check_memory(workload, workers=workers, packed=packable_inputs(workload) if packs else [])
+
+
 class LocalMeasurer(Measurer):
     """Measures configurations of ``workload`` on this machine (CPU targets).
 
@@ -317,15 +324,11 @@ class LocalMeasurer(Measurer):
         self.space = space
         self.target = target
         self.settings = settings or MeasureSettings()
-        from ..target import check_local_target, host_cores
-
-        if self.kind == "local":  # a subclass that runs the kernels elsewhere may name another machine's cores
-            check_local_target(target)
         cores = int(target.get("num-cores") or 0) or None
         n = build_workers or min(host_cores(), cores or host_cores())
-        if self.kind == "local":  # before any worker starts: refuse what this machine cannot hold
-            packed = packable_inputs(self.workload) if "pack" in {k.name for k in space.knobs} else []
-            check_memory(self.workload, workers=pool.size if pool is not None else n, packed=packed)
+        if self.kind == "local":  # a subclass that runs the kernels elsewhere may name another machine's cores
+            packs = "pack" in {k.name for k in space.knobs}
+            check_fits_here(self.workload, target, workers=pool.size if pool is not None else n, packs=packs)
         self._own_pool = pool is None
         self.pool = pool or WorkerPool(n, threads=cores)
         self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
@@ -339,8 +342,6 @@ class LocalMeasurer(Measurer):
         self.pool.warm_up()
 
     def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
-        from ..schedules.cpu import InvalidConfig, check
-
         results: dict[int, MeasureResult] = {}
         todo: list[int] = []
         for i, c in enumerate(configs):
