@@ -371,3 +371,21 @@ def test_strategy_options_parse_like_the_strategy():
         cls.check_options({"b": 1, "a": 2})
     with pytest.raises(TiletuneError, match="rho"):
         cls.check_options({"rho": "much"})
+
+
+def test_resume_of_a_directory_made_before_the_cutoff_existed(tmp_path):
+    """Directories made before MeasureSettings.cutoff measured every kernel fully: resuming one is the same
+    settings as --cutoff 0, and other settings than that are refused."""
+    s = validate(_suite_dict(seeds=1, budget=3), "s.json")
+    out = tmp_path / "o"
+    run_bench(s, out, measurer_factory=synthetic_factory, baselines=(), progress=False, plots=False,
+              settings=MeasureSettings(cutoff=0.0))
+    manifest = json.loads((out / "bench.json").read_text())
+    del manifest["settings"]["cutoff"]  # as an older tiletune wrote it
+    (out / "bench.json").write_text(json.dumps(manifest))
+    with pytest.raises(TiletuneError, match="settings differ"):
+        run_bench(s, out, measurer_factory=synthetic_factory, baselines=(), progress=False, plots=False,
+                  resume=True)
+    res = run_bench(s, out, measurer_factory=synthetic_factory, baselines=(), progress=False, plots=False,
+                    resume=True, settings=MeasureSettings(cutoff=0.0))
+    assert len(res.runs) == len(s.workloads) * len(s.strategies)

@@ -160,3 +160,11 @@ def test_bench_passes_unqualified_options_to_the_strategies_that_have_them(monke
     assert main(base + ["-O", "gbfs.rho=0.5", "--repeat", "2"]) == 0
     assert seen == qualified and seen["options"] == {"gbfs": {"rho": "0.5"}}
     assert seen["settings"] == MeasureSettings(repeat=2) and seen["out"] == str(tmp_path)
+
+
+@pytest.mark.parametrize("command", [["tune", "gemv:M=8,K=4"], ["bench", "tiny"]])
+def test_cutoff_flag(command):
+    assert measure_settings(build_parser().parse_args(command + ["--cutoff", "0"])).cutoff == 0
+    assert measure_settings(build_parser().parse_args(command + ["--cutoff", "3"])).cutoff == 3
+    with pytest.raises(TiletuneError, match="--cutoff must be 0 .off. or > 1"):
+        measure_settings(build_parser().parse_args(command + ["--cutoff", "0.5"]))

@@ -216,6 +216,11 @@ def run_bench(
     return res
 
 
+#: MeasureSettings fields that older bench directories lack, with the value that measured as they did
+#: (before the early cut-off, every kernel got all its samples)
+OLDER_SETTINGS = {"cutoff": 0.0}
+
+
 def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, float] | None]:
     """For ``resume``: the finished runs (traces.jsonl) and baselines (baselines.jsonl) of ``out``, after
     checking that ``bench.json`` has the same settings, and the (first start, last finish) of their
@@ -228,6 +233,9 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, 
         return {}, {}, None
     old = json.loads(mpath.read_text(encoding="utf-8"))
     new = json.loads(json.dumps(manifest, default=str))
+    # settings added since a directory was made take the value that reproduces how it was measured
+    for k, v in OLDER_SETTINGS.items():
+        old.get("settings", {}).setdefault(k, v)
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if diff:
         raise TiletuneError(f"--resume: {out} was made with other settings ({', '.join(diff)} differ); "

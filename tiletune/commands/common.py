@@ -28,7 +28,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_measure_arguments(p: argparse.ArgumentParser, *, batch_size: int = 8) -> None:
-    """--batch-size, --repeat, --min-repeat-ms, --build-timeout, --run-timeout (defaults: MeasureSettings')."""
+    """--batch-size, --repeat, --min-repeat-ms, --build-timeout, --run-timeout, --cutoff (defaults:
+    MeasureSettings')."""
     p.add_argument("--batch-size", type=int, default=batch_size,
                    help="configurations measured per batch, built in parallel (default: %(default)s)")
     p.add_argument("--repeat", type=int, default=_DEFAULT.repeat,
@@ -39,6 +40,10 @@ def add_measure_arguments(p: argparse.ArgumentParser, *, batch_size: int = 8) ->
                    help="seconds per build (default: %(default)g)")
     p.add_argument("--run-timeout", type=float, default=_DEFAULT.run_timeout,
                    help="seconds per run (default: %(default)g)")
+    p.add_argument("--cutoff", type=float, default=_DEFAULT.cutoff,
+                   help="a checked kernel whose warm-up runs more than this many times slower than the best "
+                        "measured so far keeps its warm-up as its only sample instead of --repeat samples; "
+                        "0 = always take every sample (default: %(default)g)")
 
 
 def measure_settings(args: argparse.Namespace) -> MeasureSettings:
@@ -49,11 +54,12 @@ def measure_settings(args: argparse.Namespace) -> MeasureSettings:
             ("--repeat", args.repeat, args.repeat >= 1, ">= 1"),
             ("--min-repeat-ms", args.min_repeat_ms, args.min_repeat_ms >= 0, ">= 0"),
             ("--build-timeout", args.build_timeout, args.build_timeout > 0, "> 0 seconds"),
-            ("--run-timeout", args.run_timeout, args.run_timeout > 0, "> 0 seconds")):
+            ("--run-timeout", args.run_timeout, args.run_timeout > 0, "> 0 seconds"),
+            ("--cutoff", args.cutoff, args.cutoff == 0 or args.cutoff > 1, "0 (off) or > 1")):
         if not ok:
             raise TiletuneError(f"{flag} must be {accepted}, got {value:g}")
     return MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                           build_timeout=args.build_timeout, run_timeout=args.run_timeout)
+                           build_timeout=args.build_timeout, run_timeout=args.run_timeout, cutoff=args.cutoff)
 
 
 def add_option_argument(p: argparse.ArgumentParser, help: str) -> None:
