@@ -92,7 +92,8 @@ def run(args) -> int:
     result = run_session(spec, callbacks)  # returns once its workers are closed: the vendor timing has the cores
     target = parse_target(args.target)
     base = None
-    if not args.no_vendor and result.best is not None and measured_here(target, replay=spec.replay, transport=spec.transport):
+    here = measured_here(target, replay=spec.replay, transport=spec.transport)
+    if not args.no_vendor and result.best is not None and here:
         base = vendor_baseline(wl, settings, int(target.get("num-cores") or 0) or None)
     print(summary(result, vendor=base, flops=wl.flops, records=records))
     return 0 if result.best is not None else 1
