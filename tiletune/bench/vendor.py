@@ -33,17 +33,23 @@ def _im2col(wl: Workload, data: np.ndarray) -> np.ndarray:
     return _windows(_np_pad(data, wl.pad), R, S, wl.P, wl.Q, wl.stride, dil)
 
 
+#: operators the vendor baseline computes with numpy's BLAS, and those it computes with torch (oneDNN) when
+#: torch is installed (else with a labelled numpy stand-in)
+NUMPY_OPS = ("gemm", "batch_matmul", "gemv")
+TORCH_OPS = ("conv2d", "depthwise_conv2d", "avgpool2d")
+
+
 def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = None
                   ) -> tuple[str, Callable[[], np.ndarray]]:
     """(label, fn) where fn() computes the workload's output with a vendor library."""
     op = wl.op
-    if op in ("gemm", "batch_matmul", "gemv"):
+    if op in NUMPY_OPS:
         a, b = inputs
         out = np.empty(wl.output_shape(), wl.dtype)
         blas = blas_name()
         return f"numpy matmul ({blas})", lambda: np.matmul(a, b, out=out)
     torch = optional_torch()
-    if op in ("conv2d", "depthwise_conv2d", "avgpool2d") and torch is not None:
+    if op in TORCH_OPS and torch is not None:
         if threads:
             torch.set_num_threads(int(threads))
         tin = [torch.from_numpy(np.ascontiguousarray(x)) for x in inputs]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..bench.machine import optional_torch
 from ..bench.results import BaselineResult
-from ..bench.vendor import vendor
+from ..bench.vendor import NUMPY_OPS, TORCH_OPS, vendor
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.factory import measured_here
@@ -65,15 +65,11 @@ def trial_budget(trials: int, seconds: float | None, early_stop: int | None) -> 
     return trials
 
 
-#: operators the vendor baseline computes with numpy's BLAS; the others need torch
-NUMPY_VENDOR_OPS = ("gemm", "batch_matmul", "gemv")
-
-
 def vendor_baseline(wl: Workload, settings: MeasureSettings, threads: int | None) -> BaselineResult | None:
     """The vendor library timed on ``wl`` (``tiletune.bench.vendor``), or None when the library is not
     installed (torch, for the operators numpy's BLAS does not compute) or has no such operator."""
-    if wl.op not in NUMPY_VENDOR_OPS and optional_torch() is None:
-        return None
+    if not (wl.op in NUMPY_OPS or (wl.op in TORCH_OPS and optional_torch() is not None)):
+        return None  # numpy's stand-ins for the torch operators are no vendor library
     result = vendor(wl, settings, threads=threads)
     return None if result.error == "unsupported" else result
 
