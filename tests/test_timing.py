@@ -7,7 +7,7 @@ import pytest
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import (SamplePlan, cut_off, plan_samples, time_callable, time_loop, warm_and_plan,
-                                     warm_runs, warm_up)
+                                     warm_runs)
 
 
 class FakeClock:
@@ -57,7 +57,7 @@ def test_warm_up_calls_at_least_warmup_times_and_returns_the_fastest():
     def call():
         clock.now += next(durations)
 
-    assert warm_up(call, MeasureSettings(warmup=4, min_repeat_ms=0), clock=clock) == pytest.approx(1e-3)
+    assert warm_runs(call, MeasureSettings(warmup=4, min_repeat_ms=0), clock=clock).fastest == pytest.approx(1e-3)
     assert clock.now == pytest.approx(10e-3)  # exactly 4 calls
 
 

@@ -74,11 +74,6 @@ def warm_runs(call: Callable[[], Any], settings: MeasureSettings, clock: Clock =
     return WarmUp(fastest, total, calls)
 
 
-def warm_up(call: Callable[[], Any], settings: MeasureSettings, clock: Clock = time.perf_counter) -> float:
-    """Step 1; returns the fastest warm call in seconds."""
-    return warm_runs(call, settings, clock).fastest
-
-
 def cut_off(run_s: float, settings: MeasureSettings, best_s: float = math.inf) -> bool:
     """Step 3's early cut-off: is a kernel whose fastest warm call took ``run_s`` more than
     ``settings.cutoff`` times slower than the best median ``best_s`` so far (0: never cut)?"""
