@@ -21,11 +21,12 @@ from .strategies import TuneContext, create
 from .target import parse_target, target_key
 from .tune import Callback, TuneRun, check_budget, tune
 from .workloads import parse
+from .workloads.base import Workload
 
 
 @dataclass
 class RunSpec:
-    workload: str
+    workload: str | Workload  # a spec, or the workload already parsed
     strategy: str = "random"
     trials: int | None = 64
     seconds: float | None = None

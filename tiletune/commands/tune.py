@@ -78,7 +78,7 @@ def run(args) -> int:
     wl = parse(args.workload)
     records = args.records or f"tiletune-{wl.op}.jsonl"
     settings = measure_settings(args)
-    spec = RunSpec(workload=wl.key, strategy=args.strategy,
+    spec = RunSpec(workload=wl, strategy=args.strategy,
                    trials=trial_budget(args.trials, args.seconds, args.early_stop), seconds=args.seconds,
                    early_stop=args.early_stop, seed=args.seed, target=args.target, levels=parse_levels(args.levels),
                    options=options_for(args.option, args.strategy), records=records, replay=args.replay,
