@@ -8,7 +8,8 @@ from tiletune.hardware import HardwareSpec, MemoryLevel, preset
 from tiletune.measure import FunctionMeasurer
 from tiletune.space import Space
 from tiletune.strategies import TuneContext, create
-from tiletune.strategies.gensor import Gensor, Move
+from tiletune.construct.gensor import Move
+from tiletune.strategies.gensor import Gensor
 from tiletune.tune import tune
 from tiletune.workloads import parse
 from tiletune.workloads.access import (compulsory_bytes, footprint_bytes, generic_accesses, tensor_accesses,
@@ -79,14 +80,14 @@ def test_policy_probabilities_normalised_and_capacity_zero():
     wl, sp, g = make("gemm:M=64,N=48,K=32")
     m = g.model
     e = m.initial()
-    acts, probs = g.policy(e, 1.0)
+    acts, probs = g.walker.policy(e, 1.0)
     assert math.isclose(sum(probs), 1.0) and all(p >= 0 for p in probs)
     assert {mv.kind for mv, _ in acts} >= {"tile", "cache"}
     # a register tile at capacity: every growth overflows 512 B and must get probability 0
     i_m, i_n = 0, 1
     big = m.with_tile(m.with_tile(e, i_n, 16), i_m, 4)
     assert m.fits(big, 0)
-    acts, probs = g.policy(big, 1.0)
+    acts, probs = g.walker.policy(big, 1.0)
     for (mv, e2), p in zip(acts, probs):
         if not m.fits(e2, e2.level):
             assert p == 0.0
@@ -100,14 +101,14 @@ def test_formula1_tiling_grow_and_inverse():
     m = g.model
     e = m.with_tile(m.initial(), 1, 8)  # n register tile: one vector
     grow = m.with_tile(e, 1, 16)
-    b_grow = g.benefit(e, Move("tile", 1, 16), grow, 1.0)
+    b_grow = g.walker.benefit(e, Move("tile", 1, 16), grow, 1.0)
     assert b_grow > 0
     assert m.traffic(grow, 0) < m.traffic(e, 0) and m.footprint(grow, 0) > m.footprint(e, 0)
-    b_back = g.benefit(grow, Move("inv_tile", 1, 8), e, 1.0)
+    b_back = g.walker.benefit(grow, Move("inv_tile", 1, 8), e, 1.0)
     assert 0 < b_back < b_grow  # shrinking back is the reciprocal reading, less attractive here
     # growing gemm's k tile at L1 saves traffic only because A's rows then fill more of each line
     l1 = m.normalize(e.tiles, 1, 1)
-    assert g.benefit(l1, Move("tile", 2, 2), m.with_tile(l1, 2, 2), 1.0) > 0
+    assert g.walker.benefit(l1, Move("tile", 2, 2), m.with_tile(l1, 2, 2), 1.0) > 0
 
 
 def test_formula2_cache_speedup_and_annealing_boost():
@@ -115,8 +116,8 @@ def test_formula2_cache_speedup_and_annealing_boost():
     m = g.model
     e = m.initial()
     c = m.normalize(e.tiles, 1, 1)
-    b1 = g.benefit(e, Move("cache"), c, 1.0)
-    b2 = g.benefit(e, Move("cache"), c, 0.5)
+    b1 = g.walker.benefit(e, Move("cache"), c, 1.0)
+    b2 = g.walker.benefit(e, Move("cache"), c, 0.5)
     assert b1 > 1.0  # registers are faster than L1
     assert math.isclose(b2, 2 * b1)  # x T0/T
 
@@ -128,26 +129,26 @@ def test_formula3_vthread_ceil_ratio():
     e = m.with_tile(e, 0, 2)  # m register tile 2
     e = m.normalize(e.tiles, 1, 1)
     e = m.with_tile(e, 0, 16)  # L1 tile of m (the outer spatial axis, y): 16 -> room 8
-    vt = [(mv, e2) for mv, e2 in g.moves(e) if mv.kind == "vthread"]
+    vt = [(mv, e2) for mv, e2 in g.walker.moves(e) if mv.kind == "vthread"]
     assert [mv.value for mv, _ in vt] == [2]
-    b = g.benefit(e, vt[0][0], vt[0][1], 1.0)
+    b = g.walker.benefit(e, vt[0][0], vt[0][1], 1.0)
     assert b == pytest.approx(16 / 8)  # ceil(y/1) / ceil(y/2) with the same ceil(x/W)
     off = make("gemm:M=64,N=48,K=32")[2]  # vthread=auto on a CPU: dropped
-    assert not [mv for mv, _ in off.moves(e) if mv.kind == "vthread"]
+    assert not [mv for mv, _ in off.walker.moves(e) if mv.kind == "vthread"]
 
 
 def test_temperature_schedule_about_100_steps(monkeypatch):
     wl, sp, g = make("gemm:M=64,N=48,K=32")
     temps = []
-    orig = g.policy
+    orig = g.walker.policy
 
     def spy(e, T):
         temps.append(T)
         return orig(e, T)
 
-    monkeypatch.setattr(g, "policy", spy)
-    g.walk()
-    assert len(temps) == 100 == g.steps
+    monkeypatch.setattr(g.walker, "policy", spy)
+    g.walker.walk()
+    assert len(temps) == 100 == g.walker.steps
     assert all(math.isclose(b, a / 2) for a, b in zip(temps, temps[1:]))
     assert temps[-1] > g.opts["threshold"] >= temps[-1] / 2
 
@@ -155,7 +156,7 @@ def test_temperature_schedule_about_100_steps(monkeypatch):
 def test_walk_reaches_the_last_level_and_stays_within_capacity():
     wl, sp, g = make("gemm:M=64,N=48,K=32")
     m = g.model
-    states = [e for _, e in g.walk()]
+    states = [e for _, e in g.walker.walk()]
     assert max(e.level for e in states) == m.n - 1 == 2
     assert all(m.fits(e, e.level) for e in states)
 
@@ -207,6 +208,6 @@ def test_without_workload_or_hardware_and_on_gpu_preset():
     g = Gensor(sp, seed=0)  # generic access guess, this CPU detected without measuring
     assert all(sp.is_legal(c) for c in g.ask(4))
     h = Gensor(sp, seed=0, context=TuneContext(workload=wl, hardware=preset("rtx4090")))
-    assert h.use_vthread and h.model.n == 2  # registers and shared memory
+    assert h.walker.use_vthread and h.model.n == 2  # registers and shared memory
     assert all(sp.is_legal(c) for _, c in h.construct())
     assert Model(sp, wl, cpu()).n == 3

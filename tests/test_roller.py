@@ -34,13 +34,13 @@ def test_constructed_configs_are_legal_and_ranked(spec):
 def test_aligned_register_tile_and_capacity():
     wl, sp, r = make("gemm:M=64,N=48,K=32")
     m = r.model
-    e = r.initial()
+    e = r.tree.initial()
     assert e.tiles[m.inner][0] == 8  # one AVX2 vector along n
-    leaf = r.greedy(e)
+    leaf = r.tree.greedy(e)
     assert m.fits(leaf, 0)
-    assert not r.enlargements(leaf)  # greedy stops only when nothing fits or reuses
+    assert not r.tree.enlargements(leaf)  # greedy stops only when nothing fits or reuses
     # scores are ordered and positive
-    scores = [s for s, _ in r.enlargements(e)]
+    scores = [s for s, _ in r.tree.enlargements(e)]
     assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores)
     t, best = r.construct()[0]
     d = sp.to_dict(best)
@@ -49,7 +49,7 @@ def test_aligned_register_tile_and_capacity():
 
 def test_prime_extents_fall_back_to_unaligned_divisors():
     wl, sp, r = make("gemm:M=97,N=89,K=101")
-    assert r.initial().tiles[r.model.inner][0] == 1
+    assert r.tree.initial().tiles[r.model.inner][0] == 1
     assert all(sp.is_legal(c) for _, c in r.construct())
 
 

@@ -1,0 +1,43 @@
+"""Constructions without measurement: configurations built from an analytic model of the hardware.
+
+- ``gensor.GensorWalk``: Gensor's annealed Markov walk over ETIR states (Liu et al., 2025).
+- ``roller.RollerTree``: Roller's rTile construction tree (Zhu et al., OSDI'22).
+
+Both rank their configurations with Gensor's analytic model (``tiletune.cost_model.etir.Model``). The
+strategies ``gensor`` and ``roller`` measure the top constructions; ``constructions`` below gives the top-k
+of either to the local searches (their ``start=gensor|roller`` option), so that no strategy imports
+another.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cost_model.etir import Model
+from ..errors import TiletuneError
+from ..space import Config, Space
+from .gensor import GensorWalk
+from .roller import RollerTree
+
+METHODS = ("gensor", "roller")
+
+
+def constructions(method: str, space: Space, *, workload=None, hardware=None, target=None, k: int = 4,
+                  rng: np.random.Generator | None = None) -> list[Config]:
+    """The top ``k`` configurations constructed by ``method`` ("gensor" or "roller") for ``space``, best
+    first by the analytic model, with each construction's default settings (Gensor: 4 walks, T0 = 1,
+    threshold 1e-30; Roller: branch 3). Gensor's walks draw from ``rng``. A space the constructions cannot
+    describe (no tile knobs) is a one-line TiletuneError."""
+    if method not in METHODS:
+        raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
+    try:
+        model = Model(space, workload, hardware, target)
+    except TiletuneError as e:
+        raise TiletuneError(f"start={method}: {e}") from None
+    if method == "gensor":
+        ranked = GensorWalk(space, model, rng if rng is not None else np.random.default_rng(0)).pool()
+    else:
+        ranked = RollerTree(space, model).construct()
+    return [c for _, c in ranked[:k]]
+
+
+__all__ = ["METHODS", "GensorWalk", "RollerTree", "constructions"]
