@@ -62,7 +62,7 @@ def test_hop_neighbour_counts_as_in_paper():
 def test_windows_of_three_in_predicted_order_and_batches():
     space = line_space()
     cost = lambda c: 1.0 + sum((x - 3) ** 2 for x in inner(space, c))  # one optimum at (8, 8)
-    s = DGD(space, seed=1, sample_size=4)
+    s = DGD(space, seed=1, start="random", sample_size=4)
     s.model = Oracle(space, cost)
     r, m = run(s, space, cost, trials=40)
     sizes = []
@@ -79,7 +79,7 @@ def test_windows_of_three_in_predicted_order_and_batches():
 def test_batches_are_the_windows():
     space = line_space()
     cost = lambda c: 1.0 + sum((x - 3) ** 2 for x in inner(space, c))
-    s = DGD(space, seed=2, sample_size=5)
+    s = DGD(space, seed=2, start="random", sample_size=5)
     s.model = Oracle(space, cost)
     sizes = []
     first = s.ask(8)
@@ -93,7 +93,7 @@ def test_batches_are_the_windows():
         s.tell([Trial(c, cost(c)) for c in got])
     assert sizes and max(sizes) <= 3
     # n smaller than a window: the window goes out over two asks, nothing lost or repeated
-    s2 = DGD(space, seed=2, sample_size=0)
+    s2 = DGD(space, seed=2, start="random", sample_size=0)
     s2.model = Oracle(space, cost)
     seen = []
     for _ in range(12):
@@ -116,7 +116,7 @@ def test_hop_order_one_hop_before_two_hops():
         return 1.0 + abs(x - 3) + abs(y - 3) if (x, y) != (3, 3) else 1.0
 
     start = space.from_dict({"tile_m": [8, 8], "tile_n": [8, 8]})  # inner (3, 3)
-    s = DGD(space, seed=0, sample_size=0, hop_threshold=2, search_budget=1)
+    s = DGD(space, seed=0, start="random", sample_size=0, hop_threshold=2, search_budget=1)
     s.model = Oracle(space, cost)
     s.random_sample_point = lambda: start if not s.events else None
     run(s, space, cost, trials=30)
@@ -141,7 +141,7 @@ def test_restart_at_local_minimum():
         b = 0.5 + (x - 5) ** 2 + (y - 5) ** 2
         return min(a, b)
 
-    s = DGD(space, seed=0, sample_size=0, hop_threshold=1)
+    s = DGD(space, seed=0, start="random", sample_size=0, hop_threshold=1)
     s.model = Oracle(space, cost)
     starts = iter([space.from_dict({"tile_m": [32, 2], "tile_n": [16, 4]}),  # (1, 2): basin a
                    space.from_dict({"tile_m": [4, 16], "tile_n": [2, 32]})])  # (4, 5): basin b
@@ -160,14 +160,14 @@ def test_early_stop_below_measured_threshold():
     space = line_space()
     cost = lambda c: 1.0 + sum((x - 3) ** 2 for x in inner(space, c))
     start = space.from_dict({"tile_m": [8, 8], "tile_n": [8, 8]})  # the optimum: nothing is better
-    s = DGD(space, seed=0, sample_size=0, hop_threshold=1, measure_ratio=1.0, search_budget=1)
+    s = DGD(space, seed=0, start="random", sample_size=0, hop_threshold=1, measure_ratio=1.0, search_budget=1)
     s.model = Oracle(space, cost)
     s.random_sample_point = lambda: start if not s.events else None
     r, m = run(s, space, cost, trials=20)
     assert [e[0] for e in s.events].count("window") == 1 and len(m.calls) == 1 + 3
     # neighbours at half the best performance: below 0.6 too; with measure_ratio 0 the scan goes on
     # through the four 1-hop neighbours (window 3 + 1)
-    s = DGD(space, seed=0, sample_size=0, hop_threshold=1, search_budget=1, measure_ratio=0.0)
+    s = DGD(space, seed=0, start="random", sample_size=0, hop_threshold=1, search_budget=1, measure_ratio=0.0)
     s.model = Oracle(space, cost)
     s.random_sample_point = lambda: start if not s.events else None
     r, m = run(s, space, cost, trials=20)
@@ -178,7 +178,7 @@ def test_score_threshold_cuts_the_window():
     space = line_space()
     cost = lambda c: 1.0 + 10 * sum((x - 3) ** 2 for x in inner(space, c))
     start = space.from_dict({"tile_m": [8, 8], "tile_n": [8, 8]})
-    s = DGD(space, seed=0, sample_size=0, hop_threshold=1, search_budget=1, measure_ratio=0.0)
+    s = DGD(space, seed=0, start="random", sample_size=0, hop_threshold=1, search_budget=1, measure_ratio=0.0)
     s.model = Oracle(space, cost)
     s.random_sample_point = lambda: start if not s.events else None
     run(s, space, cost, trials=20)

@@ -58,7 +58,7 @@ def test_roulette_proportional_and_uniform_fallback():
 def test_round_is_eps_greedy_and_never_repeats():
     space = bowl_space()
     cost = bowl_cost(space)
-    s = create("evo", space, seed=0, options={"measure_per_round": 20, "eps_greedy": 0.1, "warmup": 0,
+    s = create("evo", space, seed=0, options={"measure_per_round": 20, "eps_greedy": 0.1, "warmup": 0, "start": "random",
                                               "population": 64})
     seen = []
     for _ in range(6):
@@ -69,7 +69,7 @@ def test_round_is_eps_greedy_and_never_repeats():
     assert len(seen) == len(set(seen)) == 60
     assert s.round == 3  # 20 per round, handed out over two asks
     # with the model trained, most of a round comes from the evolved best and eps x n from random
-    s2 = create("evo", space, seed=0, options={"measure_per_round": 20, "eps_greedy": 0.1, "warmup": 0,
+    s2 = create("evo", space, seed=0, options={"measure_per_round": 20, "eps_greedy": 0.1, "warmup": 0, "start": "random",
                                                "population": 64})
     s2.tell([Trial(c, cost(c)) for c in space.sample_unique(np.random.default_rng(5), 40)])
     for c in list(s2.measured):

@@ -51,7 +51,7 @@ def test_rho_all_visits_every_reachable_state(rho):
 def test_rho_all_with_a_constraint_visits_exactly_the_reachable_states():
     # legitimacy J: inner m tile at most 2 -> some legal states are only reachable through others
     space = small_space(lambda sp, c: c[0][1] * c[0][2] <= 2 or c[0][0] == 1)
-    r, m = run_all(space, lambda c: 1.0, rho="all")
+    r, m = run_all(space, lambda c: 1.0, rho="all", start="untiled")
     legal = {space.get(i) for i in range(space.size) if space.is_legal(space.get(i))}
     reach = reachable(space, space.untiled())
     assert set(m.calls) == reach
@@ -61,7 +61,7 @@ def test_rho_all_with_a_constraint_visits_exactly_the_reachable_states():
 def test_first_ask_is_s0_then_best_first_expansion():
     space = bowl_space()
     s0 = space.untiled()
-    g = create("gbfs", space, seed=0, options={"rho": "all"})
+    g = create("gbfs", space, seed=0, options={"rho": "all", "start": "untiled"})
     assert g.ask(3) == [s0]
     g.tell([Trial(s0, 10.0)])
     first = g.ask(100)  # rho = all: B is every neighbour of s0
@@ -83,7 +83,7 @@ def test_rho_random_neighbours_and_carry_over_of_B():
     s0 = space.untiled()  # 4 neighbours: one move per split knob, unroll +1
 
     def first_B(seed, n):
-        g = create("gbfs", space, seed=seed, options={"rho": 2})
+        g = create("gbfs", space, seed=seed, options={"rho": 2, "start": "untiled"})
         g.ask(8)
         g.tell([Trial(s0, 1.0)])
         return g, g.ask(n)
@@ -100,7 +100,7 @@ def test_rho_random_neighbours_and_carry_over_of_B():
 def test_failed_states_are_expanded_last():
     space = bowl_space()
     s0 = space.untiled()
-    g = create("gbfs", space, seed=0, options={"rho": "all"})
+    g = create("gbfs", space, seed=0, options={"rho": "all", "start": "untiled"})
     g.ask(1)
     g.tell([Trial(s0, 1.0)])
     first = g.ask(100)
@@ -113,7 +113,7 @@ def test_failed_states_are_expanded_last():
 
 def test_queue_empty_stops_search():
     space = bowl_space()
-    g = create("gbfs", space, seed=0, options={"rho": 1})
+    g = create("gbfs", space, seed=0, options={"rho": 1, "start": "untiled"})
     m = FunctionMeasurer(bowl_cost(space))
     r = tune(space=space, strategy=g, measurer=m, workload="synthetic", flops=1, trials=1000, batch_size=4)
     # rho=1: each pop tests at most one new neighbour; the queue runs dry well before the space is covered

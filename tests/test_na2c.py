@@ -70,7 +70,7 @@ def test_epsilon_is_the_probability_of_following_the_policy(monkeypatch):
 def test_first_batch_is_s0_and_walks_stay_within_T_steps_of_the_centre():
     space = bowl_space()
     cost = bowl_cost(space)
-    s = create("na2c", space, seed=2, options={"T": 2})
+    s = create("na2c", space, seed=2, options={"T": 2, "start": "untiled"})
     s0 = space.untiled()
     assert s.ask(8) == [s0]
     s.tell([Trial(s0, cost(s0))])

@@ -128,7 +128,7 @@ def test_xgb_beats_random_on_synthetic_cost():
 def test_reg_loss_and_sa_options_run():
     space = gemm_space()
     cost = tile_cost(space)
-    r, s = run("xgb", space, cost, 0, 40, options={"loss": "reg", "cooling": "exp", "restarts": 1,
+    r, s = run("xgb", space, cost, 0, 40, options={"loss": "reg", "cooling": "exp", "restarts": 1, "start": "random",
                                                     "retrain": "plan", "plan_size": 16})
     assert r.trials == 40 and r.best is not None
     assert s.model.stats["fits"] == 3  # AutoTVM schedule: min_train (8) results, then every 16

@@ -1,6 +1,8 @@
 """Pieces several strategies share (this module registers no strategy).
 
-- ``start_state`` / ``START_OPTION``: the initial state s0 of the tiling MDP (G-BFS, N-A2C).
+- ``start_option`` / ``START_K_OPTION`` / ``start_states`` / ``start_seeds``: where a local search begins
+  (G-BFS, N-A2C, DGD, xgb's simulated annealing, evo, ga): the paper's untiled s0, a random state, the top
+  constructions of Gensor or Roller (``tiletune.construct``), or a configuration given by hand.
 - ``require_torch``: PyTorch, or an error that says how to install it (N-A2C, RNN controller).
 - ``unvisited_sample``: k configurations not visited yet, uniformly (N-A2C, RNN controller).
 - ``topk_option`` / ``after_topk_option``: the top-k options of the constructive strategies (Gensor,
@@ -17,36 +19,93 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..construct import constructions
 from ..cost_model.surrogate import FEATURES, Surrogate
 from ..errors import TiletuneError
 from ..space import Config, Space
-from .base import Option, Strategy, Trial
+from .base import Option, Strategy, Trial, TuneContext
 
 POSITIVE = dict(check=lambda v: v >= 1, check_help="must be >= 1")
 NONNEGATIVE = dict(check=lambda v: v >= 0, check_help="must be >= 0")
 
 
-# ---- the initial state s0 ----------------------------------------------------------------------------
-def start_state(space: Space, spec: str, rng: np.random.Generator) -> Config:
-    """The initial state s0: 'untiled', 'random', or a JSON object {knob: value} (hand-crafted)."""
-    spec = (spec or "untiled").strip()
-    if spec == "untiled":
-        return space.untiled()
-    if spec == "random":
-        return space.sample(rng)
+# ---- the start: s0, or the seeds of a population ------------------------------------------------------
+STARTS = ("untiled", "random", "gensor", "roller")
+CONSTRUCTIVE_STARTS = ("gensor", "roller")
+#: the default start of every local search (gbfs, na2c, dgd, xgb, evo, ga), chosen by measurement
+#: (benchmarks/construct_refine.py; README): construct, then refine
+DEFAULT_START = "roller"
+
+
+def parse_start(raw: Any) -> str:
+    """A start value: one of STARTS or a JSON object of knob values (checked against the space later)."""
+    spec = str(raw).strip()
+    if spec in STARTS:
+        return spec
     try:
         d = json.loads(spec)
     except json.JSONDecodeError:
-        raise TiletuneError(f"option start={spec!r}: expected 'untiled', 'random' or a JSON object such as "
+        raise ValueError(spec) from None
+    if not isinstance(d, dict):
+        raise ValueError(spec)
+    return spec
+
+
+parse_start.__name__ = "start: untiled, random, gensor, roller or a JSON object of knob values"
+
+
+def start_option(default: str, paper: str) -> Option:
+    """``start``: where a local search begins; ``paper`` says what its paper does."""
+    return Option("start", default, "where the search begins: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), "
+                  "'random', 'gensor' / 'roller' (their top start_k constructions, measured first), or a JSON "
+                  f"object of knob values; {paper}", parse_start)
+
+
+START_K_OPTION = Option("start_k", 4, "constructions measured first with start=gensor|roller", int,
+                        check=lambda v: 1 <= v <= 10, check_help="must be 1..10")
+
+
+def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any = None,
+                 k: int = 4) -> list[Config]:
+    """The start of a local search, as a list of configurations measured first (s0 is its first member):
+    'untiled' -> [the untiled state]; 'random' -> [one uniform state]; 'gensor' / 'roller' -> the top ``k``
+    configurations that construction builds for this space (``tiletune.construct.constructions``, best
+    first by the analytic model; Gensor's walks draw from ``rng``); a JSON object {knob: value} -> [that
+    configuration]. What does not fit the space is a one-line TiletuneError."""
+    spec = (spec or "untiled").strip()
+    if spec == "untiled":
+        return [space.untiled()]
+    if spec == "random":
+        return [space.sample(rng)]
+    if spec in CONSTRUCTIVE_STARTS:
+        ctx = context if context is not None else TuneContext()
+        out = constructions(spec, space, workload=ctx.workload, hardware=ctx.hardware, target=ctx.target, k=k,
+                            rng=rng)
+        if not out:
+            raise TiletuneError(f"option start={spec}: the construction found no legal configuration of this space")
+        return out
+    try:
+        d = json.loads(spec)
+    except json.JSONDecodeError:
+        raise TiletuneError(f"option start={spec!r}: expected {', '.join(STARTS)} or a JSON object such as "
                             + json.dumps(space.to_dict(space.untiled()))) from None
+    if not isinstance(d, dict):
+        raise TiletuneError(f"option start={spec!r}: expected a JSON object of knob values such as "
+                            + json.dumps(space.to_dict(space.untiled())))
     s0 = space.from_dict(d)
     if not space.is_legal(s0):
         raise TiletuneError(f"option start={spec!r} is not a legitimate configuration of this space")
-    return s0
+    return [s0]
 
 
-START_OPTION = Option("start", "untiled", "initial state s0: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), 'random', "
-                      "or a JSON object of knob values", str)
+def start_seeds(strategy: Strategy) -> list[Config]:
+    """The seeds of a population search (xgb's SA, evo, ga, dgd), whose papers start from random points:
+    [] for start=random (the paper's random initial points), else ``start_states`` with the strategy's
+    ``start`` and ``start_k`` options."""
+    o = strategy.opts
+    if o["start"] == "random":
+        return []
+    return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"])
 
 
 # ---- constructive strategies: top-k first, then more or stop -----------------------------------------

@@ -51,6 +51,11 @@ Choices where Ansor or the paper leaves a detail open here:
   on these 2-core machines with 2 feature workers; Ansor's C++ extraction is far cheaper), so that a
   round's extraction (about population x (num_iters + 1) new configurations) stays comparable to its
   measurements. ``timing()`` reports the seconds spent in features, fitting and prediction.
+- The start (option ``start``, shared with the other local searches): ``random`` is Ansor's (the first
+  round from a random population); ``gensor`` / ``roller`` (construct, then refine; the default, chosen by
+  measurement) measure the top ``start_k`` constructions of that method first, as a round of their own,
+  and the measured ones seed the next populations (``use_measured_ratio``); ``untiled`` or a JSON object
+  does the same with that one state. The benchmarks that reproduce the paper pin ``start=random``.
 - A round shorter than ``measure_per_round`` happens when the space runs out of unmeasured points; when
   the whole space is measured ``ask`` returns [].
 """
@@ -65,7 +70,8 @@ import numpy as np
 from ..cost_model.surrogate import TVM_FEATURES
 from ..space import ChoiceKnob, Config, Space, divisors
 from .base import Option, Trial, register, with_default
-from .common import NONNEGATIVE, POSITIVE, SurrogateStrategy, feature_options
+from .common import (DEFAULT_START, NONNEGATIVE, POSITIVE, START_K_OPTION, SurrogateStrategy, feature_options,
+                     start_option, start_seeds)
 
 _PROB = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
 
@@ -145,6 +151,8 @@ class EvolutionarySearch(SurrogateStrategy):
                **NONNEGATIVE),
         Option("tile_weight", 0.9, "weight of MutateTileSize among the rules (Ansor 0.90; rest: choice knobs)",
                float, **_PROB),
+        start_option(DEFAULT_START, "Ansor: random"),
+        START_K_OPTION,
     ) + feature_options("program")
 
     def __init__(self, space: Space, **kw):
@@ -152,7 +160,7 @@ class EvolutionarySearch(SurrogateStrategy):
         o = self.opts
         self.population = o["population"] or (128 if self.model.kind in TVM_FEATURES else 2048)
         self.asked: set[Config] = set()
-        self.queue: list[Config] = []  # the current round, in measuring order
+        self.queue: list[Config] = start_seeds(self)  # the current round, in measuring order: the start first
         self.round = 0
         has_choice = any(isinstance(k, ChoiceKnob) and len(k) > 1 for k in space.knobs)
         has_split = any(k.levels > 1 for _, k in space.split_knobs)

@@ -17,6 +17,11 @@ A gene is a configuration written as one option index per knob. AutoTVM's GATune
             a child that was measured before is mutated one random knob at a time until it is new
             genes <- the children (no duplicates)
 
+The start (option ``start``, shared with the other local searches): ``random`` is AutoTVM's (a uniform
+first generation); ``gensor`` / ``roller`` (construct, then refine; the default, chosen by measurement)
+put the top ``start_k`` constructions of that method first in the first generation (the rest uniform), so
+they are measured first and breed; ``untiled`` or a JSON object does the same with that one state.
+
 AutoTVM's defaults: pop_size 100, elite_num 3, mutation_prob 0.1. When the unmeasured part of the
 space is smaller than a generation, the generation is cut to it; the search ends when every
 configuration has been measured.
@@ -29,6 +34,7 @@ import numpy as np
 
 from ..space import Config
 from .base import Option, Strategy, Trial, register
+from .common import DEFAULT_START, START_K_OPTION, start_option, start_seeds
 
 
 @register
@@ -41,6 +47,8 @@ class GATuner(Strategy):
                check=lambda v: v >= 0, check_help="must be >= 0"),
         Option("mutation_prob", 0.1, "probability to reset each knob of a child", float,
                check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]"),
+        start_option(DEFAULT_START, "AutoTVM: random"),
+        START_K_OPTION,
     )
 
     def __init__(self, space, **kw):
@@ -65,7 +73,8 @@ class GATuner(Strategy):
 
     def _initial(self) -> list[tuple[int, ...]]:
         n = min(self.opts["pop_size"], self.space.size)
-        genes = [self._gene(c) for c in self.space.sample_unique(self.rng, n)]
+        seeds = list(dict.fromkeys(start_seeds(self)))[:n]  # the start first; [] for start=random
+        genes = [self._gene(c) for c in seeds + self.space.sample_unique(self.rng, n - len(seeds), exclude=seeds)]
         self.visited.update(genes)
         return genes
 

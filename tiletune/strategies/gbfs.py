@@ -36,8 +36,14 @@ Choices where the paper leaves a detail open:
 - rho = 0 (or "all") means rho = len(g(s)); then, with no budget, every state reachable from s0 is
   visited (the paper's remark after Algorithm 1). Stop: Q empty (``ask`` returns []) or the loop's
   budget (the paper's T_max).
-- s0 is the untiled state [[m,1,1,1],[k,1],[n,1,1,1]] (choice knobs at their first value) by default;
-  option start=random draws it uniformly, and a JSON object (knob name -> value) gives it by hand.
+- The start (option ``start``, ``common.start_states``): ``untiled`` is the paper's s0, the untiled state
+  [[m,1,1,1],[k,1],[n,1,1,1]] (choice knobs at their first value); ``random`` draws s0 uniformly; a JSON
+  object (knob name -> value) gives it by hand; ``gensor`` / ``roller`` (construct, then refine) make the
+  first B the top ``start_k`` constructions of that method (``tiletune.construct``): all of them are tested
+  first and join S_v and Q, so the search expands the best of them first. The default is ``roller``,
+  chosen by measurement: from the untiled s0 the search spends its first ~100 trials leaving the slow
+  region, so at small budgets it ends below random search (benchmarks/construct_refine.py); the
+  benchmarks that reproduce the paper pin ``start=untiled``.
 """
 from __future__ import annotations
 
@@ -46,7 +52,7 @@ import math
 
 from ..space import Config, Space
 from .base import GeneratorStrategy, Option, Search, register
-from .common import START_OPTION, start_state
+from .common import DEFAULT_START, START_K_OPTION, start_option, start_states
 
 
 def parse_rho(value) -> int:
@@ -68,15 +74,17 @@ class GBFS(GeneratorStrategy):
     summary = "Greedy Best-First Search over tiling moves (Zhang et al., Algorithm 1)"
     options = (
         Option("rho", 5, "neighbours of a popped state tested at random (0 or 'all': every neighbour)", parse_rho),
-        START_OPTION,
+        start_option(DEFAULT_START, "the paper: untiled"),
+        START_K_OPTION,
     )
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
         self.rho: int = self.opts["rho"]
-        self.s0 = start_state(space, self.opts["start"], self.rng)
+        self.starts = start_states(space, self.opts["start"], self.rng, self.context, self.opts["start_k"])
+        self.s0 = self.starts[0]
         self.Q: list[tuple[float, int, Config]] = []  # (cost(s), push order, s): a min-heap
-        self.S_v: set[Config] = {self.s0}  # visited (chosen for testing)
+        self.S_v: set[Config] = set(self.starts)  # visited (chosen for testing)
         self.testing: set[Config] = set()  # proposed, cost not yet told
         self.s_star: Config | None = None
         self.cost_min = math.inf
@@ -85,7 +93,7 @@ class GBFS(GeneratorStrategy):
         """Algorithm 1. ``told = yield B`` proposes B; ``told`` holds costs as they arrive, or is [] when
         the loop asks for more."""
         order = 0
-        B = [self.s0]  # lines 2-3: s0 is tested first (S_v = {s0} already)
+        B = list(self.starts)  # lines 2-3: s0 (or the constructions) tested first (S_v holds them already)
         while True:
             self.testing.update(B)
             told = yield B  # test B

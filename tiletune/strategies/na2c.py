@@ -1,7 +1,7 @@
 """N-A2C: Neighbourhood Actor Advantage Critic (Zhang et al., "Compiler-Level Matrix Multiplication
 Optimization for Deep Learning", section 4.3, Algorithm 2).
 
-Same MDP as G-BFS (see gbfs.py; s0 from ``common.start_state``): states are configurations, actions move a
+Same MDP as G-BFS (see gbfs.py; s0 from ``common.start_states``): states are configurations, actions move a
 prime factor between two levels of one axis (or a choice knob one step), reward r(s, a) = 1 / cost(s')
 (eq. 8).
 
@@ -26,7 +26,10 @@ One episode is one ``ask(n)``: len(B_test) = n, the loop's batch; its results co
 
 Choices where the paper leaves a detail open (paper's notation):
 
-- s0 itself is tested first (the first batch is [s0]), so H_v and cost_min start from it.
+- s0 itself is tested first (the first batch is [s0]), so H_v and cost_min start from it. The start
+  (option ``start``): ``untiled`` (the paper's s0), ``random``, a JSON object, or ``gensor`` / ``roller``
+  (construct, then refine): the top ``start_k`` constructions are the first batch and the centre s0 moves
+  to the best of them when their costs are told. Default ``roller``, chosen by measurement as for G-BFS.
 - Actions are drawn from the legitimate ones at s, A(s) = {a in A : J(step(s, a)) = 1}: the random
   branch is uniform over A(s) and pi(s) is the actor's softmax renormalised over A(s) (option
   greedy=true takes its argmax instead of sampling). A walk stops early at a state with A(s) empty.
@@ -63,7 +66,8 @@ import numpy as np
 
 from ..space import Action, Config, Space, SplitKnob
 from .base import Option, Strategy, Trial, register
-from .common import START_OPTION, require_torch, start_state, unvisited_sample
+from .common import (DEFAULT_START, START_K_OPTION, require_torch, start_option, start_states,
+                     unvisited_sample)
 
 
 def _positive(v) -> bool:
@@ -176,7 +180,8 @@ class NA2C(Strategy):
                check_help="must be >= 0"),
         Option("max_walks", 64, "walks in a row that collect nothing new before falling back to random "
                "unvisited states", int, check=_positive, check_help="must be >= 1"),
-        START_OPTION,
+        start_option(DEFAULT_START, "the paper: untiled"),
+        START_K_OPTION,
     )
 
     def __init__(self, space: Space, **kw):
@@ -184,7 +189,8 @@ class NA2C(Strategy):
         o = self.opts
         self.actions = space.actions
         self.inverse = inverse_actions(space)
-        self.s0 = start_state(space, o["start"], self.rng)  # the centre of exploration
+        self.starts = start_states(space, o["start"], self.rng, self.context, o["start_k"])  # tested first
+        self.s0 = self.starts[0]  # the centre of exploration
         self.H_v: dict[Config, float] = {}  # visited states and their costs
         self.M: deque = deque(maxlen=o["memory"])  # (enc(s), a, r, enc(s'))
         self.s_star: Config | None = None
@@ -224,9 +230,10 @@ class NA2C(Strategy):
         return o["T"]
 
     def ask(self, n: int) -> list[Config]:
-        if not self.H_v and not self.pending:  # test s0 first
-            self.pending.add(self.s0)
-            return [self.s0]
+        if self.starts:  # test s0 (or the constructions) first
+            first, self.starts = self.starts[:n], self.starts[n:]
+            self.pending.update(first)
+            return first
         self.T = self._current_T()
         self.walked = []
         collect: list[Config] = []

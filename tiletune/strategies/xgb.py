@@ -34,6 +34,13 @@ tiletune.cost_model.transfer for which features transfer), weighted by AutoTVM's
 1 / 2^(n / transfer_decay) with n local results, and dropped once the weight falls under 0.05. With
 transfer data the model exists before the first measurement, so the first batch already comes from it.
 
+The start (option ``start``, shared with the other local searches): ``random`` is AutoTVM's (random first
+batches, SA chains from uniform points); ``gensor`` / ``roller`` (construct, then refine; the default,
+chosen by measurement) measure the top ``start_k`` constructions of that method first (then random points
+until ``min_train`` results) and seed the first SA chains with them, so the annealing explores around
+them; ``untiled`` or a JSON object does the same with that one state. The benchmarks that reproduce the
+papers pin ``start=random``.
+
 Tuning-time split: ``timing()`` returns seconds spent in feature extraction, model fitting, model
 prediction and the whole ask/tell of this strategy; ``extractor.summary()`` the per-configuration cost.
 """
@@ -51,6 +58,7 @@ from ..cost_model.xgb import LOSSES, XGBCostModel
 from ..features import FEATURE_TYPES, make_extractor
 from ..space import Config
 from .base import Option, Strategy, Trial, register
+from .common import DEFAULT_START, START_K_OPTION, start_option, start_seeds
 
 _POS = dict(check=lambda v: v >= 1, check_help="must be >= 1")
 _NONNEG = dict(check=lambda v: v >= 0, check_help="must be >= 0")
@@ -81,6 +89,8 @@ class XGBTuner(Strategy):
         Option("max_rounds", 8000, "boosting rounds at most (early stopping after 20 without gain)", int, **_POS),
         Option("transfer_decay", 64.0, "transfer data weight 1/2^(n/decay) with n local results (0: constant)",
                float, **_NONNEG),
+        start_option(DEFAULT_START, "AutoTVM: random"),
+        START_K_OPTION,
     )
 
     def __init__(self, space, **kw):
@@ -104,6 +114,12 @@ class XGBTuner(Strategy):
         self.fits_at: list[int] = []
         self.time = {"ask": 0.0, "tell": 0.0, "sa": 0.0}
         self.transfer = None
+        self.seeds = start_seeds(self)  # measured first; [] for start=random (AutoTVM)
+        if self.seeds:  # the first SA chains start from the seeds (the rest uniform)
+            pts = self.sa.sample(self.sa.chains)
+            rows = [self.sa.to_row(c) for c in self.seeds[: self.sa.chains]]
+            pts[: len(rows)] = np.asarray(rows, dtype=pts.dtype)
+            self.sa.points = pts
         paths = list(self.context.transfer)
         if paths:
             self._load_transfer(paths)
@@ -197,6 +213,12 @@ class XGBTuner(Strategy):
     def _ask(self, n: int) -> list[Config]:
         if len(self.visited) >= self.space.size:
             return []
+        seeds = [c for c in self.seeds if c not in self.visited]
+        if seeds:  # the start, measured first
+            out = seeds[:n]
+            for c in out:
+                self._mark(c)
+            return out
         if not self.model.fitted:
             out = self._random_unvisited(n)
             for c in out:
