@@ -237,3 +237,33 @@ class Model:
                 elif k.name == "vthread" and e.vthread in k.values:
                     vals[ki] = e.vthread
         return Config(tuple(vals))
+
+    # ---- Config -> ETIR (the analytic time of any configuration) --------------------------------
+    def from_config(self, c: Config) -> ETIR:
+        """The fully scheduled state (level n-1) of a configuration: the inverse of ``to_config`` on the
+        tile knobs (factors the level plan does not describe, between S1 and S0 for deeper spaces, count as
+        outer loops); V from a ``vthread`` choice knob, else 1."""
+        rows = []
+        for ki, k in self.knobs:
+            f = c.values[ki]
+            L = k.levels
+            row = []
+            for l in range(self.n):
+                if k.kind == "S":
+                    last = min(self.n - 1, L - 2)
+                    j = min(l, last)
+                    row.append(math.prod(f[L - 1 - j:]) if L > 1 else 1)
+                else:
+                    last = min(self.n - 1, L - 1)
+                    j = min(l, last)
+                    row.append(math.prod(f[L - j:]) if j >= 1 else 1)
+            rows.append(tuple(row))
+        vt = 1
+        for ki, k in enumerate(self.space.knobs):
+            if isinstance(k, ChoiceKnob) and k.name == "vthread" and isinstance(c.values[ki], int):
+                vt = max(1, c.values[ki])
+        return self.normalize(tuple(rows), self.n - 1, vt)
+
+    def config_time(self, c: Config) -> float:
+        """The analytic (roofline) time of a configuration, in ns (``time`` of ``from_config``)."""
+        return self.time(self.from_config(c))

@@ -7,10 +7,17 @@ program when a workload is known; ``analytical`` = the seven TVM-AF-DS features
 (``tiletune.features.analytical``); ``knob``, ``itervar``, ``curve``, ``curve1`` by name. Without a
 workload (synthetic spaces, the conformance suite) every kind falls back on ``knob``, which needs
 nothing but the space.
+
+Warm starts (options ``prior`` and ``--transfer``): background rows trained with the measured ones, each
+group weighted 1 / 2^(n / decay) with n measured results and dropped under 0.05 (``prior.background_weight``):
+the analytic prior (``prior.analytic_prior``, pseudo-measurements from Gensor's analytic model) and the
+records of other workloads (``transfer.load_transfer``, Zheng 4.3, as in the xgb tuner). With background
+rows the model exists before the first measurement.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -20,6 +27,8 @@ from ..features import FeatureExtractor, make_extractor
 from ..features.analytical import AnalyticalExtractor
 from ..space import Config, Space
 from ..strategies.base import Trial, TuneContext
+from .prior import analytic_prior, background_weight
+from .transfer import check_dim, load_transfer
 from .xgb import XGBCostModel
 
 FEATURES = ("program", "analytical", "knob", "itervar", "curve", "curve1")
@@ -42,17 +51,46 @@ def make_features(kind: str, space: Space, context: TuneContext,
     return make_extractor(kind, space, context.workload, context.target, workers=workers)
 
 
+@dataclass
+class Background:
+    """Rows the model trains on besides the measurements: groups of (X, y), weight 1/2^(n/decay)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    groups: list[int]
+    decay: float
+    name: str
+
+
 class Surrogate:
     """Features + XGBoost: ``add`` results, ``predict`` scores (refitted lazily on everything added)."""
 
     def __init__(self, space: Space, context: TuneContext, feature: str, *, seed: int, workers: int = 2,
-                 nthread: int = 1, model: XGBCostModel | None = None):
+                 nthread: int = 1, model: XGBCostModel | None = None, prior: str = "none",
+                 prior_decay: float = 16.0, transfer_decay: float = 64.0):
         self.kind = resolve_feature(feature, context)
         self.features = make_features(self.kind, space, context, workers)
         self.model = model if model is not None else XGBCostModel("reg", seed=seed, nthread=nthread)
         self.costs: dict[Config, float] = {}
         self.fitted = False
         self.dirty = False  # results added since the last fit
+        self.background: list[Background] = []
+        if prior == "analytic":
+            p = analytic_prior(space, context, np.random.default_rng([seed, 1]),
+                               n=64 if self.kind in TVM_FEATURES else 256)
+            self.background.append(Background(self.features.extract(p.configs), p.y, [len(p.y)], prior_decay,
+                                              "analytic prior"))
+        if context.transfer:
+            wl = context.workload
+            data = load_transfer(
+                list(context.transfer), space, self.kind, workload=wl, target=context.target, levels=context.levels,
+                make_extractor=lambda kind, sp, w: make_features(
+                    kind, sp, TuneContext(workload=w, target=context.target, hardware=context.hardware), workers),
+                exclude_workload=getattr(wl, "key", None))
+            if len(data):
+                check_dim(data, self.features.extract([space.untiled()]).shape[1], self.kind)
+                self.background.append(Background(data.X, data.y, data.groups, transfer_decay, "transfer"))
+        self.dirty = bool(self.background)  # background rows: a model before the first measurement
 
     def add(self, trials: Sequence[Trial]) -> None:
         for t in trials:
@@ -65,10 +103,22 @@ class Surrogate:
         configs = list(self.costs)
         costs = np.array([self.costs[c] for c in configs])
         finite = np.isfinite(costs)
-        if len(configs) < 2 or not finite.any():
+        Xs, ys, groups, weights = [], [], [], []
+        if len(configs) >= 2 and finite.any():
+            Xs.append(self.features.extract(configs))
+            ys.append(np.where(finite, costs[finite].min() / np.where(finite, costs, 1.0), 0.0))
+            groups.append(len(configs))
+            weights.append(1.0)
+        for b in self.background:
+            w = background_weight(len(configs), b.decay)
+            if w > 0:
+                Xs.append(b.X)
+                ys.append(b.y)
+                groups += b.groups
+                weights += [w] * len(b.groups)
+        if not Xs:
             return
-        y = np.where(finite, costs[finite].min() / np.where(finite, costs, 1.0), 0.0)
-        self.model.fit(self.features.extract(configs), y)
+        self.model.fit(np.concatenate(Xs), np.concatenate(ys), groups=groups, weights=weights)
         self.fitted = True
 
     def predict(self, configs: Sequence[Config]) -> np.ndarray:

@@ -7,6 +7,7 @@
 - ``unvisited_sample``: k configurations not visited yet, uniformly (N-A2C, RNN controller).
 - ``topk_option`` / ``after_topk_option``: the top-k options of the constructive strategies (Gensor,
   Roller).
+- ``prior_options``: the analytic prior of the learned cost models (xgb, evo, dgd).
 - ``SurrogateStrategy`` / ``feature_options``: the base of the searches steered by a learned surrogate
   (``tiletune.cost_model.surrogate``; evo, dgd): the options, the model, what ``tell`` does with results,
   ``timing`` and ``close``.
@@ -20,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..construct import constructions
+from ..cost_model.prior import PRIORS
 from ..cost_model.surrogate import FEATURES, Surrogate
 from ..errors import TiletuneError
 from ..space import Config, Space
@@ -35,6 +37,8 @@ CONSTRUCTIVE_STARTS = ("gensor", "roller")
 #: the default start of every local search (gbfs, na2c, dgd, xgb, evo, ga), chosen by measurement
 #: (benchmarks/construct_refine.py; README): construct, then refine
 DEFAULT_START = "roller"
+#: the default prior of the learned cost models (xgb, evo, dgd), chosen by measurement (README)
+DEFAULT_PRIOR = "none"
 
 
 def parse_start(raw: Any) -> str:
@@ -159,16 +163,32 @@ def feature_options(default: str) -> tuple[Option, ...]:
     )
 
 
+def prior_options(default: str) -> tuple[Option, ...]:
+    """``prior`` / ``prior_decay``: the analytic prior of a learned cost model (``tiletune.cost_model.prior``)."""
+    return (
+        Option("prior", default, "cost-model prior before measurements: none, or analytic (pseudo-measurements "
+               "from Gensor's analytic model, weight 1/2^(n/prior_decay) with n measured)", str, choices=PRIORS),
+        Option("prior_decay", 16.0, "analytic prior weight 1/2^(n/decay) with n measured results (0: constant)",
+               float, **NONNEGATIVE),
+    )
+
+
+TRANSFER_DECAY_OPTION = Option("transfer_decay", 64.0, "transfer data (--transfer) weight 1/2^(n/decay) with n "
+                               "local results (0: constant)", float, **NONNEGATIVE)
+
+
 class SurrogateStrategy(Strategy):
-    """Base of a search steered by a ``Surrogate`` in ``self.model`` (subclasses add ``feature_options``
-    to their options). Every told result goes to the model and to ``self.measured`` (cost in seconds,
+    """Base of a search steered by a ``Surrogate`` in ``self.model`` (subclasses add ``feature_options``,
+    ``prior_options`` and ``TRANSFER_DECAY_OPTION`` to their options; records of other workloads in
+    TuneContext.transfer warm-start the model as in the xgb tuner). Every told result goes to the model and to ``self.measured`` (cost in seconds,
     inf for a failure)."""
 
     def __init__(self, space: Space, **kw: Any):
         super().__init__(space, **kw)
         o = self.opts
         self.model = Surrogate(space, self.context, o["feature"], seed=self.seed, workers=o["workers"],
-                               nthread=o["nthread"])
+                               nthread=o["nthread"], prior=o["prior"], prior_decay=o["prior_decay"],
+                               transfer_decay=o["transfer_decay"])
         self.measured: dict[Config, float] = {}
 
     def tell(self, trials: Sequence[Trial]) -> None:

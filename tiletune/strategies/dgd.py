@@ -72,6 +72,10 @@ Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo
   fastest measured first; random restarts follow. The benchmarks that reproduce the paper pin
   ``start=random``.
 
+- Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
+  ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the
+  model (``tiletune.cost_model.surrogate``), so that the first windows are ranked before much is measured.
+
 ``self.events`` keeps the trajectory for inspection: ("start", config), ("window", [configs]),
 ("move", config), ("local_min", config).
 """
@@ -84,8 +88,9 @@ import numpy as np
 
 from ..space import Config, Space
 from .base import GeneratorStrategy, Option, Search, Trial, register, with_default
-from .common import (CONSTRUCTIVE_STARTS, DEFAULT_START, NONNEGATIVE, POSITIVE, START_K_OPTION, SurrogateStrategy, feature_options,
-                     start_option, start_seeds)
+from .common import (CONSTRUCTIVE_STARTS, DEFAULT_PRIOR, DEFAULT_START, NONNEGATIVE, POSITIVE, START_K_OPTION,
+                     TRANSFER_DECAY_OPTION, SurrogateStrategy, feature_options, prior_options, start_option,
+                     start_seeds)
 
 _RATIO = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
 
@@ -108,7 +113,7 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
                int, **NONNEGATIVE),
         start_option(DEFAULT_START, "the paper: random"),
         START_K_OPTION,
-    ) + feature_options("program")
+    ) + feature_options("program") + prior_options(DEFAULT_PRIOR) + (TRANSFER_DECAY_OPTION,)
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)

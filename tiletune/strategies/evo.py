@@ -56,6 +56,10 @@ Choices where Ansor or the paper leaves a detail open here:
   measurement) measure the top ``start_k`` constructions of that method first, as a round of their own,
   and the measured ones seed the next populations (``use_measured_ratio``); ``untiled`` or a JSON object
   does the same with that one state. The benchmarks that reproduce the paper pin ``start=random``.
+- Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
+  ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the
+  model (``tiletune.cost_model.surrogate``); with either, the model's scores are used from the first round
+  instead of random ones until ``warmup``.
 - A round shorter than ``measure_per_round`` happens when the space runs out of unmeasured points; when
   the whole space is measured ``ask`` returns [].
 """
@@ -70,8 +74,8 @@ import numpy as np
 from ..cost_model.surrogate import TVM_FEATURES
 from ..space import ChoiceKnob, Config, Space, divisors
 from .base import Option, Trial, register, with_default
-from .common import (DEFAULT_START, NONNEGATIVE, POSITIVE, START_K_OPTION, SurrogateStrategy, feature_options,
-                     start_option, start_seeds)
+from .common import (DEFAULT_PRIOR, DEFAULT_START, NONNEGATIVE, POSITIVE, START_K_OPTION, TRANSFER_DECAY_OPTION,
+                     SurrogateStrategy, feature_options, prior_options, start_option, start_seeds)
 
 _PROB = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
 
@@ -153,7 +157,7 @@ class EvolutionarySearch(SurrogateStrategy):
                float, **_PROB),
         start_option(DEFAULT_START, "Ansor: random"),
         START_K_OPTION,
-    ) + feature_options("program")
+    ) + feature_options("program") + prior_options(DEFAULT_PRIOR) + (TRANSFER_DECAY_OPTION,)
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
@@ -174,7 +178,8 @@ class EvolutionarySearch(SurrogateStrategy):
 
     # ---- model ---------------------------------------------------------------------------------------
     def _scores(self, configs: list[Config]) -> np.ndarray:
-        if len(self.measured) < self.opts["warmup"] or not self.model.fitted:
+        warm = len(self.measured) >= self.opts["warmup"] or self.model.background  # a prior or transfer data
+        if not warm or not self.model.fitted:
             return self.rng.random(len(configs))  # Ansor: random predictions before num_warmup_sample
         return self.model.predict(configs)
 
@@ -252,7 +257,7 @@ class EvolutionarySearch(SurrogateStrategy):
     def search_one_round(self) -> list[Config]:
         o = self.opts
         n = o["measure_per_round"]
-        if self.measured:
+        if self.measured or self.model.background:
             self.model.fit()
         init = self.space.sample_unique(self.rng, min(self.population, self.space.size))
         measured_ok = sorted((c for c, v in self.measured.items() if math.isfinite(v)), key=self.measured.get)

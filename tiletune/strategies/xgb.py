@@ -41,6 +41,12 @@ until ``min_train`` results) and seed the first SA chains with them, so the anne
 them; ``untiled`` or a JSON object does the same with that one state. The benchmarks that reproduce the
 papers pin ``start=random``.
 
+Analytic prior (option ``prior=analytic``, ``tiletune.cost_model.prior``): 256 uniform configurations
+(64 for the TVM features) and Roller's constructed leaves, labelled with the normalised throughput that
+Gensor's analytic model predicts, are one more training group, weighted 1 / 2^(n / prior_decay) with n
+local results and dropped under 0.05; the model then exists before the first measurement, so the first
+batch after the start already comes from the annealing.
+
 Tuning-time split: ``timing()`` returns seconds spent in feature extraction, model fitting, model
 prediction and the whole ask/tell of this strategy; ``extractor.summary()`` the per-configuration cost.
 """
@@ -52,13 +58,14 @@ from typing import Sequence
 
 import numpy as np
 
+from ..cost_model.prior import analytic_prior, background_weight
 from ..cost_model.sa import COOLINGS, SimulatedAnnealing
 from ..cost_model.transfer import check_dim, load_transfer
 from ..cost_model.xgb import LOSSES, XGBCostModel
 from ..features import FEATURE_TYPES, make_extractor
 from ..space import Config
 from .base import Option, Strategy, Trial, register
-from .common import DEFAULT_START, START_K_OPTION, start_option, start_seeds
+from .common import DEFAULT_PRIOR, DEFAULT_START, START_K_OPTION, prior_options, start_option, start_seeds
 
 _POS = dict(check=lambda v: v >= 1, check_help="must be >= 1")
 _NONNEG = dict(check=lambda v: v >= 0, check_help="must be >= 0")
@@ -91,7 +98,7 @@ class XGBTuner(Strategy):
                float, **_NONNEG),
         start_option(DEFAULT_START, "AutoTVM: random"),
         START_K_OPTION,
-    )
+    ) + prior_options(DEFAULT_PRIOR)
 
     def __init__(self, space, **kw):
         super().__init__(space, **kw)
@@ -125,7 +132,12 @@ class XGBTuner(Strategy):
             self._load_transfer(paths)
         if tvm_features and hasattr(self.extractor, "start"):
             self.extractor.start()
-        if self.transfer is not None and len(self.transfer):
+        self.prior = None  # (X, y) of the analytic prior
+        if o["prior"] == "analytic":
+            p = analytic_prior(space, self.context, np.random.default_rng([self.seed, 1]),
+                               n=64 if tvm_features else 256)
+            self.prior = (self._features(p.configs), p.y)
+        if (self.transfer is not None and len(self.transfer)) or self.prior is not None:
             self._fit()
 
     # ---- transfer --------------------------------------------------------------------------------
@@ -181,6 +193,13 @@ class XGBTuner(Strategy):
                 ys.append(self.transfer.y)
                 groups += self.transfer.groups
                 weights += [w] * len(self.transfer.groups)
+        if self.prior is not None:
+            w = background_weight(len(y), self.opts["prior_decay"])
+            if w > 0:
+                Xs.append(self.prior[0])
+                ys.append(self.prior[1])
+                groups.append(len(self.prior[1]))
+                weights.append(w)
         if not Xs:
             return
         self.model.fit(np.concatenate(Xs), np.concatenate(ys), groups=groups, weights=weights, rng=self.rng)
