@@ -77,7 +77,7 @@ def tune_one(spec: str, feature: str, trials: int, seed: int, records: Path, bat
     space = make_space(wl, None, target)
     ctx = TuneContext(workload=wl, target=target, transfer=tuple(transfer))
     t_start = time.perf_counter()
-    strat = create("xgb", space, seed=seed, context=ctx, options={"feature": feature, **(options or {})})
+    strat = create("xgb", space, seed=seed, context=ctx, options={"feature": feature, "start": "random", **(options or {})})
     t_setup = time.perf_counter() - t_start  # includes loading + featurising transfer records
     curve = BestCurve()
     if records.exists():
@@ -158,7 +158,8 @@ def sa_compare(spec: str, seeds: int, trials: int) -> None:
         best, secs = [], []
         for seed in range(seeds):
             m = FunctionMeasurer(cost)
-            strat = create("random" if opts is None else "xgb", space, seed=seed, options=opts)
+            strat = create("random" if opts is None else "xgb", space, seed=seed,
+                           options=None if opts is None else {"start": "random", **opts})  # AutoTVM's start
             t0 = time.perf_counter()
             r = tune(space=space, strategy=strat, measurer=m, workload="synthetic", flops=1, trials=trials,
                      batch_size=8)

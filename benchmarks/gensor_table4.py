@@ -62,7 +62,7 @@ def tuned(wl, space, ctx, measurer, target, trials: int, records: Path, seed: in
     from tiletune.target import target_key
     from tiletune.tune import tune
 
-    strat = create("xgb", space, seed=seed, context=ctx)
+    strat = create("xgb", space, seed=seed, context=ctx, options={"start": "random"})  # AutoTVM's start
     t0 = time.perf_counter()
     try:
         run = tune(space=space, strategy=strat, measurer=measurer, workload=wl.key, flops=wl.flops,
