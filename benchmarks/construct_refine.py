@@ -1,0 +1,292 @@
+"""Construct, then refine (issue 21): every local search at small budgets, with its paper's start and with
+the constructive default, against random search and against the best found in 900 trials. Not a test.
+
+The ``construct-refine`` suite runs through the benchmark harness (``tiletune.bench.run_bench``: real
+measurements, warm workers, one records/traces directory per setting) in settings, each a subdirectory of
+``--out`` that resumes on its own (runs are kept per (workload, strategy, seed) in its traces.jsonl, so an
+interrupted run goes on where it stopped and a repeated command does nothing twice):
+
+    paper/      every strategy with its paper's start: gbfs/na2c start=untiled, the others start=random and
+                prior=none; plus random search
+    default/    every local search with the current defaults (start, prior), pinned explicitly
+    reference/  ``--reference`` strategies (default: xgb, random) with the defaults for ``--reference-budget``
+                trials (default 900), ``--reference-seeds`` seeds, and the vendor baseline
+    <name>/     each ``--variant NAME:opt=v,opt=v`` (e.g. gensor:start=gensor, prior:prior=analytic): the
+                defaults with these options on every local search that has them
+
+Each run goes to the largest budget; the result at 16 / 48 trials is the prefix of that run (no strategy
+looks at the budget). Then ``construct_refine.md`` / ``.json`` in ``--out``: per workload and budget the
+seed-mean best GFLOPS of every (strategy, setting), random search, the 900-trial best of any run, and the
+goals of the issue (at 48 trials every local search >= random on every workload; the best strategy within
+10% of the 900-trial best), and ``curves_<workload>.png``: best GFLOPS against trials, seed means, solid
+for the default start and dashed for the paper's.
+
+    python benchmarks/construct_refine.py --out cr                       # the whole suite: about a day
+    python benchmarks/construct_refine.py --out cr --workloads 1 --seeds 2 --budget 48 --no-reference
+    python benchmarks/construct_refine.py --analyze cr                   # the report from what is there
+    python benchmarks/construct_refine.py --tiny --out /tmp/cr-tiny      # minutes: proves the pipeline
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tiletune.bench.results import RunResult  # noqa: E402
+from tiletune.bench.suites import load  # noqa: E402
+from tiletune.errors import TiletuneError  # noqa: E402
+from tiletune.strategies import get  # noqa: E402
+from tiletune.strategies.common import DEFAULT_PRIOR, DEFAULT_START  # noqa: E402
+
+LOCAL = ("gbfs", "na2c", "dgd", "xgb", "evo", "ga")
+PAPER_START = {"gbfs": "untiled", "na2c": "untiled"}  # the others: random
+BUDGETS = (16, 48, 128)
+
+
+def _has(strategy: str, option: str) -> bool:
+    return any(o.name == option for o in get(strategy).options)
+
+
+def paper_options(strategies) -> dict[str, dict]:
+    out = {}
+    for s in strategies:
+        o = {}
+        if _has(s, "start"):
+            o["start"] = PAPER_START.get(s, "random")
+        if _has(s, "prior"):
+            o["prior"] = "none"
+        if o:
+            out[s] = o
+    return out
+
+
+def default_options(strategies, extra: dict | None = None) -> dict[str, dict]:
+    out = {}
+    for s in strategies:
+        o = {}
+        if _has(s, "start"):
+            o["start"] = DEFAULT_START
+        if _has(s, "prior"):
+            o["prior"] = DEFAULT_PRIOR
+        for k, v in (extra or {}).items():
+            if _has(s, k):
+                o[k] = v
+        if o:
+            out[s] = o
+    return out
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    name, _, opts = text.partition(":")
+    if not name or not name.replace("-", "").replace("_", "").isalnum() or name in ("paper", "default", "reference"):
+        raise TiletuneError(f"--variant {text!r}: expected NAME:opt=value,... with a new NAME of letters/digits")
+    d = {}
+    for item in filter(None, opts.split(",")):
+        k, eq, v = item.partition("=")
+        if not eq:
+            raise TiletuneError(f"--variant {text!r}: {item!r} is not opt=value")
+        d[k.strip()] = v.strip()
+    return name, d
+
+
+# ---- analysis ---------------------------------------------------------------------------------------
+def load_runs(out: Path) -> dict[str, list[RunResult]]:
+    """setting -> runs, from every <setting>/traces.jsonl under ``out``."""
+    runs: dict[str, list[RunResult]] = {}
+    for d in sorted(p for p in out.iterdir() if (p / "traces.jsonl").exists()):
+        for line in (d / "traces.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                runs.setdefault(d.name, []).append(RunResult(**json.loads(line)))
+    return runs
+
+
+def analyze(out: Path, budgets=BUDGETS) -> dict:
+    runs = load_runs(out)
+    if not runs:
+        raise TiletuneError(f"{out}: no <setting>/traces.jsonl to analyse")
+    workloads = list(dict.fromkeys(r.workload for rs in runs.values() for r in rs))
+    table: dict = {}
+    for wl in workloads:
+        best_any = max((r.best_gflops for rs in runs.values() for r in rs if r.workload == wl), default=0.0)
+        ref = [r for r in runs.get("reference", []) if r.workload == wl]
+        row = {"best_any": best_any, "reference_trials": max((r.trials for r in ref), default=0), "methods": {}}
+        for setting, rs in runs.items():
+            if setting == "reference":
+                continue
+            for strat in sorted({r.strategy for r in rs if r.workload == wl}):
+                mine = [r for r in rs if r.workload == wl and r.strategy == strat]
+                label = "random" if strat == "random" else f"{strat}/{setting}"
+                row["methods"][label] = {
+                    str(b): {"mean": statistics.fmean(r.best_at(b) for r in mine),
+                             "min": min(r.best_at(b) for r in mine), "max": max(r.best_at(b) for r in mine),
+                             "seeds": len(mine)}
+                    for b in budgets if all(r.trials >= b or r.stopped != "trials" for r in mine)}
+        table[wl] = row
+    goal = 48 if 48 in budgets else max(budgets)  # the issue's goals are at 48 trials
+    goals = {}
+    for wl, row in table.items():
+        at48 = {m: v[str(goal)]["mean"] for m, v in row["methods"].items() if str(goal) in v}
+        rnd = at48.get("random")
+        default_local = {m: g for m, g in at48.items() if m.endswith("/default")}
+        goals[wl] = {
+            "local_below_random_at_48": sorted(m for m, g in default_local.items() if rnd is not None and g < rnd),
+            "best_at_48": max(at48.values(), default=0.0),
+            "within_10pct_of_best_any": bool(at48) and max(at48.values()) >= 0.9 * row["best_any"],
+        }
+    return {"budgets": list(budgets), "goal_trials": goal, "workloads": table, "goals": goals}
+
+
+def write_report(out: Path, result: dict) -> None:
+    (out / "construct_refine.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    lines = ["# Construct, then refine: best GFLOPS at small budgets", "",
+             f"Default start: `{DEFAULT_START}`, default prior: `{DEFAULT_PRIOR}`. Seed means (min-max); "
+             "`/paper` = the paper's start, `/default` = the defaults, other suffixes = variants; "
+             "best any = the best of every run in this directory (900-trial reference runs included).", ""]
+    for wl, row in result["workloads"].items():
+        g = result["goals"][wl]
+        lines += [f"## {wl}", "",
+                  f"best any: {row['best_any']:.1f} GFLOPS (reference runs: {row['reference_trials']} trials); "
+                  f"at {result['goal_trials']} trials: best {g['best_at_48']:.1f} "
+                  f"({'within' if g['within_10pct_of_best_any'] else 'NOT within'} 10% of best any); "
+                  f"default local searches below random: {', '.join(g['local_below_random_at_48']) or 'none'}", "",
+                  "| method | " + " | ".join(f"{b} trials" for b in result["budgets"]) + " |",
+                  "|---|" + "---|" * len(result["budgets"])]
+        for m in sorted(row["methods"]):
+            cells = []
+            for b in result["budgets"]:
+                v = row["methods"][m].get(str(b))
+                cells.append(f"{v['mean']:.1f} ({v['min']:.0f}-{v['max']:.0f})" if v else "")
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append("")
+    (out / "construct_refine.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def plot(out: Path, budget: int) -> list[Path]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plots (pip install 'tiletune[plots]')")
+        return []
+    runs = load_runs(out)
+    files = []
+    workloads = list(dict.fromkeys(r.workload for rs in runs.values() for r in rs))
+    for wl in workloads:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        colors: dict[str, str] = {}
+        for setting, rs in runs.items():
+            if setting == "reference":
+                continue
+            for strat in sorted({r.strategy for r in rs if r.workload == wl}):
+                mine = [r for r in rs if r.workload == wl and r.strategy == strat]
+                xs = list(range(1, budget + 1))
+                ys = [statistics.fmean(r.best_at(x) for r in mine) for x in xs]
+                c = colors.setdefault(strat, f"C{len(colors) % 10}")
+                style = "-" if setting == "default" or strat == "random" else ("--" if setting == "paper" else ":")
+                lab = strat if strat == "random" else f"{strat} ({setting})"
+                ax.plot(xs, ys, style, color="black" if strat == "random" else c, label=lab, linewidth=1.3)
+        best_any = max((r.best_gflops for rs in runs.values() for r in rs if r.workload == wl), default=0.0)
+        if best_any:
+            ax.axhline(best_any, color="grey", linewidth=0.8, linestyle="-.", label="best of any run")
+        ax.set_xlabel("trials")
+        ax.set_ylabel("best GFLOPS (mean over seeds)")
+        ax.set_title(wl, fontsize=9)
+        ax.legend(fontsize=6, ncol=2)
+        slug = "".join(ch if ch.isalnum() else "_" for ch in wl)[:80]
+        path = out / f"curves_{slug}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        files.append(path)
+    return files
+
+
+# ---- running ----------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="construct-refine-out")
+    ap.add_argument("--suite", default="construct-refine")
+    ap.add_argument("--workloads", default=None, help="1-based positions ('1,3') or specs separated by ';'")
+    ap.add_argument("--strategies", default=",".join(LOCAL), help="local searches to compare")
+    ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--budget", type=int, default=None, help="trials per run (default: the suite's, 128)")
+    ap.add_argument("--reference", default="xgb,random", help="strategies of the long reference runs")
+    ap.add_argument("--reference-budget", type=int, default=900)
+    ap.add_argument("--reference-seeds", type=int, default=1)
+    ap.add_argument("--no-reference", action="store_true", help="skip the long reference runs")
+    ap.add_argument("--no-paper", action="store_true", help="skip the paper-start runs (and random search)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:opt=v,...",
+                    help="one more setting: the defaults with these options (repeatable)")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--analyze", metavar="DIR", help="only write the report and plots of DIR")
+    ap.add_argument("--tiny", action="store_true", help="a few minutes: 2 small workloads, gbfs/xgb, 1 seed, "
+                    "12 trials, reference 24 trials")
+    args = ap.parse_args(argv)
+    try:
+        if args.analyze:
+            out = Path(args.analyze)
+            top = max((r.trials for name, rs in load_runs(out).items() if name != "reference" for r in rs), default=0)
+            budgets = tuple(b for b in BUDGETS if b < top) + (top,)
+            return _finish(out, budgets)
+        out = Path(args.out)
+        suite = load(args.suite)
+        strategies = [s for s in args.strategies.split(",") if s]
+        for s in strategies:
+            get(s)
+        seeds, budget = args.seeds, args.budget
+        ref_budget, ref_seeds, reference = args.reference_budget, args.reference_seeds, args.reference
+        if args.tiny:
+            suite = replace(suite, workloads=("gemm:M=64,N=64,K=64",
+                                              "conv2d:N=1,C=8,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1"))
+            strategies = ["gbfs", "xgb"]
+            seeds, budget, ref_budget, ref_seeds, reference = 1, 12, 24, 1, "random"
+        if args.workloads:
+            suite = suite.select(args.workloads)
+        budget = budget or suite.budget
+        variants = [parse_variant(v) for v in args.variant]
+        from tiletune.bench.run import run_bench
+
+        common = dict(budget=budget, seeds=seeds, batch_size=args.batch, resume=True, progress=True)
+        if not args.no_paper:
+            names = strategies + ["random"]
+            run_bench(replace(suite, options={}), out / "paper", strategies=names, baselines=(),
+                      options=paper_options(names), **common)
+        run_bench(replace(suite, options={}), out / "default", strategies=strategies, baselines=(),
+                  options=default_options(strategies), **common)
+        for name, extra in variants:
+            run_bench(replace(suite, options={}), out / name, strategies=strategies, baselines=(),
+                      options=default_options(strategies, extra), **common)
+        if not args.no_reference:
+            refs = [s for s in reference.split(",") if s]
+            run_bench(replace(suite, options={}), out / "reference", strategies=refs, baselines=("vendor",),
+                      options=default_options(refs), budget=ref_budget, seeds=ref_seeds, batch_size=args.batch,
+                      resume=True, progress=True)
+        budgets = tuple(b for b in BUDGETS if b < budget) + (budget,)
+        return _finish(out, budgets)
+    except TiletuneError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _finish(out: Path, budgets) -> int:
+    result = analyze(out, budgets)
+    write_report(out, result)
+    files = plot(out, max(budgets))
+    print((out / "construct_refine.md").read_text(encoding="utf-8"))
+    print(f"wrote {out / 'construct_refine.md'}, {out / 'construct_refine.json'}"
+          + "".join(f", {f.name}" for f in files))
+    bad = {w: g for w, g in result["goals"].items() if g["local_below_random_at_48"] or not g["within_10pct_of_best_any"]}
+    print("goals met on every workload" if not bad else f"goals not met on {len(bad)} of {len(result['goals'])} "
+          "workloads (see the report)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
