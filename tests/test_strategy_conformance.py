@@ -126,3 +126,53 @@ def test_generator_strategy_adapter():
     assert [t.cost for t in s.first] == [1.0, 1.0, 1.0, 2.0]
     assert s.ask(8) == [space.get(i) for i in range(4, 8)]
     assert s.ask(8) == []  # the search returned
+
+
+# ---- every start value of the local searches (issue 21) --------------------------------------------------
+START_NAMES = [n for n in NAMES if any(o.name == "start" for o in registry()[n].options)]
+START_VALUES = ["untiled", "random", "gensor", "roller", "json"]
+
+
+def _first_states(name, start, space, seed):
+    """What a start must have measured first: its s0 or its constructions (None: random initial points)."""
+    import json
+
+    import numpy as np
+
+    from tiletune.construct import constructions
+
+    if start == "json":
+        return [space.get(7)], json.dumps(space.to_dict(space.get(7)))
+    if start in ("gensor", "roller"):
+        return constructions(start, space, k=4, rng=np.random.default_rng(seed)), start
+    if start == "untiled":
+        return [space.untiled()], start
+    return ([space.sample(np.random.default_rng(seed))] if name in ("gbfs", "na2c") else None), start
+
+
+@pytest.mark.parametrize("start", START_VALUES)
+@pytest.mark.parametrize("name", START_NAMES)
+def test_every_start_keeps_the_contract_and_measures_its_start_first(name, start):
+    space = bowl_space()
+    first, value = _first_states(name, start, space, seed=2)
+    if name.startswith("dgd") and start not in ("gensor", "roller"):
+        first = None  # DGD measures its random initial sample first and then descends from s0
+    r, m, _ = run(name, seed=2, trials=24, batch_size=5, options={"start": value})
+    assert len(m.calls) <= 24 and len(set(m.calls)) == len(m.calls)
+    assert all(space.is_legal(c) for c in m.calls)
+    if r.stopped != "exhausted":
+        assert r.trials == 24
+    if first is not None:
+        assert m.calls[:len(first)] == first  # construct (or s0), then refine
+    _, m2, _ = run(name, seed=2, trials=24, batch_size=5, options={"start": value})
+    assert m2.calls == m.calls
+
+
+@pytest.mark.parametrize("name", START_NAMES)
+def test_a_start_that_does_not_fit_is_one_line(name):
+    space = bowl_space()
+    for bad in ('{"tile_m": [4, 4]}', '{"tile_m": [3, 5], "tile_n": [1, 16], "tile_k": [1, 8], "unroll": 0}',
+                "nonsense", "[1, 2]"):
+        with pytest.raises(TiletuneError) as e:
+            create(name, space, options={"start": bad})
+        assert "\n" not in str(e.value) and "start" in str(e.value)

@@ -120,6 +120,7 @@ class Strategy(ABC):
         self.rng = np.random.default_rng(seed)
         self.context = context or TuneContext()
         self.opts: dict[str, Any] = self.check_options(options)
+        self.given_options = frozenset(options)  # the options set by the caller (the rest are defaults)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:

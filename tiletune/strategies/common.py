@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -70,12 +71,15 @@ START_K_OPTION = Option("start_k", 4, "constructions measured first with start=g
 
 
 def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any = None,
-                 k: int = 4) -> list[Config]:
+                 k: int = 4, *, fallback: str | None = None) -> list[Config]:
     """The start of a local search, as a list of configurations measured first (s0 is its first member):
     'untiled' -> [the untiled state]; 'random' -> [one uniform state]; 'gensor' / 'roller' -> the top ``k``
     configurations that construction builds for this space (``tiletune.construct.constructions``, best
     first by the analytic model; Gensor's walks draw from ``rng``); a JSON object {knob: value} -> [that
-    configuration]. What does not fit the space is a one-line TiletuneError."""
+    configuration]. What does not fit the space is a one-line TiletuneError, except that a construction
+    that cannot apply (a space without tile knobs, a workload without an affine access model) falls back
+    on the start ``fallback``, with a warning, when one is given (the strategies give their paper's start
+    when ``start`` was left at its default)."""
     spec = (spec or "untiled").strip()
     if spec == "untiled":
         return [space.untiled()]
@@ -83,8 +87,14 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
         return [space.sample(rng)]
     if spec in CONSTRUCTIVE_STARTS:
         ctx = context if context is not None else TuneContext()
-        out = constructions(spec, space, workload=ctx.workload, hardware=ctx.hardware, target=ctx.target, k=k,
-                            rng=rng)
+        try:
+            out = constructions(spec, space, workload=ctx.workload, hardware=ctx.hardware, target=ctx.target, k=k,
+                                rng=rng)
+        except TiletuneError as e:
+            if fallback is None:
+                raise
+            warnings.warn(f"{e}; the default start falls back on start={fallback}", stacklevel=2)
+            return start_states(space, fallback, rng, context, k)
         if not out:
             raise TiletuneError(f"option start={spec}: the construction found no legal configuration of this space")
         return out
@@ -96,20 +106,37 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
     if not isinstance(d, dict):
         raise TiletuneError(f"option start={spec!r}: expected a JSON object of knob values such as "
                             + json.dumps(space.to_dict(space.untiled())))
-    s0 = space.from_dict(d)
+    try:
+        s0 = space.from_dict(d)
+    except TiletuneError as e:
+        raise TiletuneError(f"option start={spec!r}: {e}") from None
     if not space.is_legal(s0):
         raise TiletuneError(f"option start={spec!r} is not a legitimate configuration of this space")
     return [s0]
 
 
+def strategy_starts(strategy: Strategy, paper: str) -> list[Config]:
+    """``start_states`` with the strategy's ``start`` and ``start_k`` options; a default start whose
+    construction cannot apply falls back on ``paper``, the paper's start."""
+    o = strategy.opts
+    fallback = None if "start" in strategy.given_options else paper
+    return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"], fallback=fallback)
+
+
 def start_seeds(strategy: Strategy) -> list[Config]:
     """The seeds of a population search (xgb's SA, evo, ga, dgd), whose papers start from random points:
-    [] for start=random (the paper's random initial points), else ``start_states`` with the strategy's
-    ``start`` and ``start_k`` options."""
+    [] for start=random (the paper's random initial points, also where a default start's construction
+    cannot apply, with a warning), else ``start_states`` with the strategy's ``start`` and ``start_k``."""
     o = strategy.opts
     if o["start"] == "random":
         return []
-    return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"])
+    try:
+        return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"])
+    except TiletuneError as e:
+        if "start" in strategy.given_options or o["start"] not in CONSTRUCTIVE_STARTS:
+            raise
+        warnings.warn(f"{e}; the default start falls back on start=random", stacklevel=2)
+        return []
 
 
 # ---- constructive strategies: top-k first, then more or stop -----------------------------------------

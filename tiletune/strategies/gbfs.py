@@ -52,7 +52,7 @@ import math
 
 from ..space import Config, Space
 from .base import GeneratorStrategy, Option, Search, register
-from .common import DEFAULT_START, START_K_OPTION, start_option, start_states
+from .common import DEFAULT_START, START_K_OPTION, start_option, strategy_starts
 
 
 def parse_rho(value) -> int:
@@ -81,7 +81,7 @@ class GBFS(GeneratorStrategy):
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
         self.rho: int = self.opts["rho"]
-        self.starts = start_states(space, self.opts["start"], self.rng, self.context, self.opts["start_k"])
+        self.starts = strategy_starts(self, paper="untiled")
         self.s0 = self.starts[0]
         self.Q: list[tuple[float, int, Config]] = []  # (cost(s), push order, s): a min-heap
         self.S_v: set[Config] = set(self.starts)  # visited (chosen for testing)

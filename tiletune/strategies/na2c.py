@@ -66,7 +66,7 @@ import numpy as np
 
 from ..space import Action, Config, Space, SplitKnob
 from .base import Option, Strategy, Trial, register
-from .common import (DEFAULT_START, START_K_OPTION, require_torch, start_option, start_states,
+from .common import (DEFAULT_START, START_K_OPTION, require_torch, start_option, strategy_starts,
                      unvisited_sample)
 
 
@@ -189,7 +189,7 @@ class NA2C(Strategy):
         o = self.opts
         self.actions = space.actions
         self.inverse = inverse_actions(space)
-        self.starts = start_states(space, o["start"], self.rng, self.context, o["start_k"])  # tested first
+        self.starts = strategy_starts(self, paper="untiled")  # tested first
         self.s0 = self.starts[0]  # the centre of exploration
         self.H_v: dict[Config, float] = {}  # visited states and their costs
         self.M: deque = deque(maxlen=o["memory"])  # (enc(s), a, r, enc(s'))

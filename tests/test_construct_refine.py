@@ -1,0 +1,166 @@
+"""Construct, then refine (issue 21): the constructions shared by the local searches, their start option on
+every kind of workload (fused PrimFuncs included), and the analytic prior of the learned cost models."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from tiletune.construct import constructions
+from tiletune.construct.gensor import GensorWalk
+from tiletune.construct.roller import RollerTree
+from tiletune.cost_model.etir import Model
+from tiletune.cost_model.prior import analytic_prior, background_weight
+from tiletune.errors import TiletuneError
+from tiletune.measure import FunctionMeasurer
+from tiletune.records import Record, RecordWriter
+from tiletune.schedules import make_space
+from tiletune.space import ChoiceKnob, Space
+from tiletune.strategies import TuneContext, create
+from tiletune.strategies.common import DEFAULT_START, start_states
+from tiletune.tune import tune
+from tiletune.workloads import parse
+
+from .test_gensor import cpu
+from .test_primfunc import CONV, MATMUL, NON_AFFINE
+
+LOCAL = ["gbfs", "na2c", "dgd", "xgb", "evo", "ga"]
+
+
+def gemm(spec="gemm:M=64,N=48,K=32"):
+    wl = parse(spec)
+    return wl, Space.from_axes(wl.axes_no_tvm(), levels=(4, 2), choices={"unroll": (0, 16, 64, 512)})
+
+
+def spearman(a, b):
+    return float(np.corrcoef(np.argsort(np.argsort(a)), np.argsort(np.argsort(b)))[0, 1])
+
+
+# ---- the shared constructions ---------------------------------------------------------------------------
+def test_constructions_are_the_top_of_each_construction():
+    wl, sp = gemm()
+    model = Model(sp, wl, cpu())
+    top = constructions("roller", sp, workload=wl, hardware=cpu(), k=3)
+    assert top == [c for _, c in RollerTree(sp, model).construct()[:3]]
+    g = constructions("gensor", sp, workload=wl, hardware=cpu(), k=5, rng=np.random.default_rng(4))
+    assert g == [c for _, c in GensorWalk(sp, model, np.random.default_rng(4)).pool()[:5]]
+    assert all(sp.is_legal(c) for c in top + g) and len(set(g)) == len(g)
+    with pytest.raises(TiletuneError, match="unknown construction"):
+        constructions("ansor", sp)
+
+
+def test_the_roofline_time_of_any_configuration_inverts_the_construction_map():
+    wl, sp = gemm()
+    m = Model(sp, wl, cpu())
+    walker = GensorWalk(sp, m, np.random.default_rng(0))
+    for _, e in walker.walk():
+        full = m.normalize(e.tiles, m.n - 1, e.vthread)
+        assert m.from_config(m.to_config(full)).tiles == full.tiles
+        assert m.config_time(m.to_config(full)) == m.time(full)
+
+
+def test_a_space_without_tiles_cannot_be_constructed_one_line():
+    sp = Space([ChoiceKnob("unroll", (0, 16, 64))])
+    with pytest.raises(TiletuneError, match="start=roller") as e:
+        start_states(sp, "roller", np.random.default_rng(0))
+    assert "\n" not in str(e.value)
+    for name in LOCAL:  # given explicitly: an error; left at the default: the paper's start, with a warning
+        with pytest.raises(TiletuneError, match="start=gensor"):
+            create(name, sp, options={"start": "gensor"})
+        with pytest.warns(UserWarning, match="falls back"):
+            s = create(name, sp)
+        r = tune(space=sp, strategy=s, measurer=FunctionMeasurer(lambda c: 1e-3 * (1 + sp.index(c))),
+                 workload="synthetic", flops=1, trials=3, batch_size=3)
+        assert r.best is not None
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_default_start_is_constructive_and_measured_first(name):
+    wl, sp = gemm()
+    ctx = TuneContext(workload=wl, hardware=cpu())
+    want = constructions(DEFAULT_START, sp, workload=wl, hardware=cpu(), k=4, rng=np.random.default_rng(1))
+    s = create(name, sp, seed=1, context=ctx, options={"feature": "knob"} if name in ("dgd", "evo", "xgb") else {})
+    assert s.opts["start"] == DEFAULT_START
+    m = FunctionMeasurer(lambda c: 1e-3)
+    tune(space=sp, strategy=s, measurer=m, workload=wl.key, flops=wl.flops, trials=8, batch_size=4)
+    assert m.calls[:len(want)] == want and want
+
+
+# ---- any workload the strategies accept: fused PrimFuncs ---------------------------------------------------
+@pytest.mark.parametrize("text", [CONV, MATMUL])
+def test_constructive_starts_on_fused_primfuncs(text, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = tmp_path / "k.tir.py"
+    path.write_text(text)
+    wl = parse(str(path))
+    sp = make_space(wl)
+    for method in ("gensor", "roller"):
+        got = start_states(sp, method, np.random.default_rng(0), TuneContext(workload=wl), k=4)
+        assert 1 <= len(got) <= 4 and all(sp.is_legal(c) for c in got)
+    s = create("gbfs", sp, context=TuneContext(workload=wl), options={"start": "roller"})
+    assert s.s0 == got[0]
+
+
+def test_primfunc_without_an_access_model_explicit_start_errors_default_falls_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = tmp_path / "k.tir.py"
+    path.write_text(NON_AFFINE)
+    wl = parse(str(path))
+    sp = make_space(wl)
+    ctx = TuneContext(workload=wl)
+    with pytest.raises(TiletuneError, match=r"start=roller: .*not an affine function") as e:
+        create("gbfs", sp, context=ctx, options={"start": "roller"})
+    assert "\n" not in str(e.value)
+    with pytest.warns(UserWarning, match="falls back on start=untiled"):
+        s = create("gbfs", sp, context=ctx)
+    assert s.s0 == sp.untiled()
+
+
+# ---- the analytic prior -----------------------------------------------------------------------------------
+def test_analytic_prior_labels_and_weight():
+    wl, sp = gemm()
+    ctx = TuneContext(workload=wl, hardware=cpu())
+    p = analytic_prior(sp, ctx, np.random.default_rng(0), n=50)
+    leaves = [c for _, c in RollerTree(sp, Model(sp, wl, cpu())).construct()]
+    assert p.configs[:len(leaves)] == leaves and len(set(p.configs)) == len(p.configs) >= 50
+    assert p.y.max() == 1.0 and (p.y > 0).all()
+    assert background_weight(0, 16) == 1.0 and math.isclose(background_weight(16, 16), 0.5)
+    assert background_weight(69, 16) > 0.05 and background_weight(70, 16) == 0.0  # under 0.05: dropped
+    assert background_weight(1000, 0) == 1.0
+
+
+@pytest.mark.parametrize("name", ["xgb", "evo", "dgd"])
+def test_prior_gives_a_model_before_any_measurement(name):
+    wl, sp = gemm("gemm:M=128,N=96,K=64")
+    ctx = TuneContext(workload=wl, hardware=cpu())
+    s = create(name, sp, seed=0, context=ctx, options={"prior": "analytic", "feature": "knob"})
+    model = Model(sp, wl, cpu())
+    held = sp.sample_unique(np.random.default_rng(7), 150)
+    truth = np.array([1 / model.config_time(c) for c in held])
+    if name == "xgb":
+        pred = s.model.predict(s.extractor.table.rows(held))
+    else:
+        pred = s.model.predict(held)
+    assert s.model.fitted
+    assert spearman(pred, truth) > 0.5  # it predicts what the analytic model says
+    plain = create(name, sp, seed=0, context=ctx, options={"prior": "none", "feature": "knob"})
+    assert not plain.model.fitted
+
+
+def test_transfer_records_warm_start_evo_and_dgd(tmp_path):
+    other, src_space = gemm("gemm:M=64,N=64,K=128")  # records of another shape
+    dst, dst_space = gemm("gemm:M=64,N=64,K=64")
+    path = tmp_path / "src.jsonl"
+    rng = np.random.default_rng(0)
+    with RecordWriter(path) as w:
+        for c in src_space.sample_unique(rng, 40):
+            v = 1e-3 * (1 + src_space.index(c) % 7)
+            w.write(Record(workload=other.key, target="t", config=src_space.to_dict(c), costs=(v,), median_s=v,
+                           gflops=1 / v))
+    ctx = TuneContext(workload=dst, transfer=(str(path),), levels=(4, 2))
+    for name in ("evo", "dgd"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # knob features of another shape transfer approximately
+            s = create(name, dst_space, seed=0, context=ctx, options={"feature": "knob", "start": "random"})
+        assert [b.name for b in s.model.background] == ["transfer"] and s.model.background[0].groups == [40]
+        assert len(s.model.predict(dst_space.sample_unique(rng, 3))) == 3 and s.model.fitted
