@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
     p.add_argument("--replay", default=None, metavar="TABLE.jsonl",
                    help="answer from a table of measured configurations instead of the hardware")
     p.add_argument("--transfer", action="append", default=[], metavar="OTHER.jsonl",
-                   help="records of other workloads to warm-start a cost model (xgb strategies)")
+                   help="records of other workloads to warm-start a cost model (xgb, evo, dgd)")
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="HardwareSpec for model-based strategies (gensor, roller, *-af); default: detected "
                    "(see 'tiletune hardware')")

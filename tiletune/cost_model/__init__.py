@@ -8,7 +8,9 @@
 - ``surrogate.Surrogate``: features + XGBCostModel trained on normalised throughput, the model that
   steers evo and dgd (Ansor, TVM-AF-DS).
 - ``etir.Model``: Gensor's ETIR state and analytic (roofline) model of a space, no learning; Gensor and
-  Roller construct configurations with it.
+  Roller construct configurations with it (``tiletune.construct``).
+- ``prior.analytic_prior``: pseudo-measurements from that analytic model, the ``prior=analytic`` option of
+  the learned cost models (xgb, evo, dgd).
 """
 from .xgb import LOSSES, XGBCostModel, average_recall
 

@@ -2,9 +2,11 @@
 
 To add one: write ``tiletune/strategies/<name>.py`` with a ``@register`` Strategy subclass and add the
 module name to ``base.MODULES``. The conformance suite (tests/test_strategy_conformance.py) then runs on it.
-Pieces that several strategies share live outside the strategy modules: ``common`` (start states, torch,
-unvisited samples, the surrogate-steered base), ``tiletune.cost_model.surrogate`` (features + XGBoost for
-evo and dgd) and ``tiletune.cost_model.etir`` (Gensor's eTIR state and analytic model, also Roller's).
+Pieces that several strategies share live outside the strategy modules: ``common`` (the start option of the
+local searches, torch, unvisited samples, the prior options, the surrogate-steered base),
+``tiletune.construct`` (Gensor's walk and Roller's tree: the constructions of the strategies gensor and
+roller and of the constructive starts), ``tiletune.cost_model.surrogate`` (features + XGBoost for evo and
+dgd) and ``tiletune.cost_model.etir`` (Gensor's eTIR state and analytic model, also Roller's).
 """
 from __future__ import annotations
 
