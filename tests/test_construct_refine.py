@@ -164,3 +164,15 @@ def test_transfer_records_warm_start_evo_and_dgd(tmp_path):
             s = create(name, dst_space, seed=0, context=ctx, options={"feature": "knob", "start": "random"})
         assert [b.name for b in s.model.background] == ["transfer"] and s.model.background[0].groups == [40]
         assert len(s.model.predict(dst_space.sample_unique(rng, 3))) == 3 and s.model.fitted
+
+
+@pytest.mark.parametrize("method", ["gensor", "roller"])
+def test_a_constructive_start_measures_what_the_constructive_strategy_would(method):
+    """With the same seed, start=gensor|roller first measures exactly the strategy gensor's / roller's top-k
+    (so a search started from it is never behind that strategy's top-k at the same budget)."""
+    wl, sp = gemm("gemm:M=128,N=96,K=64")
+    ctx = TuneContext(workload=wl, hardware=cpu())
+    top = create(method, sp, seed=3, context=ctx, options={"k": 4, "after_topk": "stop"}).ask(4)
+    for name in ("gbfs", "na2c", "xgb", "ga"):
+        s = create(name, sp, seed=3, context=ctx, options={"start": method})
+        assert s.ask(4) == top
