@@ -124,6 +124,11 @@ def test_strategy_options_are_checked_up_front(tmp_path):
     with pytest.raises(TiletuneError, match="not run"):
         run_bench(load("tiny"), tmp_path / "o", strategies=["random"], options={name: {opt.name: opt.default}},
                   measurer_factory=synthetic_factory, baselines=(), progress=False)
+    # a suite's own options for strategies left out of this run are dropped (the paper suites pin starts)
+    s = validate(_suite_dict(strategies=["random", "gbfs"], options={"gbfs": {"start": "untiled"}}), "s.json")
+    res = run_bench(s, tmp_path / "p", strategies=["random"], seeds=1, budget=2, measurer_factory=synthetic_factory,
+                    baselines=(), progress=False, plots=False)
+    assert {r.strategy for r in res.runs} == {"random"}
     assert parse_strategy_options(["gbfs.rho=0.5", "gbfs.x=1"]) == {"gbfs": {"rho": "0.5", "x": "1"}}
     with pytest.raises(TiletuneError, match="STRATEGY.NAME=VALUE"):
         parse_strategy_options(["rho=0.5"])

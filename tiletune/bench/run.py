@@ -108,7 +108,9 @@ def run_bench(
     strategies that use one. ``resume``: keep the finished runs and baselines of ``out_dir`` (made with
     the same settings) and do only the rest."""
     strategies = suite.check_strategies(list(strategies) if strategies else None)
-    strat_options = check_options(strategies, suite.options, options or {})
+    # the suite's options of strategies not run this time are dropped (a suite pins, e.g., its paper's starts)
+    suite_options = {k: v for k, v in suite.options.items() if k in strategies}
+    strat_options = check_options(strategies, suite_options, options or {})
     seeds = suite.seeds if seeds is None else seeds
     budget = suite.budget if budget is None else budget
     budget_seconds = suite.budget_seconds if budget_seconds is None else budget_seconds
