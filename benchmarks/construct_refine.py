@@ -222,6 +222,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reference-seeds", type=int, default=1)
     ap.add_argument("--no-reference", action="store_true", help="skip the long reference runs")
     ap.add_argument("--no-paper", action="store_true", help="skip the paper-start runs (and random search)")
+    ap.add_argument("--no-default", action="store_true", help="skip the default-start runs (e.g. to add a variant "
+                    "for fewer strategies: each setting directory keeps the strategy options it was made with)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:opt=v,...",
                     help="one more setting: the defaults with these options (repeatable)")
     ap.add_argument("--batch", type=int, default=8)
@@ -258,8 +260,9 @@ def main(argv=None) -> int:
             names = strategies + ["random"]
             run_bench(replace(suite, options={}), out / "paper", strategies=names, baselines=(),
                       options=paper_options(names), **common)
-        run_bench(replace(suite, options={}), out / "default", strategies=strategies, baselines=(),
-                  options=default_options(strategies), **common)
+        if not args.no_default:
+            run_bench(replace(suite, options={}), out / "default", strategies=strategies, baselines=(),
+                      options=default_options(strategies), **common)
         for name, extra in variants:
             run_bench(replace(suite, options={}), out / name, strategies=strategies, baselines=(),
                       options=default_options(strategies, extra), **common)
