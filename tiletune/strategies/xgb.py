@@ -232,24 +232,22 @@ class XGBTuner(Strategy):
     def _ask(self, n: int) -> list[Config]:
         if len(self.visited) >= self.space.size:
             return []
-        seeds = [c for c in self.seeds if c not in self.visited]
-        if seeds:  # the start, measured first
-            out = seeds[:n]
-            for c in out:
-                self._mark(c)
+        out: list[Config] = [c for c in self.seeds if c not in self.visited][:n]  # the start, measured first
+        for c in out:
+            self._mark(c)
+        if len(out) >= n:
             return out
         if not self.model.fitted:
-            out = self._random_unvisited(n)
-            for c in out:
+            more = self._random_unvisited(n - len(out))
+            for c in more:
                 self._mark(c)
-            return out
+            return out + more
         self.plan = [k for k in self.plan if k not in self.visited_keys]
         if not self.plan:
             t0 = time.perf_counter()
             found = self.sa.find_maximums(self._score, self.opts["plan_size"], self.visited_keys)
             self.time["sa"] += time.perf_counter() - t0
             self.plan = [key for _, key in found]
-        out: list[Config] = []
         while len(out) < n and len(self.visited) < self.space.size:
             c = None
             if self.rng.random() >= self.opts["epsilon"]:
