@@ -181,6 +181,7 @@ def plot(out: Path, budget: int) -> list[Path]:
     for wl in workloads:
         fig, ax = plt.subplots(figsize=(8, 5))
         colors: dict[str, str] = {}
+        styles: dict[str, object] = {"paper": "--"}  # variants: dotted, dash-dotted, ...
         for setting, rs in runs.items():
             if setting == "reference":
                 continue
@@ -189,7 +190,8 @@ def plot(out: Path, budget: int) -> list[Path]:
                 xs = list(range(1, budget + 1))
                 ys = [statistics.fmean(r.best_at(x) for r in mine) for x in xs]
                 c = colors.setdefault(strat, f"C{len(colors) % 10}")
-                style = "-" if setting == "default" or strat == "random" else ("--" if setting == "paper" else ":")
+                style = "-" if setting == "default" or strat == "random" else styles.setdefault(
+                    setting, "--" if setting == "paper" else [":", "-.", (0, (5, 1)), (0, (1, 3))][len(styles) % 4])
                 lab = strat if strat == "random" else f"{strat} ({setting})"
                 ax.plot(xs, ys, style, color="black" if strat == "random" else c, label=lab, linewidth=1.3)
         best_any = max((r.best_gflops for rs in runs.values() for r in rs if r.workload == wl), default=0.0)
