@@ -193,7 +193,7 @@ def plot(out: Path, budget: int) -> list[Path]:
                 style = "-" if setting == "default" or strat == "random" else styles.setdefault(
                     setting, "--" if setting == "paper" else [":", "-.", (0, (5, 1)), (0, (1, 3))][len(styles) % 4])
                 lab = strat if strat == "random" else f"{strat} ({setting})"
-                ax.plot(xs, ys, style, color="black" if strat == "random" else c, label=lab, linewidth=1.3)
+                ax.plot(xs, ys, linestyle=style, color="black" if strat == "random" else c, label=lab, linewidth=1.3)
         best_any = max((r.best_gflops for rs in runs.values() for r in rs if r.workload == wl), default=0.0)
         if best_any:
             ax.axhline(best_any, color="grey", linewidth=0.8, linestyle="-.", label="best of any run")
