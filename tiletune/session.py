@@ -41,7 +41,7 @@ class RunSpec:
     transfer: Sequence[str] = ()
     settings: MeasureSettings | None = None
     hardware: str | None = None  # a HardwareSpec JSON file; None = strategies detect what they need
-    transport: str | None = None  # shell command that runs a batch directory {dir} on a GPU machine
+    rpc: str | None = None  # HOST:PORT:KEY of a TVM RPC tracker whose devices measure (tiletune.measure.rpc)
 
 
 def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | None = None) -> TuneRun:
@@ -52,7 +52,7 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
         check_output(spec.records, "records file")
     wl = parse(spec.workload)
     target = parse_target(spec.target)
-    if measurer is None and measured_here(target, replay=spec.replay, transport=spec.transport):
+    if measurer is None and measured_here(target, replay=spec.replay, rpc=spec.rpc):
         check_fits_here(wl, target)  # before the space is built, which loads TVM
     space = make_space(wl, spec.levels, target)
     hardware = None
@@ -68,7 +68,7 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     try:
         if m is None:
             m = make_measurer(wl, space, target, replay=spec.replay, settings=spec.settings,
-                              transport=spec.transport)
+                              rpc=spec.rpc)
         key = target_key(target) if spec.replay is None else getattr(m, "target_key", target_key(target))
         return tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, target=key,
                     trials=spec.trials, seconds=spec.seconds, early_stop=spec.early_stop,
