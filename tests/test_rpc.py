@@ -1,0 +1,215 @@
+"""Measurement through TVM's RPC tracker: a tracker and two servers on 127.0.0.1, started here (bounded in
+time, always stopped), measure small GEMMs and convolutions; devices share the batches, a lost device's
+kernels become errors and the run goes on, results match local measurement."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from tiletune.cli import main as cli
+from tiletune.errors import TiletuneError
+from tiletune.measure.base import MeasureSettings
+from tiletune.measure.factory import make_measurer
+from tiletune.measure.local import LocalMeasurer, WorkerPool
+from tiletune.measure.rpc import RPCMeasurer
+from tiletune.records import load
+from tiletune.schedules import make_space
+from tiletune.session import RunSpec, run
+from tiletune.target import host_target
+from tiletune.tune import Callback
+from tiletune.workloads import parse
+
+from .rpc_farm import HOST, KEY, _free_port, _stop, start
+
+pytest.importorskip("tornado", reason="the RPC tracker needs tornado (pip install -e '.[rpc]')")
+pytestmark = pytest.mark.tvm
+
+FAST = MeasureSettings(repeat=2, min_repeat_ms=5, run_timeout=20.0, cutoff=0)
+
+
+@pytest.fixture(scope="module")
+def farm(request):
+    f = start(2)  # stops what it started if start-up fails
+    request.addfinalizer(f.stop)  # always stopped
+    return f
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = WorkerPool(2, threads=1)
+    yield p
+    p.close()
+
+
+def _space(wl):
+    return make_space(wl, (2, 1), host_target())
+
+
+class KillAfter(Callback):
+    """Kills a server after the first batch (a device that disappears in the middle of a run)."""
+
+    def __init__(self, proc: subprocess.Popen, after: int):
+        self.proc, self.after, self.seen = proc, after, 0
+
+    def on_start(self, run) -> None: ...
+
+    def on_trial(self, run, record, measured) -> None:
+        self.seen += 1
+        if self.seen == self.after:
+            _stop(self.proc)
+
+    def on_end(self, run) -> None: ...
+
+
+def test_gemm_and_conv_through_two_servers_match_local_measurement(farm, pool):
+    """Both servers measure (records name them), every output checked against the reference; among
+    configurations that local measurement finds clearly apart (the best, and ones at least 3x slower), the
+    devices find the same best."""
+    for spec in ("gemm:M=64,N=64,K=64", "conv2d:N=1,C=8,H=8,W=8,K=16,R=3,S=3,pad=1"):
+        wl = parse(spec)
+        space = _space(wl)
+        configs = list(dict.fromkeys(space.sample(np.random.default_rng(i)) for i in range(12)))[:8]
+        with LocalMeasurer(wl, space, host_target(), FAST, pool=pool) as m:
+            local = m.measure(configs)
+        assert all(r.ok for r in local)
+        best = min(local, key=lambda r: r.median)
+        apart = [best.config] + [r.config for r in local if r.median > 3 * best.median]
+        with RPCMeasurer(wl, space, host_target(), FAST, rpc=farm.rpc, pool=pool) as m:
+            assert m.devices == 2
+            remote = m.measure(configs)
+            used = dict(m.stats["devices"])
+            by_config = {r.config: r for r in remote}
+        assert all(r.ok for r in remote), [r.message for r in remote if not r.ok]
+        assert len(used) == 2 and sum(used.values()) == len(configs), used  # both servers got work
+        assert {r.extra["device"] for r in remote} == set(used)
+        assert all(d.startswith(KEY + "@127.0.0.1:") for d in used)
+        assert all(len(r.costs) == FAST.repeat for r in remote)
+        if len(apart) > 1:
+            assert min(apart, key=lambda c: by_config[c].median) == best.config
+
+
+def test_tune_through_rpc_records_the_device_and_resumes(farm, tmp_path):
+    recs = tmp_path / "r.jsonl"
+    spec = RunSpec(workload="gemm:M=32,N=32,K=32", strategy="random", trials=10, batch_size=5, levels=(2, 1),
+                   records=str(recs), settings=FAST, rpc=farm.rpc)
+    res = run(spec)
+    assert res.trials == 10 and res.best is not None
+    rows = load(recs)
+    assert {r.measurer for r in rows} == {"rpc"} and all(r.device and r.device.startswith(KEY) for r in rows if r.ok)
+    again = run(spec)  # the same command resumes from the records
+    assert again.measured == 0 and again.recalled == 10
+
+
+def test_a_server_killed_mid_run_its_kernels_are_errors_and_the_run_finishes(pool, request):
+    """A farm of its own (a server is killed): after the first batch one server disappears; the kernels sent to
+    it are run-errors naming it, every later kernel is measured by the other one."""
+    f = start(2)
+    request.addfinalizer(f.stop)
+    victim = f.servers[0]
+    wl = parse("gemm:M=32,N=32,K=32")
+    space = _space(wl)
+    m = RPCMeasurer(wl, space, host_target(), FAST, rpc=f.rpc, pool=pool, request_timeout=30.0)
+    try:
+        from tiletune.strategies import create
+        from tiletune.target import target_key
+        from tiletune.tune import tune
+
+        res = tune(space=space, strategy=create("random", space, seed=0), measurer=m, workload=wl.key,
+                   flops=wl.flops, target=target_key(host_target()), trials=24, batch_size=6,
+                   callbacks=[KillAfter(victim, 6)])
+    finally:
+        m.close()
+    assert res.trials == 24
+    first, rest = res.history[:6], res.history[6:]
+    assert all(r.ok for r in first) and len({r.device for r in first}) == 2
+    lost = [r for r in rest if not r.ok]
+    assert lost and all(r.error == "run-error" for r in lost), [(r.error, r.message) for r in lost]
+    survivors = {r.device for r in rest if r.ok}
+    assert len(survivors) == 1 and sum(r.ok for r in rest) >= len(rest) - 2
+    assert all(r.device in r.message and r.device not in survivors for r in lost)
+
+
+def test_a_kernel_that_crashes_its_server_is_a_run_error(pool, request):
+    """A kernel that kills the server's session process (abort()): a run-error naming the device; the server
+    it crashed stops serving (TVM's server ends with its session's failure), the batch goes on with the other."""
+    from tests.rpc_faults import CRASH_UNROLL
+
+    f = start(2)
+    request.addfinalizer(f.stop)
+    wl = parse("gemm:M=32,N=32,K=32")
+    space = _space(wl)
+    base = [space.to_dict(space.sample(np.random.default_rng(i))) for i in range(6)]
+    configs = list(dict.fromkeys(space.from_dict({**d, "unroll": 16 if i else CRASH_UNROLL})
+                                 for i, d in enumerate(base)))
+    with RPCMeasurer(wl, space, host_target(), FAST, rpc=f.rpc, pool=pool, request_timeout=30.0,
+                     builder="tests.rpc_faults:crash_unroll") as m:
+        out = m.measure(configs)
+        again = m.measure([c for c in configs[1:]])
+    assert out[0].error == "run-error" and out[0].extra["device"] in out[0].message, (out[0].error, out[0].message)
+    assert all(r.ok for r in out[1:]), [(r.error, r.message) for r in out[1:]]
+    assert all(r.ok for r in again) and len({r.extra["device"] for r in again}) == 1
+
+
+def test_bad_rpc_values_and_an_unreachable_tracker_are_one_line(capsys):
+    port = _free_port()  # nothing listens there
+    for value, says in (("127.0.0.1:9190", "expected HOST:PORT:KEY"), ("127.0.0.1:x:k", "expected HOST:PORT:KEY"),
+                        (f"127.0.0.1:{port}:k", "no RPC tracker at 127.0.0.1")):
+        t0 = time.monotonic()
+        assert cli(["tune", "gemm:M=32,N=32,K=32", "--rpc", value, "-o", os.devnull]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+        assert time.monotonic() - t0 < 10.0
+    with pytest.raises(TiletuneError, match="no RPC tracker"):
+        make_measurer(parse("gemm:M=32,N=32,K=32"), _space(parse("gemm:M=32,N=32,K=32")), host_target(),
+                      rpc=f"127.0.0.1:{port}:k")
+
+
+def test_a_tracker_without_the_key_and_a_cuda_target_without_rpc(farm, capsys):
+    assert cli(["tune", "gemm:M=32,N=32,K=32", "--rpc", f"{HOST}:{farm.port}:no-such-key", "-o", os.devnull]) == 2
+    assert "no server with key 'no-such-key'" in capsys.readouterr().err
+    wl = parse("gemm:M=32,N=32,K=32")
+    with pytest.raises(TiletuneError, match="--rpc"):
+        make_measurer(wl, make_space(wl, None, {"kind": "cuda", "arch": "sm_90"}), {"kind": "cuda", "arch": "sm_90"})
+    assert cli(["rpc", "query", f"{HOST}:{farm.port}", "--key", KEY]) == 0
+    out = capsys.readouterr().out
+    assert out.count(KEY) >= 2
+
+
+def test_cuda_kernels_are_built_and_exported_here_for_an_rpc_device(pool, tmp_path):
+    """The CUDA path through the same runner: built and exported here (TVM 0.27 keeps the CUDA C source in the
+    library: no nvcc needed here); not run (no GPU here)."""
+    from tiletune.measure.rpc import export_kernel
+    from tiletune.schedules import build, check
+    from tiletune.schedules.cpu import InvalidConfig
+
+    sm90 = {"kind": "cuda", "arch": "sm_90"}
+    wl = parse("gemm:M=64,N=64,K=64")
+    space = make_space(wl, None, sm90)
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        c = space.sample(rng)
+        try:
+            check(wl, space, c, sm90)
+            break
+        except InvalidConfig:
+            continue
+    lib = build(wl, space, c, sm90).mod
+    path = tmp_path / "k.so"
+    export_kernel(wl, lib, str(path))
+    assert path.stat().st_size > 0 and b"__global__" in path.read_bytes()
+
+
+def test_old_records_without_a_device_still_load(tmp_path):
+    from tiletune.records import Record
+
+    line = json.loads(Record(workload="w", target="t", config={}).to_json())
+    del line["device"]
+    p = tmp_path / "old.jsonl"
+    p.write_text(json.dumps(line) + "\n")
+    (r,) = load(p)
+    assert r.device is None
