@@ -213,3 +213,29 @@ def test_old_records_without_a_device_still_load(tmp_path):
     p.write_text(json.dumps(line) + "\n")
     (r,) = load(p)
     assert r.device is None
+
+
+def test_warm_runs_timed_follows_the_warm_up_rule():
+    """Step 1 with calls timed on the device: at least ``warmup`` calls lasting ``min_repeat_ms``, asked for in
+    as few round trips as the fastest call allows."""
+    from tiletune.measure.timing import warm_runs_timed
+
+    asked = []
+
+    def timed(n):
+        asked.append(n)
+        return [2.0 ** -10] * n  # 0.98 ms each, exact in binary
+
+    w = warm_runs_timed(timed, MeasureSettings(warmup=2, min_repeat_ms=10))
+    assert asked == [2, 9] and w.calls == 11 and w.fastest == 2.0 ** -10 and w.total == 11 * 2.0 ** -10
+    asked.clear()
+    w = warm_runs_timed(timed, MeasureSettings(warmup=3, min_repeat_ms=0))
+    assert asked == [3] and w.calls == 3
+
+
+def test_the_tracker_command_names_the_extra_when_tornado_is_missing(monkeypatch, capsys):
+    monkeypatch.setitem(__import__("sys").modules, "tornado", None)
+    assert cli(["rpc", "tracker", "--port", str(_free_port())]) == 2
+    assert 'pip install -e ".[rpc]"' in capsys.readouterr().err
+    assert cli(["rpc", "server", "--tracker", "127.0.0.1:9190", "--key", "k", "--print"]) == 0
+    assert capsys.readouterr().out.startswith("python3 -m tvm.exec.rpc_server --host 127.0.0.1 ")
