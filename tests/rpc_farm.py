@@ -47,6 +47,7 @@ class Farm:
         self.tracker = _start(["-m", "tvm.exec.rpc_tracker", "--host", HOST, "--port", str(self.port),
                                "--port-end", str(self.port + 1), "--silent"])
         self.servers: list[subprocess.Popen] = []
+        self.ports: dict[int, int] = {}
         self.rpc = f"{HOST}:{self.port}:{KEY}"
 
     def wait_tracker(self) -> None:
@@ -62,16 +63,19 @@ class Farm:
 
     def add_server(self) -> subprocess.Popen:
         # through tiletune's own command, which execs TVM's server in its place
+        port = _free_port()
         p = _start(["-m", "tiletune.cli", "rpc", "server", "--tracker", f"{HOST}:{self.port}", "--key", KEY,
-                    "--host", HOST, "--port", str(_free_port())])
+                    "--host", HOST, "--port", str(port)])
         self.servers.append(p)
+        self.ports[p.pid] = port  # where it listens (the first port of its range, free a moment ago)
         return p
 
-    def wait_servers(self, n: int) -> list[str]:
+    def wait_servers(self, n: int, exactly: bool = False) -> list[str]:
+        """The registered servers' ``?:PORT``, once there are ``n`` (at least, or ``exactly``)."""
         deadline = time.monotonic() + STARTUP_S
         while time.monotonic() < deadline:
             found = Tracker.parse(self.rpc).servers()
-            if len(found) >= n:
+            if len(found) == n or (len(found) > n and not exactly):
                 return found
             time.sleep(0.5)
         raise TimeoutError(f"{n} servers did not register")

@@ -165,9 +165,9 @@ class Tracker:
         return value[1]
 
     def servers(self) -> list[str]:
-        """``HOST:PORT`` of the servers registered with this key."""
-        info = self.summary().get("server_info", [])
-        return sorted(":".join(str(x) for x in s.get("addr", ())) for s in info
+        """``HOST:PORT`` of the servers registered with this key (HOST is ``?`` where a server reported no
+        address: TVM's server reports only its ``--custom-addr``)."""
+        return sorted(_address(s) for s in self.summary().get("server_info", [])
                       if s.get("key") == "server:" + self.key)
 
     def request(self, timeout: float, session_timeout: float):
@@ -187,6 +187,12 @@ class Tracker:
         url, port, matchkey = value[1]
         sess = rpc.connect(url, port, matchkey, session_timeout=session_timeout)
         return sess, f"{self.key}@{url}:{port}"
+
+
+def _address(info: dict) -> str:
+    """``HOST:PORT`` of a server in a tracker's summary."""
+    addr = list(info.get("addr") or ()) + [None, None]
+    return f"{addr[0] or '?'}:{addr[1]}"
 
 
 def check_tracker(tracker: Tracker) -> list[str]:
@@ -262,17 +268,20 @@ class _Device(threading.Thread):
         gc.collect()
 
     def _inputs(self, dev):
-        """The inputs (sent once per session and workload) and an output buffer on the device."""
+        """The inputs (sent once per session and workload) and the output buffer on the device, zeroed (a
+        kernel that leaves part of its output unwritten must not pass on the previous kernel's values)."""
         import numpy as np
         import tvm
 
         wl = self.m.workload
         if wl.key not in self.buffers:
             inputs, _ = self.m.reference()
+            zeros = np.zeros(wl.output_shape(), wl.dtype)
             args = [tvm.runtime.tensor(x, dev) for x in inputs]
-            out = tvm.runtime.tensor(np.zeros(wl.output_shape(), wl.dtype), dev)
-            self.buffers = {wl.key: (args, out)}
-        return self.buffers[wl.key]
+            self.buffers = {wl.key: (args, tvm.runtime.tensor(zeros, dev), zeros)}
+        args, out, zeros = self.buffers[wl.key]
+        out.copyfrom(zeros)
+        return args, out
 
     def measure(self, job: _Job) -> list[float]:
         """Upload, load, run once and check here, then time on the device (``tiletune.measure.timing``)."""
