@@ -232,3 +232,20 @@ def test_the_tracker_command_names_the_extra_when_tornado_is_missing(monkeypatch
     assert 'pip install -e ".[rpc]"' in capsys.readouterr().err
     assert cli(["rpc", "server", "--tracker", "127.0.0.1:9190", "--key", "k", "--print"]) == 0
     assert capsys.readouterr().out.startswith("python3 -m tvm.exec.rpc_server --host 127.0.0.1 ")
+
+
+def test_bench_through_rpc(farm, tmp_path, capsys):
+    """``bench --rpc``: the runs measure on the devices (records name them), baselines default to none; asking
+    for a baseline (measured here) is refused in one line."""
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"name": "rpc-tiny", "description": "tiny", "workloads": ["gemm:M=32,N=32,K=32"],
+                                 "strategies": ["random"], "seeds": 1, "budget": 4, "levels": "2,1"}))
+    out = tmp_path / "out"
+    assert cli(["bench", str(suite), "--rpc", farm.rpc, "--out", str(out), "--no-plots", "-q", "--repeat", "1",
+                "--min-repeat-ms", "5"]) == 0
+    rows = load(out / "records.jsonl")
+    assert len(rows) == 4 and all(r.measurer == "rpc" and r.device.startswith(KEY + "@") for r in rows)
+    assert json.loads((out / "bench.json").read_text())["rpc"] == farm.rpc
+    capsys.readouterr()
+    assert cli(["bench", str(suite), "--rpc", farm.rpc, "--out", str(out), "--baselines", "vendor", "-q"]) == 2
+    assert "--baselines none" in capsys.readouterr().err
