@@ -151,6 +151,7 @@ def test_lost_devices_their_kernels_are_errors_and_the_run_goes_on(pool, request
 def test_bad_rpc_values_and_an_unreachable_tracker_are_one_line(capsys):
     port = _free_port()  # nothing listens there
     for value, says in (("127.0.0.1:9190", "expected HOST:PORT:KEY"), ("127.0.0.1:x:k", "expected HOST:PORT:KEY"),
+                        ("127.0.0.1:9190:a:b", "expected HOST:PORT:KEY"),
                         (f"127.0.0.1:{port}:k", "no RPC tracker at 127.0.0.1")):
         t0 = time.monotonic()
         assert cli(["tune", "gemm:M=32,N=32,K=32", "--rpc", value, "-o", os.devnull]) == 2

@@ -119,7 +119,9 @@ class Tracker:
         else:
             host, _, rest = str(text).partition(":")
             port, _, key = rest.partition(":")
-        if not host or not key or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in key):
+        # no ':' in KEY: TVM's server registers KEY:RANDOM and the tracker splits at the colon
+        if not host or not key or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() or c == ":"
+                                                                                        for c in key):
             raise TiletuneError(bad)
         return cls(host, int(port), key)
 
@@ -129,7 +131,8 @@ class Tracker:
 
     @property
     def where(self) -> str:
-        return str(self).rsplit(":", 1)[0]
+        """``HOST:PORT``."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def _socket(self, timeout: float = CONNECT_TIMEOUT_S) -> socket.socket:
         """A connection to the tracker, handshake done; TiletuneError when there is none."""
