@@ -69,28 +69,33 @@ class KillAfter(Callback):
 def test_gemm_and_conv_through_two_servers_match_local_measurement(farm, pool):
     """Both servers measure (records name them), every output checked against the reference; among
     configurations that local measurement finds clearly apart (the best, and ones at least 3x slower), the
-    devices find the same best."""
+    devices find the same best. Each side measures twice and keeps a configuration's faster median (a busy
+    machine only makes a kernel slower)."""
     for spec in ("gemm:M=64,N=64,K=64", "conv2d:N=1,C=8,H=8,W=8,K=16,R=3,S=3,pad=1"):
         wl = parse(spec)
         space = _space(wl)
         configs = list(dict.fromkeys(space.sample(np.random.default_rng(i)) for i in range(12)))[:8]
         with LocalMeasurer(wl, space, host_target(), FAST, pool=pool) as m:
-            local = m.measure(configs)
-        assert all(r.ok for r in local)
-        best = min(local, key=lambda r: r.median)
-        apart = [best.config] + [r.config for r in local if r.median > 3 * best.median]
+            local = [m.measure(configs) for _ in range(2)]
+        assert all(r.ok for rs in local for r in rs)
+        here = {c: min(a.median, b.median) for c, a, b in zip(configs, *local)}
+        best = min(configs, key=here.get)
+        apart = [best] + [c for c in configs if here[c] > 3 * here[best]]
         with RPCMeasurer(wl, space, host_target(), FAST, rpc=farm.rpc, pool=pool) as m:
             assert m.devices == 2
             remote = m.measure(configs)
             used = dict(m.stats["devices"])
-            by_config = {r.config: r for r in remote}
-        assert all(r.ok for r in remote), [r.message for r in remote if not r.ok]
+            again = m.measure(apart)
+        assert all(r.ok for r in remote + again), [r.message for r in remote + again if not r.ok]
         assert len(used) == 2 and sum(used.values()) == len(configs), used  # both servers got work
         assert {r.extra["device"] for r in remote} == set(used)
         assert all(d.startswith(KEY + "@127.0.0.1:") for d in used)
         assert all(len(r.costs) == FAST.repeat for r in remote)
+        there = {r.config: r.median for r in remote}
+        for r in again:
+            there[r.config] = min(there[r.config], r.median)
         if len(apart) > 1:
-            assert min(apart, key=lambda c: by_config[c].median) == best.config
+            assert min(apart, key=there.get) == best, {str(c): (here[c], there[c]) for c in apart}
 
 
 def test_tune_through_rpc_records_the_device_and_resumes(farm, tmp_path):
