@@ -66,36 +66,42 @@ class KillAfter(Callback):
     def on_end(self, run) -> None: ...
 
 
+def _untiled(space, config):
+    """``config`` with every axis untiled (all of it in the outermost level: scalar inner loops), no unroll, no
+    packing: many times slower than a vectorized tiling."""
+    d = space.to_dict(config)
+    for k, v in d.items():
+        if k.startswith("tile_"):
+            d[k] = [int(np.prod(v))] + [1] * (len(v) - 1)
+    return space.from_dict({**d, "unroll": 0, **({"pack": 0} if "pack" in d else {})})
+
+
 def test_gemm_and_conv_through_two_servers_match_local_measurement(farm, pool):
-    """Both servers measure (records name them), every output checked against the reference; among
-    configurations that local measurement finds clearly apart (the best, and ones at least 3x slower), the
-    devices find the same best. Each side measures twice and keeps a configuration's faster median (a busy
-    machine only makes a kernel slower)."""
+    """Both servers measure (records name them), every output is checked against the reference, and on a
+    tiny space (the best of the sampled configurations measured here, and the untiled one) the devices
+    find the same best as local measurement. Each side keeps a configuration's faster median of two
+    measurements (a busy machine only makes a kernel slower; this 2-core machine is shared)."""
     for spec in ("gemm:M=64,N=64,K=64", "conv2d:N=1,C=8,H=8,W=8,K=16,R=3,S=3,pad=1"):
         wl = parse(spec)
         space = _space(wl)
         configs = list(dict.fromkeys(space.sample(np.random.default_rng(i)) for i in range(12)))[:8]
         with LocalMeasurer(wl, space, host_target(), FAST, pool=pool) as m:
-            local = [m.measure(configs) for _ in range(2)]
-        assert all(r.ok for rs in local for r in rs)
-        here = {c: min(a.median, b.median) for c, a, b in zip(configs, *local)}
-        best = min(configs, key=here.get)
-        apart = [best] + [c for c in configs if here[c] > 3 * here[best]]
+            local = m.measure(configs)
+            best = min(local, key=lambda r: r.median).config
+            tiny = [best, _untiled(space, best)]
+            here = [min(a.median, b.median) for a, b in zip(m.measure(tiny), m.measure(tiny))]
+        assert all(r.ok for r in local)
         with RPCMeasurer(wl, space, host_target(), FAST, rpc=farm.rpc, pool=pool) as m:
             assert m.devices == 2
             remote = m.measure(configs)
             used = dict(m.stats["devices"])
-            again = m.measure(apart)
-        assert all(r.ok for r in remote + again), [r.message for r in remote + again if not r.ok]
+            there = [min(a.median, b.median) for a, b in zip(m.measure(tiny), m.measure(tiny))]
+        assert all(r.ok for r in remote), [r.message for r in remote if not r.ok]
         assert len(used) == 2 and sum(used.values()) == len(configs), used  # both servers got work
         assert {r.extra["device"] for r in remote} == set(used)
         assert all(d.startswith(KEY + "@127.0.0.1:") for d in used)
         assert all(len(r.costs) == FAST.repeat for r in remote)
-        there = {r.config: r.median for r in remote}
-        for r in again:
-            there[r.config] = min(there[r.config], r.median)
-        if len(apart) > 1:
-            assert min(apart, key=there.get) == best, {str(c): (here[c], there[c]) for c in apart}
+        assert here[0] < here[1] and there[0] < there[1], (here, there)
 
 
 def test_tune_through_rpc_records_the_device_and_resumes(farm, tmp_path):
