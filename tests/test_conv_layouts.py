@@ -133,3 +133,30 @@ def test_vendor_without_torch_computes_nhwc_with_numpy(monkeypatch):
     for spec in (CONV, DW):
         r = vendor.vendor(spec + ",layout=NHWC", MeasureSettings(repeat=1, min_repeat_ms=0))
         assert r.ok and "torch not installed" in r.label and not r.extra, (spec, r.error, r.message)
+
+
+@pytest.mark.parametrize("name", ["gensor", "roller", "evo-af", "xgb"])
+def test_model_based_strategies_run_on_nhwc(name):
+    """The strategies that read the access model (gensor, roller, the analytical features) on NHWC spaces."""
+    from tiletune.hardware import HardwareSpec, MemoryLevel
+    from tiletune.measure import FunctionMeasurer
+    from tiletune.space import Space
+    from tiletune.strategies import TuneContext, create
+    from tiletune.tune import tune
+
+    g = 2.5
+    hw = HardwareSpec(
+        name="test-avx512", kind="cpu", cores=2, simd_lanes=16, fma_units=2, freq_ghz=g, peak_gflops=2 * 16 * 2 * 2 * g,
+        memory=(MemoryLevel("register", 2048, 96 * g, 1 / g, 64), MemoryLevel("L1", 32768, 64 * g, 4 / g, 64),
+                MemoryLevel("L2", 1 << 20, 32 * g, 14 / g, 64), MemoryLevel("DRAM", None, 20.0, 90.0, 64, True)),
+        vector_registers=32, bank_count=8)
+    for spec in ("conv2d:N=1,C=32,H=14,W=14,K=64,R=3,S=3,pad=1,layout=NHWC",
+                 "depthwise_conv2d:N=1,C=64,H=14,W=14,R=3,S=3,stride=2,pad=1,layout=NHWC"):
+        wl = parse(spec)
+        space = Space.from_axes(wl.axes_no_tvm(), choices={"unroll": (0, 16), "pack": (0, 1)})
+        m = FunctionMeasurer(lambda c: 1e-3 * (1 + abs(space.to_dict(c)[space.knobs[3].name][-1] - 16)))
+        strat = create(name, space, seed=0, context=TuneContext(workload=wl, hardware=hw, target={"kind": "llvm"}),
+                       options={"feature": "analytical"} if name == "xgb" else None)
+        r = tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, trials=8, batch_size=4)
+        strat.close()
+        assert r.best is not None and r.best.ok and len(set(m.calls)) == len(m.calls) <= 8
