@@ -63,6 +63,11 @@ def test_nhwc_axes_put_the_channels_innermost_and_the_weight_is_packable():
     dw = parse(DW + ",layout=NHWC")
     assert [a.name for a in dw.axes_no_tvm()] == ["n", "p", "q", "c", "r", "s"]
     assert packable_inputs(dw) == ["weight"]
+    # the NHWC template's knobs: pack (the weight) and pad_buffer (padding written to a buffer first); NCHW
+    # spaces are what they were
+    assert [k.name for k in make_space(wl).knobs][-3:] == ["unroll", "pack", "pad_buffer"]
+    assert [k.name for k in make_space(parse(CONV)).knobs][-1] == "unroll"
+    assert "pad_buffer" not in [k.name for k in make_space(parse(CONV.replace("pad=1", "pad=0") + ",layout=NHWC")).knobs]
 
 
 def test_nhwc_access_model():
@@ -103,7 +108,8 @@ def test_nhwc_kernels_build_and_match_numpy(spec):
     chans = wl.output_shape()[-1]
     configs = [space.untiled(),
                # channels split over all four levels, the innermost vectorized; the weight packed
-               space.from_dict({**space.to_dict(space.untiled()), last: (1, 1, 1, chans), "pack": 1, "unroll": 16}),
+               space.from_dict({**space.to_dict(space.untiled()), last: (1, 1, 1, chans), "pack": 1, "unroll": 16,
+                                "pad_buffer": 1}),
                *space.sample_unique(np.random.default_rng(0), 3)]
     for config in configs:
         sch = schedule(wl, space, config, host_target())
