@@ -9,7 +9,7 @@ BATCH_DIR holds the kernels (``export_library`` .so files) and ``manifest.json``
 ``tiletune.measure.remote.write_batch``::
 
     {"version": 1,
-     "workload": {"key": "gemm:M=512,N=512,K=512", "op": "gemm", "params": {"M": 512, ...},
+     "workload": {"key": "gemm:M=512,N=512,K=512", "op": "gemm", "params": {"M": 512, ...}, "layout": null,
                   "dtype": "float32", "input_shapes": [[512, 512], [512, 512]], "output_shape": [512, 512],
                   "tolerance": [rtol, atol]},
      "seed": 0, "device": "cuda",
@@ -61,19 +61,23 @@ RUNTIME_ENV = {"TVM_USE_RUNTIME_LIB": "1"}
 
 
 # ---- references (torch, float64, on the measuring device) ------------------------------------------
-def reference(op: str, params: dict, inputs: list, torch_mod):
-    """The workload's output computed in torch (inputs are float64 torch tensors on the device)."""
+def reference(op: str, params: dict, inputs: list, torch_mod, layout: str | None = None):
+    """The workload's output computed in torch (inputs are float64 torch tensors on the device); ``layout``
+    is the convolutions' (NCHW when None)."""
     torch = torch_mod
     F = torch.nn.functional
     p = params
     if op in ("gemm", "gemv", "batch_matmul"):
         return torch.matmul(inputs[0], inputs[1])
-    if op == "conv2d":
-        return F.conv2d(inputs[0], inputs[1], stride=p.get("stride", 1), padding=p.get("pad", 0),
-                        dilation=p.get("dilation", 1))
-    if op == "depthwise_conv2d":
-        return F.conv2d(inputs[0], inputs[1], stride=p.get("stride", 1), padding=p.get("pad", 0),
-                        dilation=p.get("dilation", 1), groups=inputs[0].shape[1])
+    if op in ("conv2d", "depthwise_conv2d"):
+        x, w = inputs
+        nhwc = layout == "NHWC"
+        if nhwc:  # NHWC data, HWIO (conv2d) or HWC (depthwise) weight -> torch's NCHW / OIHW
+            x = x.permute(0, 3, 1, 2)
+            w = w.permute(3, 2, 0, 1) if op == "conv2d" else w.permute(2, 0, 1).unsqueeze(1)
+        y = F.conv2d(x, w, stride=p.get("stride", 1), padding=p.get("pad", 0), dilation=p.get("dilation", 1),
+                     groups=x.shape[1] if op == "depthwise_conv2d" else 1)
+        return y.permute(0, 2, 3, 1).contiguous() if nhwc else y
     if op == "avgpool2d":
         # padding counts in the divisor (count_include_pad=True); padding first also allows pad > kernel/2
         pad = p.get("pad", 0)
@@ -195,7 +199,8 @@ def reference_cached(batch: str, wl: dict, inputs: list, tdev: str, info: dict) 
         torch.backends.cudnn.allow_tf32 = False
     with torch.no_grad():
         ref_t = reference(wl["op"], wl.get("params", {}),
-                          [torch.from_numpy(x).to(torch.device(tdev), torch.float64) for x in inputs], torch)
+                          [torch.from_numpy(x).to(torch.device(tdev), torch.float64) for x in inputs], torch,
+                          wl.get("layout"))
     ref = ref_t.cpu().numpy()
     try:
         np.save(path + ".tmp.npy", ref)

@@ -200,7 +200,7 @@ def manifest(workload: Workload, space: Space, kernels: Sequence[tuple[str, str,
     return {
         "version": 1,
         "workload": {"key": workload.key, "op": workload.op, "params": dict(workload.values),
-                     "dtype": workload.dtype, "input_shapes": [list(s) for s in workload.input_shapes()],
+                     "layout": getattr(workload, "layout", None), "dtype": workload.dtype, "input_shapes": [list(s) for s in workload.input_shapes()],
                      "output_shape": list(workload.output_shape()), "tolerance": list(workload.tolerance())},
         "seed": seed,
         "device": device,
