@@ -1,0 +1,75 @@
+"""A model (``ModelSource``) as a Relax IRModule with its weights bound as constants.
+
+- torch: BatchNorm is folded into the preceding convolution for inference first
+  (``torch.fx.experimental.optimization.fuse``: conv + BN -> one conv with scaled weights and a bias), where
+  the module traces symbolically; then ``torch.export.export`` (under ``no_grad``) and
+  ``tvm.relax.frontend.torch.from_exported_program(keep_params_as_input=False)``.
+- ONNX: ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants).
+- Then, for both: BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
+  is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
+  elementwise epilogue of the convolution's kernel.
+
+A model that fails to export or import is one TiletuneError line naming the step and the reason.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+from ..errors import TiletuneError
+from .source import ModelSource
+
+
+def _reason(e: BaseException) -> str:
+    lines = [s.strip() for s in str(e).strip().splitlines() if s.strip()]
+    return f"{type(e).__name__}: {lines[0][:300]}" if lines else type(e).__name__
+
+
+def fold_batchnorm(module):
+    """A copy of ``module`` with every Conv2d -> BatchNorm2d pair folded into the Conv2d (fx), or the module
+    itself where fx cannot trace it (BatchNorm then stays, decomposed into the kernel's epilogue)."""
+    try:
+        from torch.fx.experimental.optimization import fuse
+
+        return fuse(copy.deepcopy(module))
+    except Exception:  # noqa: BLE001  (data-dependent control flow, untraceable modules: keep the module)
+        return module
+
+
+def to_relax(source: ModelSource):
+    """The Relax IRModule of ``source`` (``main`` takes the inputs, weights are constants)."""
+    import tvm
+    from tvm import relax
+
+    if source.kind == "torch":
+        import torch
+        from tvm.relax.frontend.torch import from_exported_program
+
+        module = fold_batchnorm(source.module)
+        try:
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ep = torch.export.export(module, source.example)
+        except Exception as e:  # noqa: BLE001
+            raise TiletuneError(f"{source.spec}: torch.export failed ({_reason(e)})") from None
+        try:
+            mod = from_exported_program(ep, keep_params_as_input=False, unwrap_unit_return_tuple=True)
+        except Exception as e:  # noqa: BLE001
+            raise TiletuneError(f"{source.spec}: TVM's PyTorch frontend cannot import it ({_reason(e)})") from None
+    else:
+        import onnx
+        from tvm.relax.frontend.onnx import from_onnx
+
+        try:
+            model = onnx.load(source.onnx_path)
+            shapes = {i.name: list(i.shape) for i in source.inputs}
+            dtypes = {i.name: i.dtype for i in source.inputs}
+            mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
+        except Exception as e:  # noqa: BLE001
+            raise TiletuneError(f"{source.spec}: TVM's ONNX frontend cannot import it ({_reason(e)})") from None
+    try:
+        mod = tvm.transform.Sequential([relax.transform.DecomposeOpsForInference(),
+                                        relax.transform.CanonicalizeBindings()])(mod)
+    except Exception as e:  # noqa: BLE001
+        raise TiletuneError(f"{source.spec}: preparing the imported model failed ({_reason(e)})") from None
+    return mod
