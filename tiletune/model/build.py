@@ -20,12 +20,15 @@ export one library, and export the kernels as a MetaSchedule database.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..api import c_compiler
 from ..errors import TiletuneError
+from ..measure.timing import time_callable
 from ..records import best, load
 from ..schedules import make_space
 from ..schedules.cpu import schedule
@@ -167,8 +170,6 @@ def check(source, runner: ModelRunner, seed: int = 0) -> float:
 
 
 def export(executable, path: str, meta: dict) -> None:
-    from ..api import c_compiler
-
     c_compiler()
     try:
         executable.export_library(path)
@@ -199,3 +200,32 @@ def export_database(tasks: ModelTasks, chosen: dict[str, Chosen], directory: str
                                                          args_info=ArgInfo.from_prim_func(k.func)))
         n += 1
     return n
+
+
+def kernel_latencies(tasks: ModelTasks, chosen: dict[str, Chosen], settings) -> dict[str, float]:
+    """Seconds per call of every kernel as the built model would run it (its tuned schedule, else the
+    default one), each compiled alone and timed by ``tiletune.measure.timing.time_callable`` on random
+    inputs; by kernel hash."""
+    import tvm
+
+    tgt = tvm.target.Target(tasks.target)
+    dev = tvm.cpu()
+    out: dict[str, float] = {}
+    rng = np.random.default_rng(0)
+    for k in tasks.kernels:
+        c = chosen.get(k.hash)
+        func = (schedule(k.workload, c.space, c.config, tasks.target).mod["main"] if c is not None
+                else checked(k.func, tasks.target)[0])
+        try:
+            lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=tgt).mod
+            args = []
+            for p in k.func.params:
+                shape, dtype = tuple(int(s) for s in p.shape), str(p.dtype)
+                a = (rng.standard_normal(shape) if "float" in dtype else rng.integers(0, 2, size=shape)).astype(dtype)
+                args.append(tvm.runtime.tensor(a, dev))
+            main = lib["main"]
+            main(*args)
+            out[k.hash] = float(np.median(time_callable(lambda: main(*args), settings)))
+        except Exception:  # noqa: BLE001  (symbolic shapes, odd parameters: not timed)
+            out[k.hash] = math.nan
+    return out

@@ -38,6 +38,12 @@ def fold_batchnorm(module):
 
 def to_relax(source: ModelSource):
     """The Relax IRModule of ``source`` (``main`` takes the inputs, weights are constants)."""
+    with warnings.catch_warnings():  # torch's export and TVM's frontends warn about their own internals
+        warnings.simplefilter("ignore")
+        return _to_relax(source)
+
+
+def _to_relax(source: ModelSource):
     import tvm
     from tvm import relax
 

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 
 from ..errors import TiletuneError
 from ..workloads.primfunc import PrimFuncWorkload, _walk
+from .importer import to_relax
+from .source import ModelSource
+from .source import load as load_source
 
 
 @dataclass
@@ -185,12 +188,19 @@ def extract(fused, target: dict) -> ModelTasks:
             if _is_mac(wl):
                 k.workload, k.flops = wl, wl.flops
             else:
-                k.reason = "a reduction without a multiply-accumulate (sum, mean, pooling): not a tiling task"
+                k.reason = "a reduction without a multiply-accumulate (sum, mean, pooling)"
         except TiletuneError as e:
             msg = str(e)
-            k.reason = msg[len(name) + 2:] if msg.startswith(name + ": ") else msg
+            msg = msg[len(name) + 2:] if msg.startswith(name + ": ") else msg
+            k.reason = msg.split(" (")[0].split(";")[0]  # e.g. "no reduction block", "several reduction blocks"
         if not k.tunable:
             k.flops = generic_flops(f)
         by_hash[h] = k
     kernels = sorted(by_hash.values(), key=lambda k: (-k.flops * k.calls, k.name))
     return ModelTasks(fused, target, kernels)
+
+
+def load_model_tasks(spec: str, target: dict) -> tuple[ModelSource, ModelTasks]:
+    """The model of ``spec`` (``tiletune.model.source.load``), imported, fused and its kernels extracted."""
+    source = load_source(spec)
+    return source, extract(fuse(to_relax(source), target), target)
