@@ -116,13 +116,9 @@ def compile_module(mod, target: dict):
 
 
 def _flat(out) -> list[np.ndarray]:
-    import tvm
-
-    if isinstance(out, (list, tuple)) or type(out).__name__ in ("Array", "Tuple"):
-        return [x for o in out for x in _flat(o)]
-    if isinstance(out, tvm.runtime.Tensor) if hasattr(tvm.runtime, "Tensor") else False:
+    if hasattr(out, "numpy"):
         return [out.numpy()]
-    return [out.numpy()] if hasattr(out, "numpy") else [np.asarray(out)]
+    return [x for o in out for x in _flat(o)]
 
 
 class ModelRunner:
