@@ -4,11 +4,13 @@ from __future__ import annotations
 import math
 import os
 
+from ..api import set_threads
 from ..errors import TiletuneError
-from ..model.build import (best_configs, check, compile_module, export, export_database, kernel_latencies,
-                           scheduled_module, ModelRunner)
-from ..model.scheduler import SCHEDULERS
+from ..measure.base import MeasureSettings
+from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
+                           kernel_latencies, scheduled_module)
 from ..model.progress import ModelProgress
+from ..model.scheduler import SCHEDULERS
 from ..model.tasks import ModelTasks, load_model_tasks
 from ..model.tuner import tune_model
 from ..model.zoo import MODELS
@@ -123,8 +125,6 @@ def run_tasks(args) -> int:
     if args.records and not args.measure:
         raise TiletuneError("--records is used with --measure")
     if args.measure:
-        from ..api import set_threads
-
         set_threads(int(tasks.target.get("num-cores") or 0) or None)
         chosen = best_configs(tasks, args.records)
         latency = kernel_latencies(tasks, chosen, _bench_settings())
@@ -135,8 +135,6 @@ def run_tasks(args) -> int:
 
 
 def _bench_settings():
-    from ..measure.base import MeasureSettings
-
     return MeasureSettings()
 
 
