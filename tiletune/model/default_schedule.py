@@ -9,7 +9,8 @@ this may recompute an elementwise value, never a reduction). Then for each remai
   outside the reduction for a reduction block) are the block's spatial nest;
 - if the block has no reduction and its innermost spatial loop has an extent divisible by 4, 8 or 16
   (the widest that divides, at most ``VECTOR`` lanes), that loop is split and its inner part vectorized;
-- the remaining spatial loops are fused into one and run in parallel over the cores.
+- the remaining spatial loops are fused into one and run in parallel over the cores, unless the block
+  iterates fewer than ``PARALLEL_MIN`` times in all (then waking the thread pool costs more than it saves).
 
 A step TVM refuses for a block (a loop nest that is not a plain nest, a vectorization it cannot do) is
 skipped for that block; ``checked`` builds the result and compares it with TVM's unscheduled build of the
@@ -18,11 +19,14 @@ schedule builds wrongly or not at all. A kernel with symbolic shapes is left as 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..workloads.primfunc import _walk
 
 VECTOR = 16  # fp32 lanes of AVX-512
+PARALLEL_MIN = 4096  # iterations below which a block runs on one core (waking the thread pool costs more)
 _CHECKED: dict[tuple, object] = {}
 
 
@@ -54,6 +58,10 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
     prefix = _spatial_prefix(sch, block)
     if not prefix:
         return
+    try:
+        work = math.prod(int(sch.get(lp).extent) for lp in loops)
+    except TypeError:  # symbolic extents
+        work = PARALLEL_MIN
     has_reduction = len(prefix) < len(loops) or any(int(iv.iter_type) != 0 for iv in sch.get(block).iter_vars)
     outer = list(prefix)
     if vectorize and not has_reduction:
@@ -68,7 +76,8 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
             sch.vectorize(lane)
             outer[-1] = head
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-    sch.parallel(fused)
+    if work >= PARALLEL_MIN:
+        sch.parallel(fused)
 
 
 def default_schedule(func, vectorize: bool = True):
