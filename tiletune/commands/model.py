@@ -7,9 +7,12 @@ import os
 from ..api import set_threads
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
+from ..model.baselines import METHODS
+from ..model.bench import bench_model, parse_methods
 from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
                            kernel_latencies, scheduled_module)
 from ..model.progress import ModelProgress
+from ..model.source import _label
 from ..model.scheduler import SCHEDULERS
 from ..model.tasks import ModelTasks, load_model_tasks
 from ..model.tuner import tune_model
@@ -72,6 +75,23 @@ def add_parser(sub) -> None:
                    "(apply them with relax.transform.MetaScheduleApplyDatabase)")
     b.add_argument("--no-check", action="store_true", help="skip the comparison with the original framework")
     b.set_defaults(func=run_build)
+
+    e = msub.add_parser("bench", help="time the tuned model against PyTorch, torch.compile, ONNX Runtime, TVM",
+                        formatter_class=HelpFormatter,
+                        description="Each method in its own process, one after another (run it on an idle machine): "
+                        "our build from RECORDS, torch eager, torch.compile, ONNX Runtime (CPU), TVM's default build and, "
+                        "with --metaschedule-trials, MetaSchedule tune_relax. Results are appended to "
+                        "OUT/results.jsonl (a second run skips what is done); OUT/<model>.md and .png are the report.")
+    _common(e)
+    e.add_argument("--records", "-r", default=None, metavar="RECORDS.jsonl", help="records of 'model tune' (ours)")
+    e.add_argument("--out", default="model-bench", metavar="DIR", help="where results, report and plot go")
+    e.add_argument("--methods", default=None, help="comma-separated subset of: " + ", ".join(METHODS))
+    e.add_argument("--metaschedule-trials", type=int, default=0,
+                   help="also tune with MetaSchedule's tune_relax at this many trials (0: skip it)")
+    e.add_argument("--timeout", type=float, default=3600.0, help="seconds per method")
+    e.add_argument("--repeat", type=int, default=10, help="timing samples per method")
+    e.add_argument("--min-repeat-ms", type=int, default=200, help="minimum duration of one sample in ms")
+    e.set_defaults(func=run_bench)
 
 
 def _common(p) -> None:
@@ -207,3 +227,18 @@ def run_build(args) -> int:
         n = export_database(tasks, chosen, args.database)
         print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")
     return 0
+
+
+def run_bench(args) -> int:
+    if args.repeat < 1 or args.min_repeat_ms < 0 or args.timeout <= 0:
+        raise TiletuneError("--repeat must be >= 1, --min-repeat-ms >= 0 and --timeout > 0")
+    target = parse_target(args.target)
+    if target.get("kind") != "llvm":
+        raise TiletuneError("tiletune model bench runs on this machine's CPU (llvm targets) only")
+    methods = parse_methods(args.methods, args.metaschedule_trials)
+    check_output(os.path.join(args.out, "results.jsonl"), "results file")
+    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
+    rows = bench_model(args.model, out=args.out, target=target, methods=methods, records=args.records,
+                       settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout)
+    print(open(os.path.join(args.out, f"{_label(args.model)}.md")).read())
+    return 0 if any(r["method"] == "tiletune" and not r.get("error") for r in rows) or "tiletune" not in methods else 1
