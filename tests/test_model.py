@@ -309,3 +309,30 @@ def test_gradient_scheduler_follows_the_expected_decrease():
         picks.append(i)
         tasks[i].rounds += 1
     assert picks[:2] == [0, 1] and picks.count(0) == 6  # 3:1, the FLOPs x calls shares
+
+
+def test_bench_times_each_method_in_its_own_process_and_resumes(spec, tuned, tmp_path, monkeypatch, capsys):
+    from tiletune.cli import main
+
+    rec, _ = tuned
+    out = tmp_path / "bench"
+    # onnxruntime made unimportable for the children: a missing baseline is one line, the others run
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "onnxruntime.py").write_text("raise ImportError('no onnxruntime here')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    argv = ["model", "bench", spec, "-r", str(rec), "--out", str(out), "--methods", "tiletune,torch,onnxruntime",
+            "--repeat", "2", "--min-repeat-ms", "0"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "| tiletune (tuned) |" in text and "| PyTorch eager |" in text
+    assert "missing: onnxruntime is not installed" in text
+    lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    ok = {r["method"]: r for r in lines if not r.get("error")}
+    assert set(ok) == {"tiletune", "torch"} and all(r["check_error"] < 1e-4 for r in ok.values())
+    assert len(ok["torch"]["samples"]) == 2 and (out / "small_model-make.png").stat().st_size > 0
+    # again: the finished methods are kept, the missing one is tried again
+    assert main(argv) == 0
+    assert "torch: done before" in capsys.readouterr().out
+    again = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["method"] for r in again[len(lines):]] == ["onnxruntime"]

@@ -12,7 +12,7 @@ from ..model.bench import bench_model, parse_methods
 from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
                            kernel_latencies, scheduled_module)
 from ..model.progress import ModelProgress
-from ..model.source import _label
+from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
 from ..model.tasks import ModelTasks, load_model_tasks
 from ..model.tuner import tune_model
@@ -240,5 +240,5 @@ def run_bench(args) -> int:
     settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
     rows = bench_model(args.model, out=args.out, target=target, methods=methods, records=args.records,
                        settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout)
-    print(open(os.path.join(args.out, f"{_label(args.model)}.md")).read())
+    print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
     return 0 if any(r["method"] == "tiletune" and not r.get("error") for r in rows) or "tiletune" not in methods else 1

@@ -28,7 +28,7 @@ from ..bench.plots import _plt
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from .baselines import LABELS, METHODS
-from .source import _label
+from .source import short_name
 
 DEFAULT_METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default")
 
@@ -132,7 +132,7 @@ def latest(results: list[dict], spec: str) -> list[dict]:
 
 def write_report(spec: str, d: Path, target: dict) -> None:
     rows = latest(load_results(d / "results.jsonl"), spec)
-    name = _label(spec)
+    name = short_name(spec)
     ours = next((r for r in rows if r["method"] == "tiletune" and not r.get("error")), None)
     info = machine_info(target)
     lines = [f"# {spec}: end-to-end latency (batch 1)", "",

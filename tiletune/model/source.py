@@ -89,6 +89,18 @@ def _label(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "model"
 
 
+def short_name(spec: str) -> str:
+    """A file-name-safe name of a model spec: the built-in name, FILE-FUNCTION, or the ONNX file's stem."""
+    if spec in MODELS:
+        return spec
+    if spec.endswith(".onnx"):
+        return _label(Path(spec).stem)
+    path, colon, fn = spec.rpartition(":")
+    if colon and path.endswith(".py"):
+        return f"{_label(Path(path).stem)}-{_label(fn)}"
+    return _label(spec)
+
+
 def load(spec: str) -> ModelSource:
     """The model named by ``spec`` (see the module docstring); a TiletuneError says what is accepted."""
     if spec in MODELS:
@@ -128,7 +140,7 @@ def _from_factory(spec: str, path: str, fn: str) -> ModelSource:
     module, example = got
     if not isinstance(example, (tuple, list)):
         example = (example,)
-    return _from_torch(spec, f"{_label(p.stem)}-{_label(fn)}", module, tuple(example))
+    return _from_torch(spec, short_name(spec), module, tuple(example))
 
 
 def _from_torch(spec: str, name: str, module, example: tuple) -> ModelSource:
