@@ -143,6 +143,7 @@ def run_method(job: dict) -> dict:
         first = call(args)  # compiles torch.compile's graph; checked below
         out["prepare_s"] = time.perf_counter() - t0
         out["check_error"] = compare(outputs(first), source.reference(inputs))
+        out["load_before"] = os.getloadavg()[0]  # a loaded machine makes every timing doubtful
         samples = time_callable(lambda: call(args), settings)
     out["samples"] = [float(s) for s in samples]
     out["median_s"] = float(np.median(samples))

@@ -151,6 +151,8 @@ def write_report(spec: str, d: Path, target: dict) -> None:
             notes.append(f"{r.get('tuned_tasks', 0)} of {r.get('tasks', 0)} tasks tuned")
         if r["method"] == "metaschedule":
             notes.append(f"{r.get('trials')} trials, tuning included in prepare")
+        if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1):
+            notes.append(f"machine busy (load {r['load_before']:.1f})")
         lines.append(f"| {r['label']} | {r['median_s'] * 1e3:.3f} | {s.min():.3f}..{s.max():.3f} | {speed} | "
                      f"{r['check_error']:.1e} | {r['prepare_s']:.1f} | {'; '.join(notes)} |")
     (d / f"{name}.md").write_text("\n".join(lines) + "\n")
