@@ -4,6 +4,10 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
 - Each task keeps its strategy (made once, with the run's seed) and its measurer (``make_measurer``; on
   this machine all tasks share one pool of warm workers) for the whole run, so a task's search continues
   where its last round stopped.
+- Strategies with worker processes (the TVM feature pools of xgb, evo, dgd) hold them only while their
+  task is being tuned: when the next round goes to another task, the previous task's strategy is closed,
+  which stops its workers (their ``close`` is reversible: the pool starts again at its next use), so a model
+  of many tasks never has more than one task's feature workers alive.
 - A round is ``round_trials`` trials of one task (fewer at the end of the budget). ``trials`` counts the
   whole model's trials; ``seconds`` bounds the wall time (a round in flight finishes).
 - Records of every task go to one JSONL file, keyed by the task's workload key; every result is written as
@@ -124,6 +128,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = "random", trials: int | Non
     started = time.monotonic()
     total = 0
     stopped = "trials"
+    prev = None
     try:
         while True:
             if trials is not None and total >= trials:
@@ -137,6 +142,9 @@ def tune_model(tasks: ModelTasks, *, strategy: str = "random", trials: int | Non
                 stopped = "every task finished"
                 break
             st = states[i]
+            if prev is not None and prev is not st:
+                prev.strategy.close()  # its feature workers, if any; started again when it is next chosen
+            prev = st
             n = round_trials if trials is None else min(round_trials, trials - total)
             run = None
             try:
