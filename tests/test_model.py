@@ -336,3 +336,23 @@ def test_bench_times_each_method_in_its_own_process_and_resumes(spec, tuned, tmp
     assert "torch: done before" in capsys.readouterr().out
     again = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert [r["method"] for r in again[len(lines):]] == ["onnxruntime"]
+
+
+def test_an_onnx_model_builds_and_matches_onnxruntime(home, tmp_path, capsys):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from tiletune.api import load_model
+    from tiletune.cli import main
+    from tiletune.model.source import load
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 5)).eval()
+    path = tmp_path / "net.onnx"
+    torch.onnx.export(net, (torch.randn(1, 3, 6, 6),), str(path), opset_version=17, dynamo=False)
+    lib = tmp_path / "net.so"
+    assert main(["model", "build", str(path), "-o", str(lib)]) == 0
+    assert "matches the original" in capsys.readouterr().out
+    source = load(str(path))
+    x = source.random_inputs(4)
+    np.testing.assert_allclose(load_model(str(lib))(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)

@@ -78,4 +78,19 @@ def _to_relax(source: ModelSource):
                                         relax.transform.CanonicalizeBindings()])(mod)
     except Exception as e:  # noqa: BLE001
         raise TiletuneError(f"{source.spec}: preparing the imported model failed ({_reason(e)})") from None
+    _check_static(source, mod)
     return mod
+
+
+def _check_static(source: ModelSource, mod) -> None:
+    """TiletuneError naming the first operator whose result has no static shape (kernels need them)."""
+    from tvm import relax
+
+    for block in getattr(mod["main"].body, "blocks", ()):
+        for b in block.bindings:
+            ty = getattr(b.var, "ty", None)
+            if isinstance(ty, relax.TensorType) and ty.shape is None:
+                op = getattr(getattr(b.value, "op", None), "name", type(b.value).__name__)
+                raise TiletuneError(f"{source.spec}: the imported model computes a tensor of unknown shape ({op}); "
+                                    "only static shapes are supported (export with static shapes and constant "
+                                    "folding)")
