@@ -19,7 +19,8 @@ from ..model.tuner import tune_model
 from ..model.zoo import MODELS
 from ..paths import check_output
 from ..target import parse_target
-from .common import HelpFormatter, add_measure_arguments, add_option_argument, measure_settings, options_for
+from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
+                     options_for)
 
 MODEL_HELP = (f"a built-in model ({', '.join(MODELS)}), path/to/file.py:function returning "
               "(torch.nn.Module, example_inputs), or a .onnx file")
@@ -84,7 +85,8 @@ def add_parser(sub) -> None:
                         "OUT/results.jsonl (a second run skips what is done); OUT/<model>.md and .png are the report.")
     _common(e)
     e.add_argument("--records", "-r", default=None, metavar="RECORDS.jsonl", help="records of 'model tune' (ours)")
-    e.add_argument("--out", default="model-bench", metavar="DIR", help="where results, report and plot go")
+    add_output_argument(e, "--out", dest="out", default="model-bench", metavar="DIR",
+                        help="where results, report and plot go")
     e.add_argument("--methods", default=None, help="comma-separated subset of: " + ", ".join(METHODS))
     e.add_argument("--metaschedule-trials", type=int, default=0,
                    help="also tune with MetaSchedule's tune_relax at this many trials (0: skip it)")
