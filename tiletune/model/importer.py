@@ -5,7 +5,8 @@
   the module traces symbolically; then ``torch.export.export`` (under ``no_grad``) and
   ``tvm.relax.frontend.torch.from_exported_program(keep_params_as_input=False)``.
 - ONNX: ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants).
-- Then, for both: BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
+- Then, for both: comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
+  ``_bool_compares_as_int8``), and BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
   is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
   elementwise epilogue of the convolution's kernel.
 
@@ -79,6 +80,29 @@ def _to_relax(source: ModelSource):
     except Exception as e:  # noqa: BLE001
         raise TiletuneError(f"{source.spec}: preparing the imported model failed ({_reason(e)})") from None
     _check_static(source, mod)
+    return _bool_compares_as_int8(mod)
+
+
+def _bool_compares_as_int8(mod):
+    """``equal`` / ``not_equal`` of two bool tensors compared as int8: TVM 0.27's LLVM code generator emits
+    a floating-point compare for bools (LLVM verification fails: "Invalid operand types for FCmp
+    instruction"); GPT-2's causal mask has one."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class BoolCompare(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            op = getattr(call.op, "name", "")
+            if op in ("relax.equal", "relax.not_equal") and all(
+                    getattr(getattr(a, "ty", None), "dtype", "") == "bool" for a in call.args):
+                a, b = [relax.op.astype(x, "int8") for x in call.args]
+                return relax.op.equal(a, b) if op == "relax.equal" else relax.op.not_equal(a, b)
+            return call
+
+    for gv, f in list(mod.functions.items()):
+        if isinstance(f, relax.Function):
+            mod[gv] = BoolCompare().visit_expr(f)
     return mod
 
 

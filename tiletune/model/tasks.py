@@ -1,7 +1,8 @@
 """The kernels of a model: fuse its Relax module, list every distinct kernel with its call count, and turn
 the tunable ones into tasks (``PrimFuncWorkload``).
 
-- Fusion (under the target): ``LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR,
+- Fusion (under the target): TVM's CPU library dispatch (sort, scan and cumsum, sampling, as its
+  default pipeline does first), then ``LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR,
   DeadCodeElimination``: each operator becomes a TIR kernel and elementwise consumers join their
   producer's kernel (conv2d + bias + residual add + ReLU is one kernel).
 - Extraction (our own walk, like MetaSchedule's ``extract_tasks``): every ``call_tir`` of a PrimFunc in the
@@ -72,10 +73,11 @@ def fuse(mod, target: dict):
     """``mod`` lowered to TIR kernels and fused (see the module docstring)."""
     import tvm
     from tvm import relax
+    from tvm.relax.backend.cpu_generic.pipeline import library_dispatch_passes
 
     try:
-        with tvm.target.Target(target):
-            return tvm.transform.Sequential([
+        with tvm.target.Target(target) as tgt:
+            return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
                 relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                 relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
                 relax.transform.DeadCodeElimination()])(mod)

@@ -196,16 +196,21 @@ def tiny():
     return model.eval(), (torch.randn(1, 3, 16, 16),)
 
 
-def _hidden_state_only(model):
-    """The transformer's last hidden state as the one output (what the benchmark times and checks)."""
+def _hidden_state_only(model, mask: bool = False):
+    """The transformer's last hidden state as the one output (what the benchmark times and checks); with
+    ``mask``, an all-ones attention mask is given as a constant (without one, GPT-2 looks for packed
+    sequences with a cumulative sum over a bool tensor, which TVM 0.27 cannot compile)."""
     torch = _torch()
 
     class LastHidden(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.model = model
+            self.register_buffer("mask", torch.ones(1, SEQ, dtype=torch.long), persistent=False)
 
         def forward(self, input_ids):
+            if mask:
+                return self.model(input_ids=input_ids, attention_mask=self.mask).last_hidden_state
             return self.model(input_ids=input_ids).last_hidden_state
 
     return LastHidden().eval()
@@ -226,7 +231,7 @@ def gpt2():
     tf = _transformers()
     torch.manual_seed(0)
     cfg = tf.GPT2Config(attn_implementation="eager", use_cache=False)  # GPT-2 small: 12 layers, hidden 768, 12 heads; no KV cache (its concat does not import)
-    model = _hidden_state_only(tf.GPT2Model(cfg))
+    model = _hidden_state_only(tf.GPT2Model(cfg), mask=True)
     return model, (torch.randint(0, cfg.vocab_size, (1, SEQ)),)
 
 
