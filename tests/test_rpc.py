@@ -261,3 +261,22 @@ def test_bench_through_rpc(farm, tmp_path, capsys):
     capsys.readouterr()
     assert cli(["bench", str(suite), "--rpc", farm.rpc, "--out", str(out), "--baselines", "vendor", "-q"]) == 2
     assert "--baselines none" in capsys.readouterr().err
+
+
+def test_model_tune_through_rpc(farm, tmp_path):
+    """``model tune --rpc``: every task's kernels are measured on the farm's devices (a task's sessions are
+    released when the next round goes to another task, so the tasks never wait for each other's devices)."""
+    pytest.importorskip("torch")
+    from tiletune.model.importer import to_relax
+    from tiletune.model.source import load as load_model_source
+    from tiletune.model.tasks import extract, fuse
+    from tiletune.model.tuner import tune_model
+
+    tasks = extract(fuse(to_relax(load_model_source("tiny")), host_target()), host_target())
+    recs = tmp_path / "m.jsonl"
+    result = tune_model(tasks, strategy="random", trials=2 * len(tasks.tasks), records=str(recs), round_trials=2,
+                        batch_size=2, settings=FAST, rpc=farm.rpc, scheduler="flops")
+    assert result.trials == 2 * len(tasks.tasks)
+    rows = load(recs)
+    assert len({r.workload for r in rows}) >= 2  # several tasks measured
+    assert all(r.measurer == "rpc" and r.device.startswith(KEY + "@") for r in rows if r.ok) and any(r.ok for r in rows)
