@@ -7,6 +7,10 @@
     python benchmarks/foundation.py quality [--strategy random --trials 200 --records g1024.jsonl]
         tunes GEMM 1024^3 (resumable through the records file), then times the best kernel and
         numpy's matmul alternately in the same process (--rounds times) and prints both and the ratio.
+    python benchmarks/foundation.py compile [--configs 48 --size 256]
+        compiles the same random configurations of GEMM size^3 in this process with and without the
+        entry function's argument checks (schedules.build's arg_checks), alternating, and prints the CPU
+        seconds per configuration of each (lowering + LLVM, then machine code) and the ratio.
 
 Not a test: it prints figures. The machine is shared and noisy, so compare the ratios of one run.
 """
@@ -20,6 +24,7 @@ import numpy as np
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.session import RunSpec, run
+from tiletune.workloads import parse as parse_workload
 
 
 def throughput(args) -> None:
@@ -46,6 +51,38 @@ def throughput(args) -> None:
           f"{res.trials / (wall + startup):.2f} trials/s including start-up")
     print(f"  build phase {m.stats['build_s']:.2f} s (parallel over workers), run phase {m.stats['run_s']:.2f} s")
     print(f"  best {res.best_gflops:.1f} GFLOPS")
+
+
+def compile_cost(args) -> None:
+    import tvm
+
+    from tiletune.schedules import build, make_space
+    from tiletune.schedules.cpu import InvalidConfig, check
+    from tiletune.target import host_target
+
+    wl = parse_workload(f"gemm:M={args.size},N={args.size},K={args.size}")
+    space, target = make_space(wl), host_target()
+    rng, configs = np.random.default_rng(args.seed), []
+    while len(configs) < args.configs:
+        c = space.sample(rng)
+        try:
+            check(wl, space, c)
+            configs.append(c)
+        except InvalidConfig:
+            pass
+    cpu = {True: [], False: []}
+    for c in configs:
+        for checks in (True, False):
+            t0 = time.process_time()
+            build(wl, space, c, target, arg_checks=checks).mod["main"]  # look-up: machine code generated
+            cpu[checks].append(time.process_time() - t0)
+    with_, without = sum(cpu[True]) / len(configs), sum(cpu[False]) / len(configs)
+    print(f"GEMM {args.size}^3, {len(configs)} random configurations, compiled in this process (tvm {tvm.__version__})")
+    print(f"  with argument checks:    {with_ * 1e3:.0f} ms CPU per configuration "
+          f"(median {statistics.median(cpu[True]) * 1e3:.0f})")
+    print(f"  without (measurement):   {without * 1e3:.0f} ms CPU per configuration "
+          f"(median {statistics.median(cpu[False]) * 1e3:.0f})")
+    print(f"  ratio {without / with_:.2f}")
 
 
 def _time(fn, n: int) -> float:
@@ -110,8 +147,12 @@ def main() -> None:
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--records", default="g1024.jsonl")
     q.add_argument("--rounds", type=int, default=5)
+    c = sub.add_parser("compile")
+    c.add_argument("--configs", type=int, default=48)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--size", type=int, default=256, help="GEMM M = N = K (default: 256)")
     args = p.parse_args()
-    throughput(args) if args.what == "throughput" else quality(args)
+    {"throughput": throughput, "quality": quality, "compile": compile_cost}[args.what](args)
 
 
 if __name__ == "__main__":

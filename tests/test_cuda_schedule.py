@@ -186,17 +186,28 @@ def test_schedule_dispatch_by_target_kind():
     assert "threadIdx.x" in schedules.schedule(wl, sp, c, SM90).mod.script()
 
 
-def test_runs_on_a_gpu_when_there_is_one():
-    from tiletune.measure.base import MeasureSettings
-    from tiletune.measure.remote import cuda_available, make_measurer
+def test_runs_on_a_gpu_through_rpc_when_there_is_one():
+    """On a machine whose TVM sees a GPU: a tracker and a server on 127.0.0.1, the kernel measured through
+    them (the path a remote GPU takes)."""
+    import tvm
 
-    if not cuda_available():
+    from tiletune.measure.base import MeasureSettings
+    from tiletune.measure.factory import make_measurer
+
+    from .rpc_farm import start
+
+    pytest.importorskip("tornado", reason="the RPC tracker needs tornado (pip install -e '.[rpc]')")
+    if not tvm.cuda(0).exist:
         pytest.skip("no CUDA device visible to TVM on this machine (the GPU path is tested on a GPU machine)")
     wl = parse("gemm:M=128,N=128,K=64")
     sp = make_space(wl, None, SM90)
     c = _cfg(sp, tile_m=[4, 2, 4, 4], tile_n=[4, 1, 8, 4], tile_k=[8, 8], unroll=16)
-    with make_measurer(wl, sp, SM90, MeasureSettings(repeat=2)) as m:
-        (r,) = m.measure([c])
+    farm = start(1)
+    try:
+        with make_measurer(wl, sp, SM90, settings=MeasureSettings(repeat=2), rpc=farm.rpc) as m:
+            (r,) = m.measure([c])
+    finally:
+        farm.stop()
     assert r.ok, r.message
 
 

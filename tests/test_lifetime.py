@@ -231,28 +231,3 @@ def test_no_feature_worker_outlives_a_killed_tuning_process(tmp_path):
         assert _gone_within(workers, 5.0) == []
     finally:
         _kill_all(workers + [p.pid])
-
-
-def test_a_gpu_runner_worker_ends_with_its_supervisor():
-    """gpu_runner.py imports nothing from tiletune: its isolated worker sets the parent-death signal itself."""
-    parent = _python(PARENT.format(child=textwrap.dedent("""
-        import os, time
-        from tiletune.measure.gpu_runner import _die_with_supervisor
-        _die_with_supervisor(os.getppid())
-        print("child up", flush=True)
-        time.sleep(60)
-    """)))
-    child = int(parent.stdout.readline())
-    try:
-        assert parent.stdout.readline().strip() == "child up"
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(5)
-        assert _gone_within([child], 3.0) == []
-    finally:
-        _kill_all([child, parent.pid])
-    late = _python("""
-        from tiletune.measure.gpu_runner import _die_with_supervisor
-        _die_with_supervisor(2 ** 22 + 12345)  # not this process's parent: the supervisor is gone
-        print("still here")
-    """)
-    assert late.wait(10) == 1 and late.stdout.read() == ""

@@ -156,3 +156,20 @@ def test_workers_do_not_load_torch(pool):
     for w in pool.workers:
         with open(f"/proc/{w.proc.pid}/maps") as f:
             assert "libtorch" not in f.read()
+
+
+def test_measurement_builds_leave_out_argument_checks_that_user_libraries_keep():
+    import tvm
+
+    from tiletune.measure.local import build_kernel, run_kernel
+    from tiletune.schedules import build
+
+    wl = parse("gemm:M=16,N=16,K=8")
+    space, target = make_space(wl), host_target()
+    config = space.untiled()
+    user = build(wl, space, config, target).mod
+    with pytest.raises(ValueError, match="argument #0"):  # a wrong argument is refused, not read out of bounds
+        user["main"](*(tvm.runtime.tensor(np.zeros((4, 4), "float32")) for _ in range(3)))
+    measured = build_kernel(wl, space, config, target)
+    assert "Expected" in user.inspect_source("ll") and "Expected" not in measured.inspect_source("ll")
+    assert len(run_kernel(wl, measured, MeasureSettings(repeat=1, min_repeat_ms=1))) == 1  # and it is right

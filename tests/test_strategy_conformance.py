@@ -176,3 +176,78 @@ def test_a_start_that_does_not_fit_is_one_line(name):
         with pytest.raises(TiletuneError) as e:
             create(name, space, options={"start": bad})
         assert "\n" not in str(e.value) and "start" in str(e.value)
+
+
+# ---- fused PrimFunc workloads (issue 16): every strategy on a fused conv and a fused matmul ----------------
+# The spaces, access models and features come from real PrimFuncs (TVMScript, as Relax emits them); the cost
+# is a synthetic function of the configuration (no build), so this stays fast. Surrogate-steered strategies
+# run with the analytical features (from the anchor block's accesses): their default program features lower
+# thousands of configurations with TVM, which test_features covers on small workloads.
+FUSED_OPTIONS = {"evo": {"feature": "analytical"}, "dgd": {"feature": "analytical"}}
+
+
+@pytest.fixture(scope="module")
+def fused(tmp_path_factory):
+    """{"conv": (workload, space), "matmul": ...}, with HOME moved so the PrimFunc cache is this module's."""
+    import os
+
+    pytest.importorskip("tvm")
+    from tiletune.schedules import make_space
+    from tiletune.workloads import PrimFuncWorkload
+
+    from .test_primfunc import CONV, MATMUL
+
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("home"))
+    try:
+        out = {}
+        for kind, text in (("conv", CONV), ("matmul", MATMUL)):
+            wl = PrimFuncWorkload.from_text(text)
+            out[kind] = (wl, make_space(wl))
+        yield out
+    finally:
+        if old is None:
+            del os.environ["HOME"]
+        else:
+            os.environ["HOME"] = old
+
+
+def fused_cost(space):
+    """A smooth synthetic cost: innermost tiles near 4 (or the extent), unroll 16, pack on."""
+    from tiletune.space import SplitKnob
+
+    def cost(c):
+        d = space.to_dict(c)
+        s = 1.0
+        for k in space.knobs:
+            if isinstance(k, SplitKnob):
+                s += (math.log2(d[k.name][-1]) - math.log2(min(4, k.extent))) ** 2
+        s += 0.5 * (d.get("unroll") != 16) + 0.5 * (d.get("pack", 1) != 1)
+        return s * 1e-3
+
+    return cost
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("kind", ["conv", "matmul"])
+@pytest.mark.parametrize("name", NAMES)
+def test_strategies_run_on_fused_primfunc_workloads(name, kind, fused):
+    from tiletune.hardware import HardwareSpec, MemoryLevel
+    from tiletune.strategies import TuneContext
+
+    wl, space = fused[kind]
+    g = 2.5
+    hw = HardwareSpec(
+        name="test-avx2", kind="cpu", cores=2, simd_lanes=8, fma_units=2, freq_ghz=g, peak_gflops=2 * 8 * 2 * 2 * g,
+        memory=(MemoryLevel("register", 512, 96 * g, 1 / g, 32), MemoryLevel("L1", 32768, 64 * g, 4 / g, 64),
+                MemoryLevel("L2", 524288, 32 * g, 14 / g, 64), MemoryLevel("DRAM", None, 20.0, 90.0, 64, True)),
+        vector_registers=16, bank_count=8)
+    m = FunctionMeasurer(fused_cost(space))
+    base = name.removesuffix("-af")
+    strat = create(name, space, seed=0, context=TuneContext(workload=wl, target={"kind": "llvm"}, hardware=hw),
+                   options=FUSED_OPTIONS.get(base) if base == name else None)
+    r = tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, trials=16, batch_size=4)
+    strat.close()
+    assert r.trials <= 16 and len(set(m.calls)) == len(m.calls) == r.measured
+    assert all(space.is_legal(c) for c in m.calls)
+    assert r.best is not None and r.best.ok

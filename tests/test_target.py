@@ -32,7 +32,7 @@ def test_valid_targets_pass():
 
 def test_more_cores_than_this_machine_only_for_local_measurement():
     n = host_cores() + 62
-    t = parse_target(_llvm(**{"num-cores": n}))  # may name another machine's cores (run through a transport)
+    t = parse_target(_llvm(**{"num-cores": n}))  # may name another machine's cores (measured on RPC devices)
     with pytest.raises(TiletuneError, match=f"num-cores {n} is more than this machine's {host_cores()} logical"):
         check_local_target(t)
 

@@ -137,7 +137,7 @@ def test_vendor_only_where_measured_here_and_the_library_is_installed(monkeypatc
     llvm = {"kind": "llvm"}
     assert measured_here(llvm)
     assert not measured_here(llvm, replay="t.jsonl")
-    assert not measured_here(llvm, transport="ssh gpu {dir}")
+    assert not measured_here(llvm, rpc="127.0.0.1:9190:board")
     assert not measured_here({"kind": "cuda", "arch": "sm_90"})
     called = []
     monkeypatch.setattr(tune_cmd, "vendor", lambda wl, s, threads=None: called.append(wl.op) or

@@ -118,3 +118,50 @@ def set_threads(n: int | None = None) -> None:
 
 def load_kernel(path: str) -> Kernel:
     return Kernel(path)
+
+
+class Model:
+    """A whole model exported by ``tiletune model build``: ``model(*inputs)`` runs it on numpy arrays and
+    returns the list of its outputs (numpy arrays)."""
+
+    def __init__(self, path: str):
+        import tvm
+        from tvm import relax
+
+        meta_path = Path(path + ".json")
+        if not meta_path.exists():
+            raise TiletuneError(f"{meta_path} (written by 'tiletune model build') is missing")
+        if not Path(path).exists():
+            raise TiletuneError(f"model library {path!r} does not exist")
+        self.meta = json.loads(meta_path.read_text())
+        set_threads(int(self.meta["target"].get("num-cores") or 0) or None)
+        self._dev = tvm.cpu()
+        self._vm = relax.VirtualMachine(tvm.runtime.load_module(path), self._dev)
+
+    @property
+    def inputs(self) -> list[dict]:
+        return self.meta["inputs"]
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        import tvm
+
+        if len(inputs) != len(self.inputs):
+            raise TiletuneError(f"the model takes {len(self.inputs)} inputs, got {len(inputs)}")
+        args = []
+        for x, spec in zip(inputs, self.inputs):
+            x = np.ascontiguousarray(x, dtype=spec["dtype"])
+            if list(x.shape) != list(spec["shape"]):
+                raise TiletuneError(f"input {spec['name']}: shape {x.shape} != expected {tuple(spec['shape'])}")
+            args.append(tvm.runtime.tensor(x, self._dev))
+        return _outputs(self._vm["main"](*args))
+
+
+def _outputs(out) -> list[np.ndarray]:
+    if hasattr(out, "numpy"):
+        return [out.numpy()]
+    return [x for o in out for x in _outputs(o)]
+
+
+def load_model(path: str) -> Model:
+    """The model library ``path`` written by ``tiletune model build`` (with its ``path + '.json'``)."""
+    return Model(path)

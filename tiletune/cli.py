@@ -8,11 +8,11 @@ import argparse
 import os
 import sys
 
-from .commands import bench, best, build, gpu_bundle, hardware, space, strategies, table, tune
+from .commands import bench, best, build, hardware, model, rpc, space, strategies, table, tune
 from .errors import TiletuneError
 
 # the command modules, in --help order
-COMMANDS = [tune, space, strategies, best, build, hardware, table, bench, gpu_bundle]
+COMMANDS = [tune, space, strategies, best, build, hardware, table, bench, rpc, model]
 
 
 def build_parser() -> argparse.ArgumentParser:

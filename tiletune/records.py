@@ -1,7 +1,8 @@
 """Append-only JSON Lines records.
 
 One line per measured configuration (schema ``SCHEMA``): workload key, target, config, every timing
-sample, median, GFLOPS, error kind and message, strategy, seed, trial number, timestamps, host. Each
+sample, median, GFLOPS, error kind and message, strategy, seed, trial number, timestamps, host, measurer
+and the device that measured it (``device``, added later: records without it load with None). Each
 line is flushed and fsync'ed as it is written, so a crash loses at most the line being written. On
 load, a truncated or corrupt line is skipped with a warning, never a crash.
 """
@@ -43,6 +44,7 @@ class Record:
     finished: float = 0.0
     host: str = field(default_factory=socket.gethostname)
     measurer: str = "local"
+    device: str | None = None  # the device that measured it, for RPC devices "KEY@HOST:PORT" (older records: None)
     schema: int = SCHEMA
 
     @property

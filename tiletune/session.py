@@ -18,6 +18,7 @@ from .measure.local import check_fits_here
 from .paths import check_output
 from .schedules import make_space
 from .strategies import TuneContext, create
+from .strategies import get as get_strategy
 from .target import parse_target, target_key
 from .tune import Callback, TuneRun, check_budget, tune
 from .workloads import parse
@@ -41,7 +42,7 @@ class RunSpec:
     transfer: Sequence[str] = ()
     settings: MeasureSettings | None = None
     hardware: str | None = None  # a HardwareSpec JSON file; None = strategies detect what they need
-    transport: str | None = None  # shell command that runs a batch directory {dir} on a GPU machine
+    rpc: str | None = None  # HOST:PORT:KEY of a TVM RPC tracker whose devices measure (tiletune.measure.rpc)
 
 
 def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | None = None) -> TuneRun:
@@ -52,7 +53,7 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
         check_output(spec.records, "records file")
     wl = parse(spec.workload)
     target = parse_target(spec.target)
-    if measurer is None and measured_here(target, replay=spec.replay, transport=spec.transport):
+    if measurer is None and measured_here(target, replay=spec.replay, rpc=spec.rpc):
         check_fits_here(wl, target)  # before the space is built, which loads TVM
     space = make_space(wl, spec.levels, target)
     hardware = None
@@ -63,12 +64,14 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     for p in spec.transfer:
         if not Path(p).exists():
             raise TiletuneError(f"--transfer file {p!r} does not exist")
-    strat = create(spec.strategy, space, seed=spec.seed, context=context, options=spec.options)
-    m = measurer
+    get_strategy(spec.strategy).check_options(spec.options)  # option errors before any worker starts
+    # the measurer first: its workers import TVM while the strategy prepares (a model, constructions, torch)
+    m, strat = measurer, None
     try:
         if m is None:
             m = make_measurer(wl, space, target, replay=spec.replay, settings=spec.settings,
-                              transport=spec.transport)
+                              rpc=spec.rpc)
+        strat = create(spec.strategy, space, seed=spec.seed, context=context, options=spec.options)
         key = target_key(target) if spec.replay is None else getattr(m, "target_key", target_key(target))
         return tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, target=key,
                     trials=spec.trials, seconds=spec.seconds, early_stop=spec.early_stop,
@@ -76,4 +79,5 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
     finally:
         if measurer is None and m is not None:
             m.close()
-        strat.close()  # strategies with worker pools (feature extraction) stop them, even on errors
+        if strat is not None:
+            strat.close()  # strategies with worker pools (feature extraction) stop them, even on errors

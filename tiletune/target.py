@@ -128,7 +128,7 @@ def _check_mcpu(t: dict[str, Any]) -> None:
 
 
 def check_local_target(t: dict[str, Any]) -> None:
-    """Checks for a target measured on this machine (not one replayed or run elsewhere through a transport):
+    """Checks for a target measured on this machine (not one replayed or measured on RPC devices):
     an llvm target's num-cores must not exceed the cores this process may use."""
     _check_num_cores(t)
     n = t.get("num-cores")
@@ -137,7 +137,7 @@ def check_local_target(t: dict[str, Any]) -> None:
         raise TiletuneError(
             f"bad target: num-cores {n} is more than this machine's {cores} logical cores (those this process "
             f"may use); measured here, {n} threads would share {cores} cores. Give num-cores <= {cores}, or "
-            "measure on the machine that has them (--transport)")
+            "measure on the machine that has them (--rpc)")
 
 
 def target_key(t: dict[str, Any]) -> str:

@@ -64,6 +64,7 @@ def _record(result: MeasureResult, *, space: Space, workload: str, target: str, 
         median_s=result.median if result.ok else None, gflops=result.gflops(flops), error=result.error,
         message=result.message[:2000], strategy=strategy, seed=seed, trial=trial, build_s=result.build_s,
         run_s=result.run_s, started=started, finished=now(), measurer=measurer,
+        device=result.extra.get("device"),
     )
 
 

@@ -103,6 +103,63 @@ def _fast_frame_getmodule() -> None:
     inspect.getmodule = getmodule
 
 
+def in_process_builder_runner(work_dir: str, settings: MeasureSettings, on_run=None) -> tuple:
+    """(builder, runner) for MetaSchedule that compile and run in this process (see the module docstring):
+    ``tvm.compile`` + ``export_library`` to a .tar in a fresh directory under ``work_dir`` per artifact;
+    load, random arguments and TVM's ``time_evaluator`` with ``settings``' repeat and min_repeat_ms.
+    ``on_run(artifact_path, costs)`` is called after each run (``costs`` None when it failed)."""
+    import tvm
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner
+    from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common, run_evaluator_common
+
+    @derived_object
+    class InProcessBuilder(PyBuilder):
+        """tvm.compile in this process; each artifact in its own fresh directory."""
+
+        def build(self, build_inputs):
+            results = []
+            for bi in build_inputs:
+                try:
+                    ex = tvm.compile(bi.mod, target=bi.target)
+                    d = tempfile.mkdtemp(prefix="art-", dir=work_dir)
+                    path = os.path.join(d, "tvm_tmp_mod.tar")
+                    ex.export_library(path)
+                    results.append(BuilderResult(path, None))
+                except Exception as e:  # noqa: BLE001
+                    results.append(BuilderResult(None, f"{type(e).__name__}: {e}"[:2000]))
+            return results
+
+    evaluator = EvaluatorConfig(number=max(1, settings.number), repeat=max(1, settings.repeat),
+                                min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False)
+    fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure", allow_missing=True)
+
+    @derived_object
+    class InProcessRunner(PyRunner):
+        """Load, allocate random arguments and time with TVM's evaluator, in this process."""
+
+        def run(self, runner_inputs):
+            futures = []
+            for ri in runner_inputs:
+                try:
+                    mod = tvm.runtime.load_module(str(ri.artifact_path))
+                    dev = tvm.runtime.device(str(ri.device_type), 0)
+                    args = alloc_argument_common(fill, dev, tuple(a.as_json() for a in ri.args_info), 1)
+                    costs = [float(c) for c in run_evaluator_common(mod, dev, evaluator, args)]
+                    futures.append(LocalRunnerFuture(res=costs))
+                    if on_run is not None:
+                        on_run(str(ri.artifact_path), costs)
+                except Exception as e:  # noqa: BLE001
+                    futures.append(LocalRunnerFuture(error_message=f"{type(e).__name__}: {e}"[:2000]))
+                    if on_run is not None:
+                        on_run(str(ri.artifact_path), None)
+            return futures
+
+    return InProcessBuilder(), InProcessRunner()
+
+
 def _ms_child(job_path: str) -> int:
     """Child process: tune with MetaSchedule, compile the best schedule, time it with our runner."""
     job = json.loads(Path(job_path).read_text())
@@ -115,11 +172,6 @@ def _ms_child(job_path: str) -> int:
     try:
         import tvm
         import tvm.s_tir.meta_schedule as ms
-        from tvm.ir.utils import derived_object
-        from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
-        from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner
-        from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
-        from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common, run_evaluator_common
 
         wl = parse(job["workload"])
         settings = MeasureSettings(**job["settings"])
@@ -127,57 +179,26 @@ def _ms_child(job_path: str) -> int:
         curve: list = []
         start = time.perf_counter()
 
-        @derived_object
-        class InProcessBuilder(PyBuilder):
-            """tvm.compile in this process; each artifact in its own fresh directory."""
-
-            def build(self, build_inputs):
-                results = []
-                for bi in build_inputs:
-                    try:
-                        ex = tvm.compile(bi.mod, target=bi.target)
-                        d = tempfile.mkdtemp(prefix="art-", dir=job["work_dir"])
-                        path = os.path.join(d, "tvm_tmp_mod.tar")
-                        ex.export_library(path)
-                        results.append(BuilderResult(path, None))
-                    except Exception as e:  # noqa: BLE001
-                        results.append(BuilderResult(None, f"{type(e).__name__}: {e}"[:2000]))
-                return results
-
         best_seen = [float("inf")]
         best_artifact = os.path.join(job["work_dir"], "best.tar")
-        evaluator = EvaluatorConfig(number=max(1, settings.number), repeat=max(1, settings.repeat),
-                                    min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False)
-        fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure", allow_missing=True)
 
-        @derived_object
-        class InProcessRunner(PyRunner):
-            """Load, allocate random arguments and time with TVM's evaluator, in this process."""
+        def on_run(artifact_path: str, costs) -> None:
+            if costs is None:
+                curve.append((len(curve) + 1, time.perf_counter() - start, None))
+                return
+            med = float(np.median(costs))
+            if med < best_seen[0]:  # keep the exact artifact: MetaSchedule deletes its directory
+                best_seen[0] = med
+                shutil.copyfile(artifact_path, best_artifact)
+            curve.append((len(curve) + 1, time.perf_counter() - start, med))
 
-            def run(self, runner_inputs):
-                futures = []
-                for ri in runner_inputs:
-                    try:
-                        mod = tvm.runtime.load_module(str(ri.artifact_path))
-                        dev = tvm.runtime.device(str(ri.device_type), 0)
-                        args = alloc_argument_common(fill, dev, tuple(a.as_json() for a in ri.args_info), 1)
-                        costs = run_evaluator_common(mod, dev, evaluator, args)
-                        futures.append(LocalRunnerFuture(res=[float(c) for c in costs]))
-                        med = float(np.median(costs))
-                        if med < best_seen[0]:  # keep the exact artifact: MetaSchedule deletes its directory
-                            best_seen[0] = med
-                            shutil.copyfile(str(ri.artifact_path), best_artifact)
-                        curve.append((len(curve) + 1, time.perf_counter() - start, med))
-                    except Exception as e:  # noqa: BLE001
-                        futures.append(LocalRunnerFuture(error_message=f"{type(e).__name__}: {e}"[:2000]))
-                        curve.append((len(curve) + 1, time.perf_counter() - start, None))
-                return futures
+        builder, runner = in_process_builder_runner(job["work_dir"], settings, on_run)
 
         mod = tvm.IRModule({"main": wl.prim_func()})
         trials = int(job["trials"])
         ms.tune_tir(mod, target, os.path.join(job["work_dir"], "ms"), max_trials_global=trials,
-                    num_trials_per_iter=min(64, trials), builder=InProcessBuilder(),
-                    runner=InProcessRunner(), database="memory", seed=int(job["seed"]),
+                    num_trials_per_iter=min(64, trials), builder=builder,
+                    runner=runner, database="memory", seed=int(job["seed"]),
                     num_tuning_cores=int(job["target"].get("num-cores") or os.cpu_count() or 1))
         out["tune_s"] = time.perf_counter() - start
         out["curve"] = curve

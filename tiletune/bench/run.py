@@ -101,12 +101,14 @@ def run_bench(
     plots: bool = True,
     console=None,
     resume: bool = False,
+    rpc: str | None = None,
 ) -> BenchResult:
     """Run the suite; arguments left as None take the suite's values (``budget_seconds=0``: no wall-time
     limit even if the suite has one). ``options`` maps a strategy name to
     its options (merged over the suite's ``options``); ``hardware`` is a HardwareSpec JSON file for the
     strategies that use one. ``resume``: keep the finished runs and baselines of ``out_dir`` (made with
-    the same settings) and do only the rest."""
+    the same settings) and do only the rest. ``rpc`` (``HOST:PORT:KEY``): measure on the devices of that TVM
+    RPC tracker; the baselines, measured on this machine, are refused with it."""
     strategies = suite.check_strategies(list(strategies) if strategies else None)
     # the suite's options of strategies not run this time are dropped (a suite pins, e.g., its paper's starts)
     suite_options = {k: v for k, v in suite.options.items() if k in strategies}
@@ -125,6 +127,9 @@ def run_bench(
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise TiletuneError(f"unknown baseline(s) {', '.join(unknown)}; accepted: {', '.join(BASELINES)}, none")
+    if rpc is not None and baselines:
+        raise TiletuneError(f"--rpc measures on remote devices, but the baselines {', '.join(baselines)} are measured "
+                            "on this machine: give --baselines none")
     if replay is not None and not Path(replay).exists():
         raise TiletuneError(f"--replay table {replay!r} does not exist")
     levels_text = levels if levels is not None else suite.levels
@@ -136,7 +141,7 @@ def run_bench(
     manifest = {"budget": budget,
                 "budget_seconds": budget_seconds, "levels": levels_text, "target": tgt, "replay": replay,
                 "options": strat_options, "batch_size": batch_size, "hardware": hardware,
-                "settings": asdict(settings)}
+                "settings": asdict(settings), **({"rpc": rpc} if rpc is not None else {})}
     done_runs: dict[tuple[str, str, int], RunResult] = {}
     done_baselines: dict[str, dict[str, BaselineResult]] = {}
     kept_span: tuple[float, float] | None = None
@@ -181,7 +186,7 @@ def run_bench(
             if measurer_factory is not None:
                 measurer = measurer_factory(wl, space, tgt)
             else:
-                measurer = make_measurer(wl, space, tgt, replay=replay, settings=settings)
+                measurer = make_measurer(wl, space, tgt, replay=replay, settings=settings, rpc=rpc)
             try:
                 measurer.warm_up()  # start the workers before the first run's clock starts
                 for strat in strategies:
@@ -191,7 +196,7 @@ def run_bench(
                         if prog:
                             prog.label = f"seed {seed}"
                         spec = RunSpec(workload=wl.key, strategy=strat, trials=budget, seconds=budget_seconds,
-                                       seed=seed, target=tgt, levels=lv, records=None, replay=replay,
+                                       seed=seed, target=tgt, levels=lv, records=None, replay=replay, rpc=rpc,
                                        batch_size=batch_size, settings=settings,
                                        options=dict(strat_options.get(strat, {})), hardware=hardware)
                         run = run_session(spec, callbacks, measurer=measurer)

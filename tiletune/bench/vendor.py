@@ -7,6 +7,13 @@ Every vendor output is checked against the workload's numpy reference before it 
 mapping of parameters is reported (``wrong-answer``) instead of a fast, meaningless number. It is timed
 by the rule our kernels are timed by (``tiletune.measure.timing``: warm-up, then ``repeat`` samples of
 runs lasting at least ``min_repeat_ms``), with a Python loop instead of TVM's evaluator.
+
+Convolutions with torch are timed in both of torch's memory formats, ``contiguous`` (NCHW / OIHW) and
+``channels_last`` (NHWC / OHWI in memory), whatever the workload's own layout: input and weight are put
+in the format before timing (the conversion is not timed, as a network keeps its tensors in one format),
+and the output stays in the format torch returns. The faster format is the result (its label names it;
+``extra["formats"]`` holds both medians and ``extra["format"]`` the winner), so the comparison is fair to
+oneDNN, whose direct and Winograd kernels prefer blocked or channels-last data.
 """
 from __future__ import annotations
 
@@ -19,7 +26,7 @@ from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.timing import time_callable
 from ..workloads import parse
-from ..workloads.base import Workload
+from ..workloads.base import Workload, make
 from ..workloads.conv import _np_pad, _windows
 from .machine import blas_name, optional_torch
 from .results import BaselineResult
@@ -37,11 +44,46 @@ def _im2col(wl: Workload, data: np.ndarray) -> np.ndarray:
 #: torch is installed (else with a labelled numpy stand-in)
 NUMPY_OPS = ("gemm", "batch_matmul", "gemv")
 TORCH_OPS = ("conv2d", "depthwise_conv2d", "avgpool2d")
+#: torch's memory formats the convolutions are timed in (the faster is reported)
+MEMORY_FORMATS = ("contiguous", "channels_last")
+CONV_OPS = ("conv2d", "depthwise_conv2d")
+
+
+def torch_conv_kernel(wl: Workload, inputs: list[np.ndarray], memory_format: str, threads: int | None = None
+                      ) -> tuple[str, Callable[[], np.ndarray]]:
+    """(label, fn): torch's conv2d on ``wl`` with input and weight in ``memory_format`` ("contiguous" or
+    "channels_last"); fn() returns the output in the workload's own layout (a view, no copy)."""
+    torch = optional_torch()
+    if torch is None:
+        raise TiletuneError("torch is not installed (pip install torch) for the torch convolution baseline")
+    if memory_format not in MEMORY_FORMATS:
+        raise TiletuneError(f"unknown memory format {memory_format!r}; accepted: {', '.join(MEMORY_FORMATS)}")
+    if threads:
+        torch.set_num_threads(int(threads))
+    data, weight = (torch.from_numpy(np.ascontiguousarray(x)) for x in inputs)
+    nhwc = wl.layout == "NHWC"
+    if nhwc:  # NCHW / OIHW views of the NHWC data and the HWIO (conv2d) or HWC (depthwise) weight
+        data = data.permute(0, 3, 1, 2)
+        weight = weight.permute(3, 2, 0, 1) if wl.op == "conv2d" else weight.permute(2, 0, 1).unsqueeze(1)
+    fmt = torch.channels_last if memory_format == "channels_last" else torch.contiguous_format
+    x, w = data.contiguous(memory_format=fmt), weight.contiguous(memory_format=fmt)
+    groups = wl.C if wl.op == "depthwise_conv2d" else 1
+    st, pd, dl = wl.stride, wl.pad, wl.dilation
+    F = torch.nn.functional
+
+    def run():
+        with torch.no_grad():
+            y = F.conv2d(x, w, stride=st, padding=pd, dilation=dl, groups=groups)
+        return (y.permute(0, 2, 3, 1) if nhwc else y).numpy()
+
+    backend = "oneDNN" if torch.backends.mkldnn.is_available() else "native"
+    return f"torch {torch.__version__.split('+')[0]} conv2d ({backend}, {memory_format})", run
 
 
 def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = None
                   ) -> tuple[str, Callable[[], np.ndarray]]:
-    """(label, fn) where fn() computes the workload's output with a vendor library."""
+    """(label, fn) where fn() computes the workload's output with a vendor library (convolutions with torch:
+    in the contiguous memory format; ``vendor`` times both formats)."""
     op = wl.op
     if op in NUMPY_OPS:
         a, b = inputs
@@ -59,17 +101,19 @@ def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = 
             fn = lambda: F.avg_pool2d(tin[0], k, stride=s, padding=p, count_include_pad=True)  # noqa: E731
             label = f"torch {torch.__version__.split('+')[0]} avg_pool2d"
         else:
-            groups = wl.C if op == "depthwise_conv2d" else 1
-            st, pd, dl = wl.stride, wl.pad, wl.dilation
-            fn = lambda: F.conv2d(tin[0], tin[1], stride=st, padding=pd, dilation=dl, groups=groups)  # noqa: E731
-            backend = "oneDNN" if torch.backends.mkldnn.is_available() else "native"
-            label = f"torch {torch.__version__.split('+')[0]} conv2d ({backend})"
+            return torch_conv_kernel(wl, inputs, "contiguous", threads)
 
         def run():
             with torch.no_grad():
                 return fn().numpy()
 
         return label, run
+    if op in CONV_OPS and wl.layout == "NHWC":  # the NCHW stand-in on transposed copies, transposed back
+        data, weight = inputs
+        nchw = make(wl.op, dtype=wl.dtype, **wl.values)
+        w = weight.transpose(3, 2, 0, 1) if op == "conv2d" else weight.transpose(2, 0, 1)[:, None]
+        label, fn = vendor_kernel(nchw, [np.ascontiguousarray(data.transpose(0, 3, 1, 2)), np.ascontiguousarray(w)])
+        return label, lambda: fn().transpose(0, 2, 3, 1)
     if op == "conv2d":
         data, weight = inputs
         K, C, R, S = weight.shape
@@ -107,13 +151,31 @@ def vendor(workload: Workload | str, settings: MeasureSettings | None = None, th
     t0 = time.perf_counter()
     try:
         inputs = wl.make_inputs(seed=0)
-        label, fn = vendor_kernel(wl, inputs, threads)
+        if wl.op in CONV_OPS and optional_torch() is not None:
+            kernels = [(f,) + torch_conv_kernel(wl, inputs, f, threads) for f in MEMORY_FORMATS]
+        else:
+            kernels = [(None,) + vendor_kernel(wl, inputs, threads)]
     except TiletuneError as e:
         return BaselineResult("vendor", wl.key, error="unsupported", message=str(e))
+    ref = wl.reference(*inputs) if settings.check else None
+    results = [_check_and_time(wl, label, fn, ref, settings, t0) for _, label, fn in kernels]
+    if len(results) == 1:
+        return results[0]
+    ok = [(r, f) for r, (f, _, _) in zip(results, kernels) if r.ok]
+    if not ok:  # every format failed: the first failure says why
+        return results[0]
+    best, fmt = min(ok, key=lambda rf: rf[0].median_s)
+    best.extra = {"format": fmt, "formats": {f: r.median_s for r, (f, _, _) in zip(results, kernels)}}
+    best.wall_s = time.perf_counter() - t0
+    return best
+
+
+def _check_and_time(wl: Workload, label: str, fn: Callable[[], np.ndarray], ref: np.ndarray | None,
+                    settings: MeasureSettings, t0: float) -> BaselineResult:
+    """One vendor kernel: its output checked against ``ref`` (when given), then timed."""
     try:
         out = np.asarray(fn())
-        if settings.check:
-            ref = wl.reference(*inputs)
+        if ref is not None:
             rtol, atol = wl.tolerance()
             if out.shape != ref.shape or not np.allclose(out, ref, rtol=rtol, atol=atol):
                 err = float(np.max(np.abs(out - ref))) if out.shape == ref.shape else float("nan")
@@ -123,6 +185,6 @@ def vendor(workload: Workload | str, settings: MeasureSettings | None = None, th
                                       wall_s=time.perf_counter() - t0)
         costs = time_callable(fn, settings)
     except Exception as e:  # noqa: BLE001 - a failing baseline is data
-        return BaselineResult("vendor", wl.key, label=label if "label" in locals() else "", error="run-error",
+        return BaselineResult("vendor", wl.key, label=label, error="run-error",
                               message=f"{type(e).__name__}: {e}"[:2000], wall_s=time.perf_counter() - t0)
     return BaselineResult("vendor", wl.key, label=label, costs=tuple(costs), wall_s=time.perf_counter() - t0)

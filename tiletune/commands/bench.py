@@ -7,7 +7,7 @@ from ..bench.suites import list_suites, load
 from ..errors import TiletuneError
 from ..paths import check_output
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
-                     options_by_strategy)
+                     options_by_strategy, rpc_address)
 
 
 def add_parser(sub) -> None:
@@ -33,8 +33,9 @@ def add_parser(sub) -> None:
                         "that has it (repeatable; over the suite's 'options')")
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="a HardwareSpec file for strategies that model the hardware (default: detected)")
-    p.add_argument("--baselines", default="vendor,metaschedule,peak",
-                   help="comma-separated: vendor, metaschedule, peak, or 'none' (default: all)")
+    p.add_argument("--baselines", default=None,
+                   help="comma-separated: vendor, metaschedule, peak, or 'none' (default: all; none with --rpc, "
+                   "as they are measured on this machine)")
     add_output_argument(p, "--out", default=None, metavar="DIR", help="output directory (default: bench-<suite>)")
     p.add_argument("--replay", default=None, metavar="TABLE.jsonl",
                    help="answer the strategies from a table of measured configurations instead of measuring")
@@ -93,9 +94,11 @@ def run(args) -> int:
     out = args.output or f"bench-{suite.name}"
     options = parse_strategy_options(args.option, strategies or list(suite.strategies))
     settings = measure_settings(args)
+    rpc = rpc_address(args)
+    baselines = parse_baselines(args.baselines) if args.baselines is not None or rpc is None else []
     check_output(out, "--output directory", directory=True)
     res = run_bench(suite, out, strategies=strategies, seeds=args.seeds, budget=args.budget,
-                    budget_seconds=args.budget_seconds, baselines=parse_baselines(args.baselines),
+                    budget_seconds=args.budget_seconds, baselines=baselines, rpc=rpc,
                     target=args.target, levels=args.levels, replay=args.replay, settings=settings,
                     batch_size=args.batch_size, metaschedule_timeout=args.metaschedule_timeout,
                     options=options, hardware=args.hardware,

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
+from ..measure.rpc import Tracker, check_tracker
 from ..strategies import get
 
 _DEFAULT = MeasureSettings()
@@ -27,9 +28,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def add_measure_arguments(p: argparse.ArgumentParser, *, batch_size: int = 8) -> None:
+def add_measure_arguments(p: argparse.ArgumentParser, *, batch_size: int = 8, rpc: bool = True) -> None:
     """--batch-size, --repeat, --min-repeat-ms, --build-timeout, --run-timeout, --cutoff (defaults:
-    MeasureSettings')."""
+    MeasureSettings') and, with ``rpc``, --rpc HOST:PORT:KEY (read with ``rpc_address``)."""
     p.add_argument("--batch-size", type=int, default=batch_size,
                    help="configurations measured per batch, built in parallel (default: %(default)s)")
     p.add_argument("--repeat", type=int, default=_DEFAULT.repeat,
@@ -44,6 +45,10 @@ def add_measure_arguments(p: argparse.ArgumentParser, *, batch_size: int = 8) ->
                    help="a checked kernel whose warm-up runs more than this many times slower than the best "
                         "measured so far keeps its warm-up as its only sample instead of --repeat samples; "
                         "0 = always take every sample (default: %(default)g)")
+    if rpc:
+        p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY",
+                       help="measure on the devices registered with this TVM RPC tracker under KEY (kernels are "
+                            "built here for --target, the device's target; see 'tiletune rpc')")
 
 
 def measure_settings(args: argparse.Namespace) -> MeasureSettings:
@@ -60,6 +65,17 @@ def measure_settings(args: argparse.Namespace) -> MeasureSettings:
             raise TiletuneError(f"{flag} must be {accepted}, got {value:g}")
     return MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                            build_timeout=args.build_timeout, run_timeout=args.run_timeout, cutoff=args.cutoff)
+
+
+def rpc_address(args: argparse.Namespace) -> str | None:
+    """``--rpc`` checked (``HOST:PORT:KEY``, a tracker there that lists servers with KEY; a TiletuneError
+    otherwise), or None."""
+    text = getattr(args, "rpc", None)
+    if text is None:
+        return None
+    tracker = Tracker.parse(text)
+    check_tracker(tracker)
+    return str(tracker)
 
 
 def add_option_argument(p: argparse.ArgumentParser, help: str) -> None:

@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample")
     p.add_argument("--levels", default=None, help="tiling levels 'Ls,Lr' (default 4,2) or per axis 'm=4,n=4,k=2'")
     p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON target")
-    add_measure_arguments(p, batch_size=16)
+    add_measure_arguments(p, batch_size=16, rpc=False)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 

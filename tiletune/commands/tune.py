@@ -15,15 +15,16 @@ from ..target import parse_target
 from ..workloads import parse
 from ..workloads.base import Workload
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
-                     options_for)
+                     options_for, rpc_address)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "tune", help="tune one workload", formatter_class=HelpFormatter,
         description="Search the tiling space of WORKLOAD with a strategy, measuring each configuration on this "
-        "machine (built and run in warm worker processes, checked against numpy). Every result is appended "
-        "to the records file as it arrives; re-running the same command resumes.",
+        "machine (built and run in warm worker processes, checked against numpy), or with --rpc on the devices "
+        "of a TVM RPC tracker. Every result is appended to the records file as it arrives; re-running the same "
+        "command resumes.",
     )
     p.add_argument("workload", help="workload spec, e.g. gemm:M=512,N=512,K=512")
     p.add_argument("--strategy", "-s", default="random", help="strategy name (see 'tiletune strategies')")
@@ -43,10 +44,6 @@ def add_parser(sub) -> None:
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="HardwareSpec for model-based strategies (gensor, roller, *-af); default: detected "
                    "(see 'tiletune hardware')")
-    p.add_argument("--transport", default=None, metavar="CMD",
-                   help="for GPU targets measured elsewhere: a shell command that runs the batch directory {dir} "
-                   "with the GPU runner on the GPU machine and puts results.json back into {dir} "
-                   "(see tiletune/measure/remote.py)")
     add_measure_arguments(p, batch_size=8)
     p.add_argument("--no-vendor", action="store_true",
                    help="skip timing the vendor library (numpy/OpenBLAS for GEMM-like operators, torch for "
@@ -78,17 +75,18 @@ def run(args) -> int:
     wl = parse(args.workload)
     records = args.records or f"tiletune-{wl.op}.jsonl"
     settings = measure_settings(args)
+    rpc = rpc_address(args)
     spec = RunSpec(workload=wl, strategy=args.strategy,
                    trials=trial_budget(args.trials, args.seconds, args.early_stop), seconds=args.seconds,
                    early_stop=args.early_stop, seed=args.seed, target=args.target, levels=parse_levels(args.levels),
                    options=options_for(args.option, args.strategy), records=records, replay=args.replay,
                    batch_size=args.batch_size, transfer=args.transfer, settings=settings,
-                   hardware=args.hardware, transport=args.transport)
+                   hardware=args.hardware, rpc=rpc)
     callbacks = [] if args.quiet else [Progress()]
     result = run_session(spec, callbacks)  # returns once its workers are closed: the vendor timing has the cores
     target = parse_target(args.target)
     base = None
-    here = measured_here(target, replay=spec.replay, transport=spec.transport)
+    here = measured_here(target, replay=spec.replay, rpc=spec.rpc)
     if not args.no_vendor and result.best is not None and here:
         base = vendor_baseline(wl, settings, int(target.get("num-cores") or 0) or None)
     print(summary(result, vendor=base, flops=wl.flops, records=records))

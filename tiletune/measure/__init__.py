@@ -1,5 +1,5 @@
 """Measurement: build, run, check. Local warm workers (``local``), replay tables (``replay``), synthetic
-costs (``synthetic``) and remote devices (``remote``); ``factory.make_measurer`` picks one for a run."""
+costs (``synthetic``) and the devices of a TVM RPC tracker (``rpc``); ``factory.make_measurer`` picks one for a run."""
 from .base import ERROR_KINDS, MeasureResult, MeasureSettings, Measurer
 from .synthetic import FunctionMeasurer
 

@@ -65,8 +65,10 @@ def build_kernel(workload: Workload, space: Space, config: Config, target: dict)
     """Schedule and compile ``config``; returns the runtime module, machine code generated.
 
     TVM's in-memory LLVM module generates machine code (JIT) at its first function look-up; doing that
-    here keeps code generation in the parallel build phase instead of the sequential run phase."""
-    mod = build(workload, space, config, target).mod
+    here keeps code generation in the parallel build phase instead of the sequential run phase.
+    The kernel is always called with arrays of the workload's shapes and dtypes (``run_kernel``), so it is
+    compiled without the entry function's argument checks (``schedules.build``)."""
+    mod = build(workload, space, config, target, arg_checks=False).mod
     mod["main"]
     return mod
 

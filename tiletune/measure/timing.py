@@ -118,3 +118,20 @@ def time_callable(call: Callable[[], Any], settings: MeasureSettings, clock: Clo
     sample."""
     plan = warm_and_plan(call, settings, best_s, clock)
     return plan if isinstance(plan, list) else time_loop(call, plan, clock)
+
+
+def warm_runs_timed(timed: Callable[[int], list[float]], settings: MeasureSettings) -> WarmUp:
+    """Step 1 for calls timed where they run: ``timed(n)`` makes ``n`` calls and returns each one's seconds
+    (a remote device's ``time_evaluator`` with ``number=1, repeat=n``: one round trip for many calls, and no
+    network latency in the times). The same rule as ``warm_runs``: at least ``warmup`` calls, together
+    lasting at least ``min_repeat_ms``; each further round asks for the calls still needed at the fastest
+    speed seen (at most 10,000 per round)."""
+    times: list[float] = []
+    n = max(1, settings.warmup)
+    while True:
+        times += [float(x) for x in timed(n)]
+        total = sum(times)
+        if len(times) >= max(1, settings.warmup) and total * 1e3 >= settings.min_repeat_ms:
+            return WarmUp(min(times), total, len(times))
+        left = settings.min_repeat_ms / 1e3 - total
+        n = int(min(10_000, max(1, math.ceil(left / max(min(times), 1e-7)))))

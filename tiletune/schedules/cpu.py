@@ -12,7 +12,10 @@ the loops are ordered
 - The reduction is decomposed so that the accumulator's zeroing is a separate, vectorizable loop nest.
 - The innermost S3 loop of the last spatial axis (the contiguous dimension of the output) is
   vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop.
-- Padding stages (conv2d, pooling) are inlined into the main block.
+- Padding stages (conv2d, pooling) are inlined into the main block; for NHWC convolutions the
+  ``pad_buffer`` knob may instead write the padded input to a buffer first (parallel over rows, vectorized
+  over channels), which takes the bounds checks of the inlined padding out of the inner loop, where they
+  guard every broadcast input element (TVM's x86 conv2d schedules pad into a buffer too).
 - PrimFunc workloads (``tiletune.workloads.primfunc``): the anchor block is tiled like a TE family's output
   stage; the blocks before it are inlined, and its elementwise epilogue (bias add, residual add, ReLU, ...)
   is fused into the accumulator's write-back (``reverse_compute_inline`` after ``reverse_compute_at``), so
@@ -72,11 +75,22 @@ def packable_inputs(workload: Workload) -> list[str]:
     return out
 
 
+def bufferable_pad(workload: Workload) -> str | None:
+    """The padding stage that the ``pad_buffer`` knob may compute into a buffer instead of inlining: that of
+    NHWC convolutions with padding (NCHW spaces stay as they were)."""
+    if getattr(workload, "layout", None) == "NHWC" and getattr(workload, "pad", 0) and not isinstance(
+            workload, PrimFuncWorkload):
+        return "pad"
+    return None
+
+
 def choice_knobs(workload: Workload) -> dict[str, tuple]:
     """The template's categorical knobs for this workload."""
     knobs: dict[str, tuple] = {"unroll": DEFAULT_UNROLL}
     if packable_inputs(workload):
         knobs["pack"] = (0, 1)
+    if bufferable_pad(workload):
+        knobs["pad_buffer"] = (0, 1)
     return knobs
 
 
@@ -146,7 +160,8 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     sch = s_tir.Schedule(mod)
     out_name = workload.anchor_name()
     epilogue = workload.epilogue_blocks()
-    _inline_producers(sch, out_name, keep=epilogue)
+    pad_buffer = bufferable_pad(workload) if d.get("pad_buffer") else None
+    _inline_producers(sch, out_name, keep=epilogue + ((pad_buffer,) if pad_buffer else ()))
     block = sch.get_sblock(out_name)
     if d.get("pack"):
         last = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"][-1]
@@ -214,6 +229,10 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
         init = sch.decompose_reduction(block, reduce_tiles[0][0])  # the first reduction loop in ``order``
         if ls > 1:
             sch.vectorize(sch.get_loops(init)[-1])
+    if pad_buffer:  # the padded input written once, parallel over (batch, rows), vectorized over channels
+        pad_loops = sch.get_loops(sch.get_sblock(pad_buffer))
+        sch.parallel(sch.fuse(*pad_loops[:2]))
+        sch.vectorize(pad_loops[-1])
     return sch
 
 

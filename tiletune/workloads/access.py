@@ -7,6 +7,8 @@ dimension: a sum of (axis, coefficient) terms plus the dimension's size. Example
 - conv2d: data[n, c, p*stride + r*dilation, q*stride + s*dilation], weight[k, c, r, s], out[n, k, p, q]
   (the padded input: its dimension sizes are H + 2 pad and W + 2 pad)
 - depthwise_conv2d: data[n, c, p*st + r*dl, q*st + s*dl], weight[c, 0, r, s], out[n, c, p, q]
+- layout=NHWC: conv2d data[n, p*st + r*dl, q*st + s*dl, c], weight[r, s, c, k] (HWIO), out[n, p, q, k];
+  depthwise data[n, p*st + r*dl, q*st + s*dl, c], weight[r, s, c] (HWC), out[n, p, q, c]
 - avgpool2d: data[n, c, p*st + r, q*st + s], out[n, c, p, q]
 
 From it, the generic data-movement model used by the constructive strategies (Gensor, Roller) and by the
@@ -118,6 +120,18 @@ def tensor_accesses(workload: Workload | None, axes: Sequence[Axis] | None = Non
         return [TensorAccess("A", "input", (_v("m", w.M), _v("k", w.K)), b),
                 TensorAccess("x", "input", (_v("k", w.K),), b),
                 TensorAccess("y", "output", (_v("m", w.M),), b)]
+    if op in ("conv2d", "depthwise_conv2d") and w.layout == "NHWC":
+        st, dl, pad = w.stride, w.dilation, w.pad
+        data = TensorAccess("data", "input", (
+            _v("n", w.N), _ix(w.H + 2 * pad, ("p", st), ("r", dl)), _ix(w.W + 2 * pad, ("q", st), ("s", dl)),
+            _v("c", w.C)), b)
+        if op == "conv2d":
+            weight = TensorAccess("weight", "input", (_v("r", w.R), _v("s", w.S), _v("c", w.C), _v("k", w.K)), b)
+            out = TensorAccess("conv", "output", (_v("n", w.N), _v("p", w.P), _v("q", w.Q), _v("k", w.K)), b)
+        else:
+            weight = TensorAccess("weight", "input", (_v("r", w.R), _v("s", w.S), _v("c", w.C)), b)
+            out = TensorAccess("dwconv", "output", (_v("n", w.N), _v("p", w.P), _v("q", w.Q), _v("c", w.C)), b)
+        return [data, weight, out]
     if op in ("conv2d", "depthwise_conv2d"):
         st, dl, pad = w.stride, w.dilation, w.pad
         ch = "c"

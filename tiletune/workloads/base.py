@@ -46,9 +46,12 @@ class Workload:
     op: ClassVar[str]
     params: ClassVar[tuple[Param, ...]]
     doc: ClassVar[str] = ""
+    #: memory layouts the family accepts (``layout=`` in the spec), the default first; () = no layout param
+    layouts: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, dtype: str = "float32", **values: int):
+    def __init__(self, dtype: str = "float32", layout: str | None = None, **values: int):
         self.dtype = dtype
+        self.layout = layout or (self.layouts[0] if self.layouts else None)
         self.values: dict[str, int] = dict(values)
         self._te: list | None = None
 
@@ -58,6 +61,8 @@ class Workload:
         body = ",".join(f"{p.name}={self.values[p.name]}" for p in self.params)
         if self.dtype != "float32":
             body += f",dtype={self.dtype}"
+        if self.layouts and self.layout != self.layouts[0]:  # the default layout keeps the key it always had
+            body += f",layout={self.layout}"
         return f"{self.op}:{body}"
 
     def __repr__(self) -> str:
@@ -186,17 +191,24 @@ def _accepted() -> str:
     lines = []
     for op, cls in sorted(_REGISTRY.items()):
         ps = ",".join(p.name + ("" if p.default is None else f"[={p.default}]") for p in cls.params)
-        lines.append(f"  {op}:{ps}[,dtype=float32|float64|float16]")
+        lay = f"[,layout={'|'.join(cls.layouts)}]" if cls.layouts else ""
+        lines.append(f"  {op}:{ps}[,dtype=float32|float64|float16]{lay}")
     lines += [f"  {h}" for _, h in _SPEC_PARSERS]
     return "\n".join(lines)
 
 
-def make(op: str, dtype: str = "float32", **values: int) -> Workload:
+def make(op: str, dtype: str = "float32", layout: str | None = None, **values: int) -> Workload:
     if op not in _REGISTRY:
         raise TiletuneError(f"unknown operator {op!r}; accepted:\n{_accepted()}")
     cls = _REGISTRY[op]
     if dtype not in DTYPES:
         raise TiletuneError(f"unknown dtype {dtype!r}; accepted: {', '.join(DTYPES)}")
+    if layout is not None:
+        if not cls.layouts:
+            raise TiletuneError(f"{op} has no layout parameter (layout={layout!r} given)")
+        if not isinstance(layout, str) or layout.upper() not in cls.layouts:
+            raise TiletuneError(f"{op}: unknown layout {layout!r}; accepted: {', '.join(cls.layouts)}")
+        layout = layout.upper()
     known = {p.name for p in cls.params}
     extra = sorted(set(values) - known)
     if extra:
@@ -216,7 +228,7 @@ def make(op: str, dtype: str = "float32", **values: int) -> Workload:
         if v < p.minimum:
             raise TiletuneError(f"{op}: parameter {p.name}={v} must be >= {p.minimum} ({p.help})")
         full[p.name] = int(v)
-    wl = cls(dtype=dtype, **full)
+    wl = cls(dtype=dtype, layout=layout, **full)
     wl._validate()
     wl.check_index_range()
     return wl
@@ -243,6 +255,7 @@ def parse(spec: str | Workload) -> Workload:
     op = op.strip()
     values: dict[str, int] = {}
     dtype = "float32"
+    layout = None
     if body.strip():
         for item in body.split(","):
             name, eq, val = item.partition("=")
@@ -252,10 +265,15 @@ def parse(spec: str | Workload) -> Workload:
             if name == "dtype":
                 dtype = val
                 continue
+            if name == "layout":
+                if layout is not None:
+                    raise TiletuneError(f"parameter layout given twice in {spec!r}")
+                layout = val
+                continue
             if name in values:
                 raise TiletuneError(f"parameter {name} given twice in {spec!r}")
             try:
                 values[name] = int(val)
             except ValueError:
                 raise TiletuneError(f"parameter {name}={val!r} in {spec!r} is not an integer") from None
-    return make(op, dtype=dtype, **values)
+    return make(op, dtype=dtype, layout=layout, **values)

@@ -1,5 +1,16 @@
-"""Convolutions in NCHW: conv2d (data [N,C,H,W], weight [K,C,R,S]) and depthwise_conv2d
-(data [N,C,H,W], weight [C,1,R,S], one filter per channel).
+"""Convolutions: conv2d and depthwise_conv2d (one filter per channel), in two layouts (``layout=`` in the
+spec; NCHW is the default and its keys carry no layout):
+
+- NCHW: conv2d data [N,C,H,W], weight [K,C,R,S] (OIHW), output [N,K,P,Q]; depthwise data [N,C,H,W],
+  weight [C,1,R,S], output [N,C,P,Q]. Axes n, k, p, q | c, r, s (depthwise n, c, p, q | r, s): the
+  template's innermost, vectorized spatial axis is the output width q.
+- NHWC: conv2d data [N,H,W,C], weight [R,S,C,K] (HWIO), output [N,P,Q,K]; depthwise data [N,H,W,C],
+  weight [R,S,C] (HWC), output [N,P,Q,C]. Axes n, p, q, k | r, s, c (depthwise n, p, q, c | r, s): the
+  output channels are the innermost spatial axis, so the template vectorizes over channels (16 lanes of
+  AVX-512 on every layer, where NCHW gets 7 on a 7x7 layer), and the input channel c is the innermost
+  reduction axis, so data[n, y, x, c] and the HWIO weight are both read along their contiguous dimension.
+  The HWIO weight is indexed [r, s, c, k] with k last: the CPU template's ``pack`` knob applies to it
+  (panels [k // k3, r, s, c, k3], as oneDNN reorders weights into OIhw16o-like blocks).
 
 The zero padding is a separate TE stage named ``pad`` that the schedules inline into the convolution.
 Output size: P = (H + 2 pad - dilation (R - 1) - 1) // stride + 1, likewise Q from W and S.
@@ -22,22 +33,42 @@ def out_size(size: int, k: int, stride: int, pad: int, dilation: int) -> int:
     return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
 
 
-def _pad_stage(data, pad: int):
+LAYOUTS = ("NCHW", "NHWC")
+
+
+def _pad_stage(data, pad: int, layout: str = "NCHW"):
     from tvm import te
 
     if pad == 0:
         return data
+    if layout == "NHWC":
+        n, h, w, c = (int(x) for x in data.shape)
+
+        def f(b, y, x, ch):
+            inside = te.all(y >= pad, y < h + pad, x >= pad, x < w + pad)
+            return te.if_then_else(inside, data[b, y - pad, x - pad, ch], te.const(0, data.dtype))
+
+        return te.compute((n, h + 2 * pad, w + 2 * pad, c), f, name="pad")
     n, c, h, w = (int(x) for x in data.shape)
 
-    def f(b, ch, y, x):
+    def g(b, ch, y, x):
         inside = te.all(y >= pad, y < h + pad, x >= pad, x < w + pad)
         return te.if_then_else(inside, data[b, ch, y - pad, x - pad], te.const(0, data.dtype))
 
-    return te.compute((n, c, h + 2 * pad, w + 2 * pad), f, name="pad")
+    return te.compute((n, c, h + 2 * pad, w + 2 * pad), g, name="pad")
 
 
 def _np_pad(x: np.ndarray, pad: int) -> np.ndarray:
+    """Zero padding of the two spatial dimensions of an NCHW array."""
     return np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else x
+
+
+def nhwc_to_nchw(x: np.ndarray) -> np.ndarray:
+    return x.transpose(0, 3, 1, 2)
+
+
+def nchw_to_nhwc(x: np.ndarray) -> np.ndarray:
+    return x.transpose(0, 2, 3, 1)
 
 
 def _windows(xp: np.ndarray, R: int, S: int, P: int, Q: int, stride: int, dil: int) -> np.ndarray:
@@ -52,6 +83,12 @@ def _windows(xp: np.ndarray, R: int, S: int, P: int, Q: int, stride: int, dil: i
 
 
 class _Conv(Workload):
+    layouts = LAYOUTS
+
+    @property
+    def nhwc(self) -> bool:
+        return self.layout == "NHWC"
+
     def _validate(self):
         if self.P < 1 or self.Q < 1:
             raise TiletuneError(
@@ -60,11 +97,18 @@ class _Conv(Workload):
             )
 
     def buffer_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {**super().buffer_shapes(), "padded input": (self.N, self.C, self.H + 2 * self.pad,
-                                                            self.W + 2 * self.pad)}
+        hp, wp = self.H + 2 * self.pad, self.W + 2 * self.pad
+        padded = (self.N, hp, wp, self.C) if self.nhwc else (self.N, self.C, hp, wp)
+        return {**super().buffer_shapes(), "padded input": padded}
 
     def reference_scratch_elements(self) -> int:  # the padded input and its windows (see _windows)
         return self.N * self.C * ((self.H + 2 * self.pad) * (self.W + 2 * self.pad) + self.R * self.S * self.P * self.Q)
+
+    def _data_shape(self) -> tuple[int, int, int, int]:
+        return (self.N, self.H, self.W, self.C) if self.nhwc else (self.N, self.C, self.H, self.W)
+
+    def _out_shape(self, channels: int) -> tuple[int, int, int, int]:
+        return (self.N, self.P, self.Q, channels) if self.nhwc else (self.N, channels, self.P, self.Q)
 
     @property
     def P(self) -> int:
@@ -89,21 +133,35 @@ class Conv2d(_Conv):
     ) + _WINDOW
 
     def input_shapes(self):
-        return [(self.N, self.C, self.H, self.W), (self.K, self.C, self.R, self.S)]
+        if self.nhwc:
+            return [self._data_shape(), (self.R, self.S, self.C, self.K)]
+        return [self._data_shape(), (self.K, self.C, self.R, self.S)]
 
     def output_shape(self):
-        return (self.N, self.K, self.P, self.Q)
+        return self._out_shape(self.K)
 
     def _compute(self):
         from tvm import te
 
-        data = te.placeholder((self.N, self.C, self.H, self.W), self.dtype, name="data")
-        weight = te.placeholder((self.K, self.C, self.R, self.S), self.dtype, name="weight")
-        padded = _pad_stage(data, self.pad)
+        data = te.placeholder(self._data_shape(), self.dtype, name="data")
+        weight = te.placeholder(self.input_shapes()[1], self.dtype, name="weight")
+        padded = _pad_stage(data, self.pad, self.layout)
+        st, dl = self.stride, self.dilation
+        if self.nhwc:  # reduction r, s, c: the input channel innermost (contiguous in data and weight)
+            r = te.reduce_axis((0, self.R), name="r")
+            s = te.reduce_axis((0, self.S), name="s")
+            c = te.reduce_axis((0, self.C), name="c")
+            out = te.compute(
+                self.output_shape(),
+                lambda n, p, q, k: te.sum(
+                    padded[n, p * st + r * dl, q * st + s * dl, c] * weight[r, s, c, k], axis=[r, s, c]
+                ),
+                name="conv",
+            )
+            return [data, weight, out]
         c = te.reduce_axis((0, self.C), name="c")
         r = te.reduce_axis((0, self.R), name="r")
         s = te.reduce_axis((0, self.S), name="s")
-        st, dl = self.stride, self.dilation
         out = te.compute(
             (self.N, self.K, self.P, self.Q),
             lambda n, k, p, q: te.sum(
@@ -114,14 +172,22 @@ class Conv2d(_Conv):
         return [data, weight, out]
 
     def axes_no_tvm(self):
+        if self.nhwc:
+            return [
+                Axis("n", self.N, "S"), Axis("p", self.P, "S"), Axis("q", self.Q, "S"), Axis("k", self.K, "S"),
+                Axis("r", self.R, "R"), Axis("s", self.S, "R"), Axis("c", self.C, "R"),
+            ]
         return [
             Axis("n", self.N, "S"), Axis("k", self.K, "S"), Axis("p", self.P, "S"), Axis("q", self.Q, "S"),
             Axis("c", self.C, "R"), Axis("r", self.R, "R"), Axis("s", self.S, "R"),
         ]
 
     def reference(self, data, weight):
+        if self.nhwc:  # HWIO -> OIHW, NHWC -> NCHW and back
+            data, weight = nhwc_to_nchw(data), weight.transpose(3, 2, 0, 1)
         win = _windows(_np_pad(data, self.pad), self.R, self.S, self.P, self.Q, self.stride, self.dilation)
-        return np.einsum("ncrspq,kcrs->nkpq", win, weight, optimize=True).astype(data.dtype)
+        out = np.einsum("ncrspq,kcrs->nkpq", win, weight, optimize=True).astype(data.dtype)
+        return np.ascontiguousarray(nchw_to_nhwc(out)) if self.nhwc else out
 
     @property
     def flops(self):
@@ -141,20 +207,31 @@ class DepthwiseConv2d(_Conv):
     ) + _WINDOW
 
     def input_shapes(self):
-        return [(self.N, self.C, self.H, self.W), (self.C, 1, self.R, self.S)]
+        if self.nhwc:
+            return [self._data_shape(), (self.R, self.S, self.C)]
+        return [self._data_shape(), (self.C, 1, self.R, self.S)]
 
     def output_shape(self):
-        return (self.N, self.C, self.P, self.Q)
+        return self._out_shape(self.C)
 
     def _compute(self):
         from tvm import te
 
-        data = te.placeholder((self.N, self.C, self.H, self.W), self.dtype, name="data")
-        weight = te.placeholder((self.C, 1, self.R, self.S), self.dtype, name="weight")
-        padded = _pad_stage(data, self.pad)
+        data = te.placeholder(self._data_shape(), self.dtype, name="data")
+        weight = te.placeholder(self.input_shapes()[1], self.dtype, name="weight")
+        padded = _pad_stage(data, self.pad, self.layout)
         r = te.reduce_axis((0, self.R), name="r")
         s = te.reduce_axis((0, self.S), name="s")
         st, dl = self.stride, self.dilation
+        if self.nhwc:
+            out = te.compute(
+                self.output_shape(),
+                lambda n, p, q, c: te.sum(
+                    padded[n, p * st + r * dl, q * st + s * dl, c] * weight[r, s, c], axis=[r, s]
+                ),
+                name="dwconv",
+            )
+            return [data, weight, out]
         out = te.compute(
             (self.N, self.C, self.P, self.Q),
             lambda n, c, p, q: te.sum(
@@ -165,14 +242,24 @@ class DepthwiseConv2d(_Conv):
         return [data, weight, out]
 
     def axes_no_tvm(self):
+        if self.nhwc:
+            return [
+                Axis("n", self.N, "S"), Axis("p", self.P, "S"), Axis("q", self.Q, "S"), Axis("c", self.C, "S"),
+                Axis("r", self.R, "R"), Axis("s", self.S, "R"),
+            ]
         return [
             Axis("n", self.N, "S"), Axis("c", self.C, "S"), Axis("p", self.P, "S"), Axis("q", self.Q, "S"),
             Axis("r", self.R, "R"), Axis("s", self.S, "R"),
         ]
 
     def reference(self, data, weight):
+        if self.nhwc:  # HWC -> C1HW (as [C, R, S] here), NHWC -> NCHW and back
+            data, w = nhwc_to_nchw(data), weight.transpose(2, 0, 1)
+        else:
+            w = weight[:, 0]
         win = _windows(_np_pad(data, self.pad), self.R, self.S, self.P, self.Q, self.stride, self.dilation)
-        return np.einsum("ncrspq,crs->ncpq", win, weight[:, 0], optimize=True).astype(data.dtype)
+        out = np.einsum("ncrspq,crs->ncpq", win, w, optimize=True).astype(data.dtype)
+        return np.ascontiguousarray(nchw_to_nhwc(out)) if self.nhwc else out
 
     @property
     def flops(self):

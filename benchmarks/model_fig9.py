@@ -1,0 +1,146 @@
+"""Gensor's Fig. 9 on this CPU: end-to-end inference of whole models, our tuned builds against PyTorch eager,
+torch.compile, ONNX Runtime, TVM's default build and MetaSchedule at an equal trial budget.
+
+Per model (default: bert-small, resnet50, mobilenetv2, gpt2; batch 1, fp32):
+
+1. tune with each strategy of ``--strategies`` (default: gensor and roller, the constructive settings of
+   Gensor's figure, at ``--constructive-per-task`` trials per task; and the search strategy ``--search``
+   (default evo, Ansor's evolutionary search) at ``--trials-per-task`` trials per task), each with
+   ``tiletune model tune`` into ``OUT/<model>-<strategy>.jsonl``; its wall time goes to ``OUT/tuning.jsonl``;
+2. time each tuned build (``tiletune model bench --methods tiletune``, into ``OUT/<model>-<strategy>/``);
+3. time the baselines once (``OUT/<model>-baselines/``), MetaSchedule's tune_relax with the search
+   strategy's budget (``--no-metaschedule`` skips it);
+4. write ``OUT/summary.md`` (latency and speed-up over PyTorch eager per model and method, tuning time) and
+   ``OUT/fig9.png`` (speed-up over PyTorch eager, grouped by model).
+
+Everything is resumable per model x method: a tuning run that finished is listed in tuning.jsonl and
+skipped; an interrupted one resumes from its records; a timed method is kept in its results.jsonl. Run it on
+an idle machine (a PyTorch timing swung 8.5 -> 140 ms under load here):
+
+    python benchmarks/model_fig9.py --out benchmarks/out/fig9
+    python benchmarks/model_fig9.py --out /tmp/fig9-quick --quick        # tiny model, a few trials: a check
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tiletune.bench.plots import _plt
+from tiletune.model.bench import latest, load_results
+from tiletune.model.source import short_name
+from tiletune.model.tasks import load_model_tasks
+from tiletune.target import host_target
+
+CONSTRUCTIVE = ("gensor", "roller")
+
+
+def tiletune(*args: str) -> None:
+    cmd = [sys.executable, "-m", "tiletune.cli", *args]
+    print("$ tiletune " + " ".join(args), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def tuned_before(out: Path, model: str, strategy: str, trials: int) -> dict | None:
+    for r in load_results(out / "tuning.jsonl"):
+        if r["model"] == model and r["strategy"] == strategy and r["trials"] == trials:
+            return r
+    return None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--models", default="bert-small,resnet50,mobilenetv2,gpt2")
+    p.add_argument("--strategies", default="gensor,roller,evo", help="tiletune strategies to tune with")
+    p.add_argument("--search", default="evo", help="the search strategy whose budget MetaSchedule gets")
+    p.add_argument("--trials-per-task", type=int, default=50)
+    p.add_argument("--constructive-per-task", type=int, default=4)
+    p.add_argument("--no-metaschedule", action="store_true")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--min-repeat-ms", type=int, default=200)
+    p.add_argument("--quick", action="store_true", help="the tiny model, 2 trials per task, short timings")
+    a = p.parse_args()
+    if a.quick:
+        a.models, a.trials_per_task, a.constructive_per_task, a.repeat, a.min_repeat_ms = "tiny", 2, 1, 3, 10
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    timing = ["--repeat", str(a.repeat), "--min-repeat-ms", str(a.min_repeat_ms)]
+    strategies = [s for s in a.strategies.split(",") if s]
+    for model in [m for m in a.models.split(",") if m]:
+        _, tasks = load_model_tasks(model, host_target())
+        n = len(tasks.tasks)
+        name = short_name(model)
+        budgets = {s: n * (a.constructive_per_task if s in CONSTRUCTIVE else a.trials_per_task) for s in strategies}
+        for s in strategies:
+            rec = out / f"{name}-{s}.jsonl"
+            if tuned_before(out, model, s, budgets[s]) is None:
+                t0 = time.time()
+                tiletune("model", "tune", model, "-s", s, "--trials", str(budgets[s]), "-r", str(rec), "-q")
+                with open(out / "tuning.jsonl", "a") as f:
+                    f.write(json.dumps({"model": model, "strategy": s, "trials": budgets[s], "tasks": n,
+                                        "wall_s": time.time() - t0}) + "\n")
+            tiletune("model", "bench", model, "-r", str(rec), "--methods", "tiletune",
+                     "--out", str(out / f"{name}-{s}"), *timing)
+        methods = "torch,torch-compile,onnxruntime,tvm-default" + ("" if a.no_metaschedule else ",metaschedule")
+        ms = ["--metaschedule-trials", str(n * a.trials_per_task)] if not a.no_metaschedule else []
+        tiletune("model", "bench", model, "--methods", methods, "--out", str(out / f"{name}-baselines"), *ms, *timing)
+        summarize(out, [m for m in a.models.split(",") if m], strategies)
+    return 0
+
+
+def summarize(out: Path, models: list[str], strategies: list[str]) -> None:
+    table: dict[str, dict[str, float]] = {}
+    lines = ["# Whole-model latency (batch 1, fp32), speed-up over PyTorch eager", "",
+             "| model | method | median ms | speed-up vs torch eager | tuning |", "|---|---|---:|---:|---|"]
+    tuning = load_results(out / "tuning.jsonl")
+    for model in models:
+        name = short_name(model)
+        rows = {}
+        for r in latest(load_results(out / f"{name}-baselines" / "results.jsonl"), model):
+            rows[r["label"]] = r
+        for s in strategies:
+            for r in latest(load_results(out / f"{name}-{s}" / "results.jsonl"), model):
+                t = [x for x in tuning if x["model"] == model and x["strategy"] == s]
+                r = dict(r, label=f"tiletune {s}", tuning=(f"{t[-1]['trials']} trials, {t[-1]['wall_s']:.0f} s"
+                                                            if t else ""))
+                rows[r["label"]] = r
+        eager = rows.get("PyTorch eager")
+        base = eager["median_s"] if eager and not eager.get("error") else None
+        for label, r in rows.items():
+            if r.get("error"):
+                lines.append(f"| {model} | {label} | - | - | {r['error']}: {r.get('message', '')[:80]} |")
+                continue
+            sp = base / r["median_s"] if base else float("nan")
+            table.setdefault(model, {})[label] = sp
+            tune = r.get("tuning") or (f"{r.get('trials')} trials, {r.get('prepare_s', 0):.0f} s"
+                                       if r["method"] == "metaschedule" else "")
+            lines.append(f"| {model} | {label} | {r['median_s'] * 1e3:.2f} | {sp:.2f}x | {tune} |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    if not table:
+        return
+    plt = _plt()
+    labels = sorted({lab for v in table.values() for lab in v})
+    fig, ax = plt.subplots(figsize=(1.5 + 1.6 * len(table), 4))
+    w = 0.8 / max(1, len(labels))
+    for j, lab in enumerate(labels):
+        ys = [table[m].get(lab, np.nan) for m in table]
+        ax.bar(np.arange(len(table)) + j * w, ys, w, label=lab)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(np.arange(len(table)) + w * (len(labels) - 1) / 2, list(table))
+    ax.set_ylabel("speed-up over PyTorch eager")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "fig9.png", dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    sys.exit(main())

@@ -1,0 +1,358 @@
+"""tiletune model: a small torch.nn model (conv-bn-relu, a residual block used twice, a tiny attention
+layer, layer norm, linear) imported, fused, its tasks extracted and deduplicated, tuned a few trials per task,
+built with the tuned kernels and checked against torch, exported and loaded, its kernels applied from a
+MetaSchedule database in a Relax build, and resumed without measuring anything twice."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from tiletune.errors import TiletuneError
+from tiletune.measure.base import MeasureSettings
+from tiletune.target import host_target
+
+pytestmark = pytest.mark.tvm
+torch = pytest.importorskip("torch")
+
+FACTORY = '''
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(3, 8, 3, padding=1, stride=2), nn.BatchNorm2d(8)
+        self.block = Block(8)
+        self.qkv, self.fc = nn.Linear(8, 24), nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.block(torch.relu(self.bn(self.stem(x))))
+        t = x.flatten(2).transpose(1, 2)
+        q, k, v = self.qkv(t).chunk(3, -1)
+        a = torch.softmax(q @ k.transpose(1, 2), -1) @ v
+        return self.fc(a.mean(1))
+
+
+def make():
+    torch.manual_seed(0)
+    m = Small().eval()
+    for bn in (m.bn, m.block.bn1, m.block.bn2):
+        bn.running_mean.uniform_(-0.2, 0.2)
+        bn.running_var.uniform_(0.5, 1.5)
+    return m, (torch.randn(1, 3, 8, 8),)
+
+
+def broken():
+    class Bad(nn.Module):
+        def forward(self, x):
+            return x.numpy()  # not exportable
+    return Bad(), (torch.randn(2),)
+'''
+
+SETTINGS = MeasureSettings(repeat=1, min_repeat_ms=0)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A fresh HOME (the PrimFunc cache the workers read), set before any worker starts."""
+    old = os.environ.get("HOME")
+    new = tmp_path_factory.mktemp("home")
+    os.environ["HOME"] = str(new)
+    yield new
+    if old is None:
+        del os.environ["HOME"]
+    else:
+        os.environ["HOME"] = old
+
+
+@pytest.fixture(scope="module")
+def spec(home):
+    path = home / "small_model.py"
+    path.write_text(FACTORY)
+    return f"{path}:make"
+
+
+@pytest.fixture(scope="module")
+def model(spec):
+    from tiletune.model.tasks import load_model_tasks
+
+    return load_model_tasks(spec, host_target())
+
+
+@pytest.fixture(scope="module")
+def tuned(model, home):
+    from tiletune.model.tuner import tune_model
+
+    _, tasks = model
+    rec = home / "small.jsonl"
+    result = tune_model(tasks, strategy="random", trials=3 * len(tasks.tasks), records=str(rec), round_trials=3,
+                        batch_size=3, settings=SETTINGS)
+    return rec, result
+
+
+def test_tasks_are_extracted_deduplicated_and_classified(model):
+    _, tasks = model
+    names = [k.name for k in tasks.kernels]
+    assert len(set(names)) == len(names)
+    convs = [k for k in tasks.tasks if "conv2d" in k.name]
+    # stem, block conv1 (+relu), block conv2 (+residual +relu): BN folded away, the epilogues fused
+    assert len(convs) == 3 and all("subtract" not in k.name and "divide" not in k.name for k in convs)
+    assert any("matmul" in k.name for k in tasks.tasks)
+    # the kernels of softmax and mean are not tiling tasks: default schedule, with the reason
+    other = {k.name: k.reason for k in tasks.kernels if not k.tunable}
+    assert any("softmax" in n and "several reduction blocks" in r for n, r in other.items()), other
+    assert any("mean" in n and "multiply-accumulate" in r for n, r in other.items()), other
+    assert all(k.calls >= 1 and k.flops >= 0 for k in tasks.kernels)
+    assert tasks.total_flops == sum(k.flops * k.calls for k in tasks.kernels)
+    # identical kernels are one, with their calls summed
+    from tiletune.model.tasks import call_counts
+
+    counts = call_counts(tasks.fused)
+    assert sum(k.calls for k in tasks.kernels) == sum(counts[n] for k in tasks.kernels for n in k.names)
+
+
+def test_dedup_sums_calls_of_identical_kernels():
+    from tiletune.model.tasks import extract, fuse
+    from tiletune.model.importer import to_relax
+    from tiletune.model.source import load
+
+    tasks = extract(fuse(to_relax(load("tiny")), host_target()), host_target())  # two identical residual blocks
+    conv = [k for k in tasks.tasks if k.name.startswith("fused_conv2d1_add_relu")]
+    assert len(conv) == 1 and conv[0].calls == 2
+
+
+def test_default_schedule_is_parallel_vectorized_and_correct(model):
+    from tiletune.model.default_schedule import checked
+
+    _, tasks = model
+    for k in tasks.kernels:
+        if k.tunable:
+            continue
+        func, how = checked(k.func, host_target())
+        assert how in ("parallel+vector", "parallel"), (k.name, how)
+    # a large elementwise kernel: one parallel loop, the innermost vectorized, same result
+    import tvm
+    from tvm import te
+
+    a = te.placeholder((64, 256), name="A")
+    b = te.compute((64, 256), lambda i, j: a[i, j] * 2.0 + 1.0, name="B")
+    c = te.compute((64, 256), lambda i, j: te.max(b[i, j], 0.0), name="C")
+    func, how = checked(te.create_prim_func([a, c]), host_target())
+    text = func.script()
+    assert how == "parallel+vector" and "T.parallel" in text and "T.vectorized" in text
+    assert 'sblock("B")' not in text  # the intermediate is inlined into its consumer
+
+
+def test_tuned_model_matches_torch_and_exports(model, tuned, tmp_path, capsys):
+    from tiletune.api import load_model
+    from tiletune.cli import main
+
+    source, tasks = model
+    rec, result = tuned
+    assert result.trials == 3 * len(tasks.tasks)
+    assert all(st.trials == 3 for st in result.states)  # round robin first: every task one round
+    keys = {json.loads(line)["workload"] for line in rec.read_text().splitlines()}
+    assert keys == tasks.keys()
+    lib = tmp_path / "m.so"
+    db = tmp_path / "db"
+    spec = source.spec
+    assert main(["model", "build", spec, "-r", str(rec), "-o", str(lib), "--database", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "matches the original" in out
+    m = load_model(str(lib))
+    x = source.random_inputs(11)
+    np.testing.assert_allclose(m(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
+    meta = json.loads((tmp_path / "m.so.json").read_text())
+    assert "tuned" in meta["kernels"].values()
+    with pytest.raises(TiletuneError, match="takes 1 inputs"):
+        m(*x, *x)
+
+
+def test_database_applies_in_a_relax_build(model, tuned, tmp_path):
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    from tiletune.model.build import ModelRunner, best_configs, compare, export_database
+
+    source, tasks = model
+    rec, _ = tuned
+    chosen = best_configs(tasks, str(rec))
+    assert export_database(tasks, chosen, str(tmp_path)) == len(chosen) >= 1
+    db = ms.database.JSONDatabase(str(tmp_path / "database_workload.json"),
+                                  str(tmp_path / "database_tuning_record.json"))
+    with tvm.target.Target(tasks.target), db:
+        applied = relax.transform.MetaScheduleApplyDatabase()(tasks.fused)
+    scheduled = [gv.name_hint for gv, f in applied.functions.items()
+                 if isinstance(f, tvm.tirx.PrimFunc) and (f.attrs or {}).get("tirx.is_scheduled")]
+    assert len(scheduled) >= len(chosen)
+    ex = tvm.compile(applied, target=tvm.target.Target(tasks.target))
+    x = source.random_inputs(2)
+    assert compare(ModelRunner(ex)(*x), source.reference(x)) < 1e-4
+
+
+def test_resume_measures_nothing_twice(model, tuned):
+    from tiletune.model.tuner import tune_model
+
+    _, tasks = model
+    rec, first = tuned
+    lines = rec.read_text().splitlines()
+    again = tune_model(tasks, strategy="random", trials=first.trials, records=str(rec), round_trials=3, batch_size=3,
+                       settings=SETTINGS)
+    assert again.measured == 0 and again.recalled == first.trials
+    assert rec.read_text().splitlines() == lines
+
+
+def test_constructive_strategies_tune_a_model(model, tmp_path):
+    from tiletune.model.tuner import tune_model
+
+    _, tasks = model
+    for strategy in ("gensor", "roller"):
+        rec = tmp_path / f"{strategy}.jsonl"
+        res = tune_model(tasks, strategy=strategy, trials=len(tasks.tasks), records=str(rec), round_trials=1,
+                         batch_size=1, settings=SETTINGS)
+        assert sum(math.isfinite(st.best_s) for st in res.states) == len(tasks.tasks), [st.done for st in res.states]
+
+
+def test_a_crash_in_one_task_loses_nothing_of_the_others(model, tmp_path, monkeypatch):
+    from tiletune.model import tuner
+
+    _, tasks = model
+    victim = tasks.tasks[0].workload.key
+    real = tuner.tune
+
+    def crashing(**kw):
+        if kw["workload"] == victim:
+            raise RuntimeError("boom")
+        return real(**kw)
+
+    monkeypatch.setattr(tuner, "tune", crashing)
+    rec = tmp_path / "r.jsonl"
+    res = tuner.tune_model(tasks, strategy="random", trials=2 * len(tasks.tasks), records=str(rec), round_trials=2,
+                           batch_size=2, settings=SETTINGS)
+    by_key = {st.key: st for st in res.states}
+    assert by_key[victim].done.startswith("failed: RuntimeError: boom")
+    assert all(math.isfinite(st.best_s) for k, st in by_key.items() if k != victim)
+    keys = {json.loads(line)["workload"] for line in rec.read_text().splitlines()}
+    assert keys == tasks.keys() - {victim}
+
+
+def test_bad_input_is_one_line(spec, model, tuned, tmp_path, capsys):
+    from tiletune.cli import main
+    from tiletune.records import Record, RecordWriter
+    from tiletune.target import target_key
+
+    def err(argv):
+        assert main(argv) == 2
+        e = capsys.readouterr().err.strip()
+        assert e.startswith("tiletune: error:") and "\n" not in e, e
+        return e
+
+    assert "unknown model 'nope'" in err(["model", "tasks", "nope"])
+    assert "torch.export failed" in err(["model", "tasks", spec.replace(":make", ":broken")])
+    assert "has no function" in err(["model", "tasks", spec.replace(":make", ":absent")])
+    assert "does not exist" in err(["model", "tasks", str(tmp_path / "m.onnx")])
+    other = tmp_path / "other.jsonl"
+    with RecordWriter(other) as w:
+        w.write(Record(workload="gemm[8x8x8]", target=target_key(host_target()), config={}, median_s=1.0))
+    assert "another model" in err(["model", "build", spec, "-r", str(other), "-o", str(tmp_path / "x.so")])
+    assert "another model" in err(["model", "tune", spec, "-r", str(other), "--trials", "2"])
+    assert "give a budget" in err(["model", "tune", spec, "-r", str(tmp_path / "n.jsonl")])
+
+
+def test_model_tasks_command_measures_latency_shares(spec, tuned, capsys):
+    from tiletune.cli import main
+
+    rec, _ = tuned
+    assert main(["model", "tasks", spec, "--measure", "-r", str(rec)]) == 0
+    out = capsys.readouterr().out
+    assert "latency %" in out and "default schedule: several reduction blocks" in out
+    assert "tuned (best of the records)" in out
+
+
+def test_gradient_scheduler_follows_the_expected_decrease():
+    from tiletune.model.scheduler import FlopsScheduler, GradientScheduler
+
+    class T:
+        def __init__(self, calls, flops, history, group="conv2d"):
+            self.calls, self.flops, self.history, self.group, self.done = calls, flops, history, group, ""
+            self.rounds = len(history)
+
+    rng = np.random.default_rng(0)
+    s = GradientScheduler(rng, eps=0.0)
+    assert s.next([T(1, 10, [1.0]), T(1, 10, [])]) == 1  # round robin first
+    # same FLOPs and history, but task 1 runs 10x per inference: its improvement is worth 10x
+    assert s.next([T(1, 100, [1.0, 1.0]), T(10, 100, [1.0, 1.0])]) == 1
+    # task 0 is 4x slower than its sibling at the same FLOPs (beta=2): the similar-task term picks it
+    assert s.next([T(1, 100, [4.0, 4.0, 4.0, 4.0]), T(1, 100, [1.0, 1.0, 1.0, 1.0])]) == 0
+    # a task that keeps failing gets max_failing_rounds rounds, then is finished
+    fail = T(1, 100, [math.inf, math.inf])
+    assert s.next([fail, T(1, 100, [1.0, 1.0])]) == 1 and fail.done
+    f = FlopsScheduler()
+    tasks = [T(1, 300, []), T(1, 100, [])]
+    picks = []
+    for _ in range(8):
+        i = f.next(tasks)
+        picks.append(i)
+        tasks[i].rounds += 1
+    assert picks[:2] == [0, 1] and picks.count(0) == 6  # 3:1, the FLOPs x calls shares
+
+
+def test_bench_times_each_method_in_its_own_process_and_resumes(spec, tuned, tmp_path, monkeypatch, capsys):
+    from tiletune.cli import main
+
+    rec, _ = tuned
+    out = tmp_path / "bench"
+    # onnxruntime made unimportable for the children: a missing baseline is one line, the others run
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "onnxruntime.py").write_text("raise ImportError('no onnxruntime here')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    argv = ["model", "bench", spec, "-r", str(rec), "--out", str(out), "--methods", "tiletune,torch,onnxruntime",
+            "--repeat", "2", "--min-repeat-ms", "0"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "| tiletune (tuned) |" in text and "| PyTorch eager |" in text
+    assert "missing: onnxruntime is not installed" in text
+    lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    ok = {r["method"]: r for r in lines if not r.get("error")}
+    assert set(ok) == {"tiletune", "torch"} and all(r["check_error"] < 1e-4 for r in ok.values())
+    assert len(ok["torch"]["samples"]) == 2 and (out / "small_model-make.png").stat().st_size > 0
+    # again: the finished methods are kept, the missing one is tried again
+    assert main(argv) == 0
+    assert "torch: done before" in capsys.readouterr().out
+    again = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["method"] for r in again[len(lines):]] == ["onnxruntime"]
+
+
+def test_an_onnx_model_builds_and_matches_onnxruntime(home, tmp_path, capsys):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from tiletune.api import load_model
+    from tiletune.cli import main
+    from tiletune.model.source import load
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 5)).eval()
+    path = tmp_path / "net.onnx"
+    torch.onnx.export(net, (torch.randn(1, 3, 6, 6),), str(path), opset_version=17, dynamo=False)
+    lib = tmp_path / "net.so"
+    assert main(["model", "build", str(path), "-o", str(lib)]) == 0
+    assert "matches the original" in capsys.readouterr().out
+    source = load(str(path))
+    x = source.random_inputs(4)
+    np.testing.assert_allclose(load_model(str(lib))(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)

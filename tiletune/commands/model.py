@@ -1,0 +1,247 @@
+"""tiletune model tasks|tune|build|bench MODEL: tune a whole model and run it with the tuned kernels."""
+from __future__ import annotations
+
+import math
+import os
+
+from ..api import set_threads
+from ..errors import TiletuneError
+from ..measure.base import MeasureSettings
+from ..model.baselines import METHODS
+from ..model.bench import bench_model, parse_methods
+from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
+                           kernel_latencies, scheduled_module)
+from ..model.progress import ModelProgress
+from ..model.source import short_name
+from ..model.scheduler import SCHEDULERS
+from ..model.tasks import ModelTasks, load_model_tasks
+from ..model.tuner import tune_model
+from ..model.zoo import MODELS
+from ..paths import check_output
+from ..target import parse_target
+from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
+                     options_for, rpc_address)
+
+MODEL_HELP = (f"a built-in model ({', '.join(MODELS)}), path/to/file.py:function returning "
+              "(torch.nn.Module, example_inputs), or a .onnx file")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("model", help="tune a whole model and build it with the tuned kernels",
+                       formatter_class=HelpFormatter,
+                       description="Import a model (PyTorch or ONNX) into TVM Relax, fuse it into kernels, tune "
+                       "the tiling tasks under one budget, and build the model with the best kernels.")
+    msub = p.add_subparsers(dest="model_command", metavar="COMMAND")
+    msub.required = True
+
+    t = msub.add_parser("tasks", help="list the model's kernels and how each is handled", formatter_class=HelpFormatter,
+                        description="Every distinct kernel of the fused model: shapes, FLOPs, calls, share of the "
+                        "model's FLOPs, whether it is tuned or gets the default (parallel, vectorized) schedule.")
+    _common(t)
+    t.add_argument("--measure", action="store_true",
+                   help="also time every kernel (tuned schedule from --records, else the default) and show its "
+                   "share of the model's latency")
+    t.add_argument("--records", "-r", default=None, metavar="RECORDS.jsonl", help="records of 'model tune' (with --measure)")
+    t.set_defaults(func=run_tasks)
+
+    u = msub.add_parser("tune", help="tune every task of a model under one trial budget", formatter_class=HelpFormatter,
+                        description="A task scheduler spreads --trials (the whole model's) over the tasks in "
+                        "rounds; every result is appended to the records file; re-running the same command resumes.")
+    _common(u)
+    u.add_argument("--trials", "-n", type=int, default=None, help="trials for the whole model (>= 1)")
+    u.add_argument("--seconds", type=float, default=None, help="wall-time budget in seconds (> 0)")
+    u.add_argument("--records", "-r", "-o", "--output", dest="records", required=True, metavar="RECORDS.jsonl",
+                   help="records file to append to (one file for all tasks)")
+    u.add_argument("--strategy", "-s", default="random", help="strategy of every task (see 'tiletune strategies')")
+    add_option_argument(u, "an option of the strategy, e.g. k=3 or gensor.k=3 (repeatable)")
+    u.add_argument("--scheduler", default="gradient", choices=sorted(SCHEDULERS),
+                   help="task scheduler: Ansor's gradient-based one, or rounds in proportion to FLOPs x calls")
+    u.add_argument("--round", type=int, default=8, dest="round_trials", help="trials per round of one task")
+    u.add_argument("--seed", type=int, default=0, help="seed of the strategies and the scheduler")
+    u.add_argument("--hardware", default=None, metavar="SPEC.json", help="HardwareSpec for gensor/roller/*-af")
+    add_measure_arguments(u, batch_size=8)
+    u.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    u.set_defaults(func=run_tune)
+
+    b = msub.add_parser("build", help="build the model with its best kernels and export it", formatter_class=HelpFormatter,
+                        description="Compile the model with the best kernel of every task in RECORDS (the default "
+                        "schedule for the rest), check it against PyTorch / ONNX Runtime on random inputs and "
+                        "export one library that tiletune.api.load_model() runs. Needs a C compiler.")
+    _common(b)
+    b.add_argument("--records", "-r", default=None, metavar="RECORDS.jsonl",
+                   help="records of 'model tune' (without: every kernel gets the default schedule)")
+    b.add_argument("--output", "-o", required=True, metavar="MODEL.so", help="the library to write")
+    b.add_argument("--database", default=None, metavar="DIR",
+                   help="also write the tuned kernels as a MetaSchedule JSON database in DIR "
+                   "(apply them with relax.transform.MetaScheduleApplyDatabase)")
+    b.add_argument("--no-check", action="store_true", help="skip the comparison with the original framework")
+    b.set_defaults(func=run_build)
+
+    e = msub.add_parser("bench", help="time the tuned model against PyTorch, torch.compile, ONNX Runtime, TVM",
+                        formatter_class=HelpFormatter,
+                        description="Each method in its own process, one after another (run it on an idle machine): "
+                        "our build from RECORDS, torch eager, torch.compile, ONNX Runtime (CPU), TVM's default build and, "
+                        "with --metaschedule-trials, MetaSchedule tune_relax. Results are appended to "
+                        "OUT/results.jsonl (a second run skips what is done); OUT/<model>.md and .png are the report.")
+    _common(e)
+    e.add_argument("--records", "-r", default=None, metavar="RECORDS.jsonl", help="records of 'model tune' (ours)")
+    add_output_argument(e, "--out", dest="out", default="model-bench", metavar="DIR",
+                        help="where results, report and plot go")
+    e.add_argument("--methods", default=None, help="comma-separated subset of: " + ", ".join(METHODS))
+    e.add_argument("--metaschedule-trials", type=int, default=0,
+                   help="also tune with MetaSchedule's tune_relax at this many trials (0: skip it)")
+    e.add_argument("--timeout", type=float, default=3600.0, help="seconds per method")
+    e.add_argument("--repeat", type=int, default=10, help="timing samples per method")
+    e.add_argument("--min-repeat-ms", type=int, default=200, help="minimum duration of one sample in ms")
+    e.set_defaults(func=run_bench)
+
+
+def _common(p) -> None:
+    p.add_argument("model", help=MODEL_HELP)
+    p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON LLVM target")
+
+
+def _load(args) -> tuple:
+    target = parse_target(args.target)
+    if target.get("kind") != "llvm":
+        raise TiletuneError("tiletune model builds for CPU (llvm) targets only")
+    return load_model_tasks(args.model, target)
+
+
+def _mflops(x: int) -> str:
+    return f"{x / 1e6:,.2f}"
+
+
+def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chosen: dict | None = None) -> str:
+    """The kernels as a table (the handling last: it may be long)."""
+    total = max(1, tasks.total_flops)
+    head = ["#", "kernel", "shapes (inputs -> output)", "MFLOPs", "calls", "FLOPs %"]
+    lat_total = 0.0
+    if latency is not None:
+        lat_total = sum(latency[k.hash] * k.calls for k in tasks.kernels if math.isfinite(latency.get(k.hash, math.nan)))
+        head += ["us/call", "latency %"]
+    rows = [head + ["handling"]]
+    for i, k in enumerate(tasks.kernels, 1):
+        if k.tunable:
+            how = "tuned (best of the records)" if chosen and k.hash in chosen else "tune"
+        else:
+            how = f"default schedule: {k.reason}"
+        row = [str(i), k.name[:48], k.shapes[:60], _mflops(k.flops), str(k.calls),
+               f"{100 * k.flops * k.calls / total:.1f}"]
+        if latency is not None:
+            s = latency.get(k.hash, math.nan)
+            row += [f"{s * 1e6:.1f}" if math.isfinite(s) else "-",
+                    f"{100 * s * k.calls / lat_total:.1f}" if math.isfinite(s) and lat_total else "-"]
+        rows.append(row + [how])
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
+    return "\n".join("  ".join([r[c].ljust(widths[c]) if c in (1, 2) else r[c].rjust(widths[c])
+                                for c in range(len(head))] + [r[-1]]) for r in rows)
+
+
+def run_tasks(args) -> int:
+    source, tasks = _load(args)
+    n_t = len(tasks.tasks)
+    print(f"model {source.spec}: {len(tasks.kernels)} kernels, {n_t} tuned as tasks, {len(tasks.kernels) - n_t} with "
+          f"the default schedule; {_mflops(tasks.total_flops)} MFLOPs per inference")
+    latency = chosen = None
+    if args.records and not args.measure:
+        raise TiletuneError("--records is used with --measure")
+    if args.measure:
+        set_threads(int(tasks.target.get("num-cores") or 0) or None)
+        chosen = best_configs(tasks, args.records)
+        latency = kernel_latencies(tasks, chosen, _bench_settings())
+        total = sum(latency[k.hash] * k.calls for k in tasks.kernels if math.isfinite(latency[k.hash]))
+        print(f"sum of the kernels' latencies: {total * 1e3:.3f} ms per inference (each kernel timed alone)")
+    print(task_table(tasks, latency, chosen))
+    return 0
+
+
+def _bench_settings():
+    return MeasureSettings()
+
+
+def run_tune(args) -> int:
+    settings = measure_settings(args)
+    if args.trials is None and args.seconds is None:
+        raise TiletuneError("give a budget: --trials N (the whole model's trials) and/or --seconds T")
+    if args.trials is not None and args.trials < 1:
+        raise TiletuneError(f"--trials must be >= 1, got {args.trials}")
+    if args.seconds is not None and not args.seconds > 0:
+        raise TiletuneError(f"--seconds must be > 0, got {args.seconds:g}")
+    check_output(args.records, "records file")
+    rpc = rpc_address(args)  # a bad --rpc or an unreachable tracker: one line before the model is imported
+    source, tasks = _load(args)
+    if os.path.exists(args.records):
+        best_configs(tasks, args.records)  # a records file of another model is refused here
+    print(f"model {source.spec}: {len(tasks.tasks)} tasks to tune ({len(tasks.kernels) - len(tasks.tasks)} other "
+          f"kernels get the default schedule); strategy {args.strategy}, scheduler {args.scheduler}")
+    progress = None if args.quiet else ModelProgress(args.trials, len(tasks.tasks))
+    tuned = set()
+
+    def on_round(state, run, total):
+        if state.best_gflops:
+            tuned.add(state.key)
+        if progress is not None:
+            progress.round_done(state, run, total, len(tuned))
+
+    try:
+        result = tune_model(tasks, strategy=args.strategy, trials=args.trials, seconds=args.seconds,
+                            records=args.records, scheduler=args.scheduler, round_trials=args.round_trials,
+                            batch_size=args.batch_size, settings=settings, seed=args.seed,
+                            options=options_for(args.option, args.strategy), hardware=args.hardware, rpc=rpc,
+                            on_round=on_round, callbacks=(progress,) if progress is not None else ())
+    finally:
+        if progress is not None:
+            progress.close()
+    print(f"{result.trials} trials ({result.measured} measured, {result.recalled} from records) in "
+          f"{result.elapsed:.1f} s; stopped: {result.stopped}")
+    rows = [("task", "calls", "trials", "best GFLOPS", "us/call", "state")]
+    for st in sorted(result.states, key=lambda s: -s.flops * s.calls):
+        rows.append((st.kernel.name[:55], str(st.calls), str(st.trials), f"{st.best_gflops:.1f}",
+                     f"{st.best_s * 1e6:.1f}" if math.isfinite(st.best_s) else "-", st.done or "-"))
+    w = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(r[c].ljust(w[c]) if c in (0, 5) else r[c].rjust(w[c]) for c in range(len(r))))
+    tuned_sum = sum(st.best_s * st.calls for st in result.states if math.isfinite(st.best_s))
+    print(f"tuned kernels: {tuned_sum * 1e3:.3f} ms per inference (the tasks' best kernels, timed alone)")
+    print(f"records   {args.records}")
+    print(f"next      tiletune model build {args.model} -r {args.records} -o model.so")
+    return 0 if any(math.isfinite(st.best_s) for st in result.states) or not result.states else 1
+
+
+def run_build(args) -> int:
+    check_output(args.output, "model library", parents=False)
+    check_output(args.output + ".json", "model description", parents=False)
+    source, tasks = _load(args)
+    chosen = best_configs(tasks, args.records)
+    mod, how = scheduled_module(tasks, chosen)
+    ex = compile_module(mod, tasks.target)
+    err = None
+    if not args.no_check:
+        err = check(source, ModelRunner(ex))
+    meta = {"model": source.spec, "target": tasks.target,
+            "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
+            "kernels": how, "tuned": len(chosen), "tasks": len(tasks.tasks), "check_error": err}
+    export(ex, args.output, meta)
+    print(f"wrote {args.output}: {len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels, "
+          f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
+          + (f"; output matches the original (max error {err:.2g})" if err is not None else ""))
+    if args.database:
+        n = export_database(tasks, chosen, args.database)
+        print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")
+    return 0
+
+
+def run_bench(args) -> int:
+    if args.repeat < 1 or args.min_repeat_ms < 0 or args.timeout <= 0:
+        raise TiletuneError("--repeat must be >= 1, --min-repeat-ms >= 0 and --timeout > 0")
+    target = parse_target(args.target)
+    if target.get("kind") != "llvm":
+        raise TiletuneError("tiletune model bench runs on this machine's CPU (llvm targets) only")
+    methods = parse_methods(args.methods, args.metaschedule_trials)
+    check_output(os.path.join(args.out, "results.jsonl"), "results file")
+    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
+    rows = bench_model(args.model, out=args.out, target=target, methods=methods, records=args.records,
+                       settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout)
+    print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
+    return 0 if any(r["method"] == "tiletune" and not r.get("error") for r in rows) or "tiletune" not in methods else 1

@@ -1,0 +1,171 @@
+"""One end-to-end method timed in its own process: ``python -m tiletune.model.baselines JOB.json``.
+
+The job (written by ``tiletune.model.bench``) names the model spec, the method, the target, the timing
+settings, the records file (ours), the trial budget (MetaSchedule) and where to write the result JSON.
+The child builds the model its way, runs it once on random inputs (seed 0) and compares the outputs with
+the original framework's (``check_error``: max abs difference relative to the output's scale), then times
+it by the rule of ``tiletune.measure.timing`` (``time_callable``: warm-up, then ``repeat`` samples of at
+least ``min_repeat_ms``), all with ``num-cores`` threads.
+
+Methods:
+- ``tiletune``: the model built with the best kernels of the records (``tiletune.model.build``), in Relax's VM.
+- ``torch``: PyTorch eager, under ``torch.inference_mode``.
+- ``torch-compile``: ``torch.compile`` (inductor, default mode); the first call (compilation) is ``prepare_s``.
+- ``onnxruntime``: ONNX Runtime's CPU provider on the model exported by ``torch.onnx.export`` (the
+  TorchScript exporter, opset 17), or on the ``.onnx`` file itself.
+- ``tvm-default``: ``tvm.compile`` of the imported Relax module with TVM's default CPU pipeline (every
+  operator legalized to an unscheduled kernel: what TVM does without tuning).
+- ``metaschedule``: MetaSchedule's ``tune_relax`` on the fused module with ``trials`` trials in total (the
+  in-process builder and runner of ``tiletune.bench.metaschedule``), then ``compile_relax``; its tuning
+  time is ``prepare_s``.
+A method whose library is missing (onnxruntime, onnx, transformers) gives ``error="missing"`` and a one-line
+message naming the package.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from ..bench.metaschedule import _fast_frame_getmodule, in_process_builder_runner
+from ..errors import TiletuneError
+from ..measure.base import MeasureSettings
+from ..measure.timing import time_callable
+from .build import ModelRunner, _flat, best_configs, compare, compile_module, scheduled_module
+from .importer import to_relax
+from .source import _flatten, load, onnx_session
+from .tasks import extract, fuse
+
+METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default", "metaschedule")
+LABELS = {"tiletune": "tiletune (tuned)", "torch": "PyTorch eager", "torch-compile": "torch.compile (inductor)",
+          "onnxruntime": "ONNX Runtime (CPU)", "tvm-default": "TVM default build",
+          "metaschedule": "MetaSchedule tune_relax"}
+
+
+def _torch_method(source, threads: int, compiled: bool):
+    import torch
+
+    if source.kind != "torch":
+        raise TiletuneError("torch methods need a PyTorch model (this one is an ONNX file)")
+    torch.set_num_threads(threads)
+    module = torch.compile(source.module) if compiled else source.module
+
+    def call(inputs):
+        with torch.inference_mode():
+            out = module(*inputs)
+        return out
+
+    def prepare(inputs_np):
+        return [torch.from_numpy(x) for x in inputs_np]
+
+    def outputs(out):
+        return [t.detach().numpy() for t in _flatten(out)]
+
+    return prepare, call, outputs
+
+
+def _onnx_method(source, threads: int, tmp: str):
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        raise TiletuneError("onnxruntime is not installed (pip install 'tiletune[model]')") from None
+    path = source.onnx_path
+    if source.kind == "torch":
+        try:
+            import onnx  # noqa: F401
+        except ImportError:
+            raise TiletuneError("onnx is not installed (pip install 'tiletune[model]')") from None
+        import torch
+
+        path = os.path.join(tmp, "model.onnx")
+        with torch.no_grad():
+            torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False)
+    sess = onnx_session(path, threads)
+    names = [i.name for i in sess.get_inputs()]
+    return (lambda xs: dict(zip(names, xs))), (lambda feed: sess.run(None, feed)), list
+
+
+def _ms_method(source, target: dict, trials: int, settings: MeasureSettings, tmp: str):
+    _fast_frame_getmodule()
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    fused = fuse(to_relax(source), target)
+    builder, runner = in_process_builder_runner(tmp, settings)
+    tgt = tvm.target.Target(target)
+    db = ms.relax_integration.tune_relax(fused, params=None, target=tgt, work_dir=os.path.join(tmp, "ms"),
+                                         max_trials_global=trials, builder=builder, runner=runner,
+                                         database="memory")
+    return ms.relax_integration.compile_relax(db, fused, tgt, params=None)
+
+
+def run_method(job: dict) -> dict:
+    method = job["method"]
+    target = job["target"]
+    threads = int(target.get("num-cores") or os.cpu_count() or 1)
+    settings = MeasureSettings(**job["settings"])
+    out: dict = {"method": method, "label": LABELS.get(method, method), "model": job["model"]}
+    source = load(job["model"])
+    inputs = source.random_inputs(0)
+    with tempfile.TemporaryDirectory(prefix="tiletune-e2e-") as tmp:
+        t0 = time.perf_counter()
+        if method in ("torch", "torch-compile"):
+            prepare, call, outputs = _torch_method(source, threads, method == "torch-compile")
+        elif method == "onnxruntime":
+            prepare, call, outputs = _onnx_method(source, threads, tmp)
+        elif method in ("tiletune", "tvm-default", "metaschedule"):
+            import tvm
+
+            if method == "tiletune":
+                tasks = extract(fuse(to_relax(source), target), target)
+                chosen = best_configs(tasks, job.get("records"))
+                out["tuned_tasks"], out["tasks"] = len(chosen), len(tasks.tasks)
+                ex = compile_module(scheduled_module(tasks, chosen)[0], target)
+            elif method == "tvm-default":
+                ex = tvm.compile(to_relax(source), target=tvm.target.Target(target))
+            else:
+                ex = _ms_method(source, target, int(job["trials"]), settings, tmp)
+                out["trials"] = int(job["trials"])
+            runner = ModelRunner(ex)
+            dev = runner.dev
+            prepare = (lambda xs: [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in xs])
+            call = (lambda args: runner.vm["main"](*args))
+            outputs = _flat
+        else:
+            raise TiletuneError(f"unknown method {method!r}; accepted: {', '.join(METHODS)}")
+        args = prepare(inputs)
+        first = call(args)  # compiles torch.compile's graph; checked below
+        out["prepare_s"] = time.perf_counter() - t0
+        out["check_error"] = compare(outputs(first), source.reference(inputs))
+        out["load_before"] = os.getloadavg()[0]  # a loaded machine makes every timing doubtful
+        samples = time_callable(lambda: call(args), settings)
+    out["samples"] = [float(s) for s in samples]
+    out["median_s"] = float(np.median(samples))
+    return out
+
+
+def main(job_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    os.environ.setdefault("TVM_NUM_THREADS", str(job["target"].get("num-cores") or os.cpu_count() or 1))
+    try:
+        res = run_method(job)
+    except TiletuneError as e:
+        missing = "not installed" in str(e)
+        res = {"method": job["method"], "label": LABELS.get(job["method"], job["method"]), "model": job["model"],
+               "error": "missing" if missing else "error", "message": str(e)}
+    except Exception as e:  # noqa: BLE001  (a baseline's failure is its result, not the benchmark's end)
+        res = {"method": job["method"], "label": LABELS.get(job["method"], job["method"]), "model": job["model"],
+               "error": "error", "message": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}",
+               "traceback": traceback.format_exc()[-3000:]}
+    Path(job["result"]).write_text(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

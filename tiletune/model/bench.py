@@ -1,0 +1,174 @@
+"""End-to-end benchmark of one model: our tuned build against PyTorch eager, torch.compile, ONNX Runtime,
+TVM's default build and (optionally) MetaSchedule, each timed in its own process, one after another
+(``tiletune.model.baselines``), so that no method shares the cores or a thread pool with another. Run it
+on an idle machine: under load a PyTorch timing swung 8.5 -> 140 ms here.
+
+``DIR/results.jsonl`` gets one line per (model, method) as each finishes; a second run with the same
+settings skips what is there (so a benchmark of many models can be run piece by piece), and a method that
+failed or was missing is tried again. ``DIR/<model>.md`` (the report: median latency, spread = min..max of
+the samples, speed-up of our build over each method, output check, preparation time, failures in one line
+each) and ``DIR/<model>.png`` (bars of the median latency with the min..max range) are rewritten after
+every method.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..bench.machine import machine_info
+from ..bench.plots import _plt
+from ..errors import TiletuneError
+from ..measure.base import MeasureSettings
+from .baselines import LABELS, METHODS
+from .source import short_name
+
+DEFAULT_METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default")
+
+
+def parse_methods(text: str | None, ms_trials: int) -> list[str]:
+    if not text:
+        return list(DEFAULT_METHODS) + (["metaschedule"] if ms_trials > 0 else [])
+    out = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in out if m not in METHODS]
+    if bad:
+        raise TiletuneError(f"unknown method(s) {', '.join(bad)}; accepted: {', '.join(METHODS)}")
+    if "metaschedule" in out and ms_trials < 1:
+        raise TiletuneError("metaschedule needs --metaschedule-trials N (>= 1), e.g. the trials of the records")
+    return out
+
+
+def _settings_key(settings: MeasureSettings, records: str | None, ms_trials: int, target: dict) -> dict:
+    return {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms, "target": target,
+            "records": os.path.abspath(records) if records else None, "ms_trials": ms_trials}
+
+
+def load_results(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def bench_model(spec: str, *, out: str, target: dict, methods: list[str], records: str | None,
+                settings: MeasureSettings, ms_trials: int = 0, timeout: float = 3600.0,
+                note: Callable[[str], None] = print) -> list[dict]:
+    """Time every method on model ``spec`` (see the module docstring); returns this model's results."""
+    if "tiletune" in methods and records is not None and not Path(records).exists():
+        raise TiletuneError(f"records file {records!r} does not exist")
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    res_path = d / "results.jsonl"
+    key = _settings_key(settings, records, ms_trials, target)
+    for m in methods:
+        done = [r for r in load_results(res_path) if r.get("model") == spec and r.get("method") == m
+                and r.get("settings") == key and not r.get("error")]
+        if done:
+            note(f"{spec} {m}: done before ({done[-1]['median_s'] * 1e3:.3f} ms), kept")
+            continue
+        note(f"{spec} {m}: running ...")
+        r = _run_child(spec, m, target, settings, records, ms_trials, timeout)
+        r["settings"] = key
+        r["finished"] = time.time()
+        with open(res_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(r) + "\n")
+        if r.get("error"):
+            note(f"{spec} {m}: {'not run' if r['error'] == 'missing' else 'failed'}: {r.get('message', '')}")
+        else:
+            note(f"{spec} {m}: {r['median_s'] * 1e3:.3f} ms (output error {r['check_error']:.2g}, "
+                 f"prepared in {r['prepare_s']:.1f} s)")
+        write_report(spec, d, target)
+    write_report(spec, d, target)
+    return latest(load_results(res_path), spec)
+
+
+def _run_child(spec, method, target, settings, records, ms_trials, timeout) -> dict:
+    with tempfile.TemporaryDirectory(prefix="tiletune-e2e-job-") as tmp:
+        job = {"model": spec, "method": method, "target": target,
+               "settings": {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms},
+               "records": records, "trials": ms_trials, "result": os.path.join(tmp, "result.json")}
+        path = os.path.join(tmp, "job.json")
+        Path(path).write_text(json.dumps(job))
+        env = dict(os.environ)
+        cores = str(target.get("num-cores") or os.cpu_count() or 1)
+        env["TVM_NUM_THREADS"] = cores
+        env.setdefault("OMP_NUM_THREADS", cores)
+        log = os.path.join(tmp, "log.txt")
+        try:
+            with open(log, "w") as f:
+                proc = subprocess.run([sys.executable, "-m", "tiletune.model.baselines", path], stdout=f,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"model": spec, "method": method, "label": LABELS[method], "error": "timeout",
+                    "message": f"did not finish within {timeout:.0f} s"}
+        try:
+            return json.loads(Path(job["result"]).read_text())
+        except (OSError, json.JSONDecodeError):
+            tail = [s for s in Path(log).read_text(errors="replace").splitlines() if s.strip()][-1:] or [""]
+            return {"model": spec, "method": method, "label": LABELS[method], "error": "crash",
+                    "message": f"exited with code {proc.returncode} without a result: {tail[0][:200]}"}
+
+
+def latest(results: list[dict], spec: str) -> list[dict]:
+    """The last result of each method for ``spec``, in METHODS order."""
+    by: dict[str, dict] = {}
+    for r in results:
+        if r.get("model") == spec:
+            by[r["method"]] = r
+    return [by[m] for m in METHODS if m in by]
+
+
+def write_report(spec: str, d: Path, target: dict) -> None:
+    rows = latest(load_results(d / "results.jsonl"), spec)
+    name = short_name(spec)
+    ours = next((r for r in rows if r["method"] == "tiletune" and not r.get("error")), None)
+    info = machine_info(target)
+    lines = [f"# {spec}: end-to-end latency (batch 1)", "",
+             f"Machine: {info['cpu']}, {info['cores']} cores; TVM {info['tvm']}, torch {info['torch']}. "
+             "Each method in its own process, one after another; median of the samples, spread = min..max.", "",
+             "| method | median ms | spread ms | our speed-up | output error | prepare s | notes |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if r.get("error"):
+            lines.append(f"| {r['label']} | - | - | - | - | - | {r['error']}: {r.get('message', '')[:150]} |")
+            continue
+        s = np.array(r["samples"]) * 1e3
+        speed = f"{r['median_s'] / ours['median_s']:.2f}x" if ours else "-"
+        notes = []
+        if r["method"] == "tiletune":
+            notes.append(f"{r.get('tuned_tasks', 0)} of {r.get('tasks', 0)} tasks tuned")
+        if r["method"] == "metaschedule":
+            notes.append(f"{r.get('trials')} trials, tuning included in prepare")
+        if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1):
+            notes.append(f"machine busy (load {r['load_before']:.1f})")
+        lines.append(f"| {r['label']} | {r['median_s'] * 1e3:.3f} | {s.min():.3f}..{s.max():.3f} | {speed} | "
+                     f"{r['check_error']:.1e} | {r['prepare_s']:.1f} | {'; '.join(notes)} |")
+    (d / f"{name}.md").write_text("\n".join(lines) + "\n")
+    ok = [r for r in rows if not r.get("error")]
+    if not ok:
+        return
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(ok)))
+    med = [r["median_s"] * 1e3 for r in ok]
+    lo = [m - min(r["samples"]) * 1e3 for m, r in zip(med, ok)]
+    hi = [max(r["samples"]) * 1e3 - m for m, r in zip(med, ok)]
+    colors = ["tab:red" if r["method"] == "tiletune" else "tab:gray" for r in ok]
+    ax.barh([r["label"] for r in ok], med, xerr=[lo, hi], color=colors, capsize=3)
+    ax.invert_yaxis()
+    ax.set_xlabel("latency (ms, median; bars: min..max)")
+    ax.set_title(f"{spec}, batch 1")
+    fig.tight_layout()
+    fig.savefig(d / f"{name}.png", dpi=110)
+    plt.close(fig)

@@ -1,0 +1,227 @@
+"""The whole model with the best kernel of every task: compile, check against the original framework,
+export one library, and export the kernels as a MetaSchedule database.
+
+- ``best_configs(tasks, records)``: per task, the best successful record of its workload key for this
+  target (a records file with no record of any of the model's tasks is refused: it belongs to another model).
+- ``scheduled_module``: the fused module with every task that has a best record replaced by the CPU
+  template's schedule of that configuration, and every other kernel by the default schedule
+  (``tiletune.model.default_schedule.checked``).
+- ``compile_module``: TVM's CPU pipeline without its legalization and fusion (the module is already
+  fused and scheduled): ``RewriteDataflowReshape .. CallTIRRewrite`` and the finalization passes.
+- ``check``: runs the compiled model in Relax's VM on random inputs and compares every output with
+  PyTorch's (ONNX Runtime's for an ``.onnx`` model): ``rtol=atol=1e-3`` relative to the outputs' scale.
+- ``export``: ``export_library(path)`` and a sidecar ``path + '.json'`` (model, target, inputs, outputs,
+  which kernel got which schedule) that ``tiletune.api.load_model`` reads.
+- ``export_database(dir)``: a MetaSchedule ``JSONDatabase`` (``database_workload.json``,
+  ``database_tuning_record.json``) holding, for every tuned task, the fused kernel (normalized as
+  MetaSchedule does) and the trace of our schedule, so that ``relax.transform.MetaScheduleApplyDatabase``
+  applies our kernels in anyone's Relax build of the same model.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..api import c_compiler
+from ..errors import TiletuneError
+from ..measure.timing import time_callable
+from ..records import best, load
+from ..schedules import make_space
+from ..schedules.cpu import schedule
+from ..target import target_key
+from .default_schedule import checked
+from .tasks import Kernel, ModelTasks
+
+RTOL = 1e-3
+
+
+@dataclass
+class Chosen:
+    kernel: Kernel
+    config: object  # a Config of ``space``
+    space: object
+    median_s: float
+    gflops: float
+
+
+def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
+    """The best record of each task (by kernel hash) in ``records`` for the tasks' target."""
+    if records is None:
+        return {}
+    if not Path(records).exists():
+        raise TiletuneError(f"records file {records!r} does not exist")
+    tkey = target_key(tasks.target)
+    recs = [r for r in load(records) if r.target == tkey]
+    keys = tasks.keys()
+    mine = [r for r in recs if r.workload in keys]
+    if recs and not mine:
+        raise TiletuneError(f"records file {records} holds no kernel of this model (it holds "
+                            f"{len({r.workload for r in recs})} other workload(s)): it was tuned for another model")
+    out: dict[str, Chosen] = {}
+    for k in tasks.tasks:
+        b = best(mine, k.workload.key)
+        if b is None:
+            continue
+        space = make_space(k.workload, None, tasks.target)
+        try:
+            cfg = space.from_dict(b.config)
+        except TiletuneError:
+            continue  # recorded with other levels
+        out[k.hash] = Chosen(k, cfg, space, b.median_s, b.gflops)
+    return out
+
+
+def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
+    """(the fused module with every kernel scheduled, {global name: how it is scheduled})."""
+    how: dict[str, str] = {}
+    mod = tasks.fused
+    funcs = {}
+    for k in tasks.kernels:
+        c = chosen.get(k.hash)
+        if c is not None:
+            sch = schedule(k.workload, c.space, c.config, tasks.target)
+            new, label = sch.mod["main"].without_attr("global_symbol"), "tuned"
+        else:
+            new, sched = checked(k.func, tasks.target)
+            label = f"default ({sched})"
+        for name in k.names:
+            funcs[name] = new
+            how[name] = label
+    import tvm
+
+    mod = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    for gv in list(mod.functions.keys()):
+        if gv.name_hint in funcs:
+            mod[gv] = funcs[gv.name_hint]
+    return mod, how
+
+
+def compile_module(mod, target: dict):
+    """The scheduled module compiled for ``target`` (no second legalization or fusion)."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.backend.cpu_generic.pipeline import dataflow_lower_passes, finalize_passes
+
+    tgt = tvm.target.Target(target)
+    pipeline = tvm.transform.Sequential(dataflow_lower_passes(tgt) + finalize_passes(tgt))
+    try:
+        return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
+    except Exception as e:  # noqa: BLE001
+        line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
+        raise TiletuneError(f"compiling the model failed ({line.strip()[:300]})") from None
+
+
+def _flat(out) -> list[np.ndarray]:
+    if hasattr(out, "numpy"):
+        return [out.numpy()]
+    return [x for o in out for x in _flat(o)]
+
+
+class ModelRunner:
+    """A compiled model in Relax's VM on the CPU: ``runner(*numpy_inputs)`` -> list of numpy outputs."""
+
+    def __init__(self, executable_or_module):
+        import tvm
+        from tvm import relax
+
+        self.dev = tvm.cpu()
+        mod = getattr(executable_or_module, "mod", executable_or_module)
+        self.vm = relax.VirtualMachine(mod, self.dev)
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        import tvm
+
+        args = [tvm.runtime.tensor(np.ascontiguousarray(x), self.dev) for x in inputs]
+        return _flat(self.vm["main"](*args))
+
+
+def compare(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    """The largest error of ``got`` against ``want`` relative to ``want``'s scale; TiletuneError on a
+    different number or shape of outputs."""
+    if len(got) != len(want):
+        raise TiletuneError(f"the compiled model returns {len(got)} outputs, the original {len(want)}")
+    worst = 0.0
+    for i, (g, w) in enumerate(zip(got, want)):
+        if tuple(g.shape) != tuple(w.shape):
+            raise TiletuneError(f"output {i}: shape {tuple(g.shape)} != the original's {tuple(w.shape)}")
+        scale = max(1.0, float(np.max(np.abs(w))) if w.size else 1.0)
+        err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))) / scale if w.size else 0.0
+        worst = max(worst, err)
+    return worst
+
+
+def check(source, runner: ModelRunner, seed: int = 0) -> float:
+    """Run the compiled model and the original on the same random inputs; TiletuneError when they differ
+    by more than ``RTOL`` (relative to the output's scale); returns the error."""
+    inputs = source.random_inputs(seed)
+    err = compare(runner(*inputs), source.reference(inputs))
+    if not err <= RTOL:
+        raise TiletuneError(f"the compiled model's output differs from the original's: max error {err:.3g} "
+                            f"(relative to the output's scale; allowed {RTOL:g})")
+    return err
+
+
+def export(executable, path: str, meta: dict) -> None:
+    c_compiler()
+    try:
+        executable.export_library(path)
+    except (RuntimeError, OSError) as e:
+        last = [line for line in str(e).strip().splitlines() if line.strip()][-1:] or [type(e).__name__]
+        raise TiletuneError(f"exporting {path!r} failed: {last[0].strip()[:300]}") from None
+    Path(path + ".json").write_text(json.dumps(meta, indent=1))
+
+
+def export_database(tasks: ModelTasks, chosen: dict[str, Chosen], directory: str) -> int:
+    """Write the tuned kernels as a MetaSchedule JSONDatabase in ``directory``; returns how many."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    db = ms.database.JSONDatabase(str(d / "database_workload.json"), str(d / "database_tuning_record.json"),
+                                  allow_missing=True)
+    tgt = tvm.target.Target(tasks.target)
+    n = 0
+    for c in chosen.values():
+        k = c.kernel
+        sch = schedule(k.workload, c.space, c.config, tasks.target)
+        mod = ms.tune_context._normalize_mod(k.func)
+        wl = db.commit_workload(mod)
+        db.commit_tuning_record(ms.database.TuningRecord(sch.trace, wl, run_secs=[float(c.median_s)], target=tgt,
+                                                         args_info=ArgInfo.from_prim_func(k.func)))
+        n += 1
+    return n
+
+
+def kernel_latencies(tasks: ModelTasks, chosen: dict[str, Chosen], settings) -> dict[str, float]:
+    """Seconds per call of every kernel as the built model would run it (its tuned schedule, else the
+    default one), each compiled alone and timed by ``tiletune.measure.timing.time_callable`` on random
+    inputs; by kernel hash."""
+    import tvm
+
+    tgt = tvm.target.Target(tasks.target)
+    dev = tvm.cpu()
+    out: dict[str, float] = {}
+    rng = np.random.default_rng(0)
+    for k in tasks.kernels:
+        c = chosen.get(k.hash)
+        func = (schedule(k.workload, c.space, c.config, tasks.target).mod["main"] if c is not None
+                else checked(k.func, tasks.target)[0])
+        try:
+            lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=tgt).mod
+            args = []
+            for p in k.func.params:
+                shape, dtype = tuple(int(s) for s in p.shape), str(p.dtype)
+                a = (rng.standard_normal(shape) if "float" in dtype else rng.integers(0, 2, size=shape)).astype(dtype)
+                args.append(tvm.runtime.tensor(a, dev))
+            main = lib["main"]
+            main(*args)
+            out[k.hash] = float(np.median(time_callable(lambda: main(*args), settings)))
+        except Exception:  # noqa: BLE001  (symbolic shapes, odd parameters: not timed)
+            out[k.hash] = math.nan
+    return out

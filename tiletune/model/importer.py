@@ -1,0 +1,120 @@
+"""A model (``ModelSource``) as a Relax IRModule with its weights bound as constants.
+
+- torch: BatchNorm is folded into the preceding convolution for inference first
+  (``torch.fx.experimental.optimization.fuse``: conv + BN -> one conv with scaled weights and a bias), where
+  the module traces symbolically; then ``torch.export.export`` (under ``no_grad``) and
+  ``tvm.relax.frontend.torch.from_exported_program(keep_params_as_input=False)``.
+- ONNX: ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants).
+- Then, for both: comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
+  ``_bool_compares_as_int8``), and BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
+  is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
+  elementwise epilogue of the convolution's kernel.
+
+A model that fails to export or import is one TiletuneError line naming the step and the reason.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+from ..errors import TiletuneError
+from .source import ModelSource
+
+
+def _reason(e: BaseException) -> str:
+    lines = [s.strip() for s in str(e).strip().splitlines() if s.strip()]
+    return f"{type(e).__name__}: {lines[0][:300]}" if lines else type(e).__name__
+
+
+def fold_batchnorm(module):
+    """A copy of ``module`` with every Conv2d -> BatchNorm2d pair folded into the Conv2d (fx), or the module
+    itself where fx cannot trace it (BatchNorm then stays, decomposed into the kernel's epilogue)."""
+    try:
+        from torch.fx.experimental.optimization import fuse
+
+        return fuse(copy.deepcopy(module))
+    except Exception:  # noqa: BLE001  (data-dependent control flow, untraceable modules: keep the module)
+        return module
+
+
+def to_relax(source: ModelSource):
+    """The Relax IRModule of ``source`` (``main`` takes the inputs, weights are constants)."""
+    with warnings.catch_warnings():  # torch's export and TVM's frontends warn about their own internals
+        warnings.simplefilter("ignore")
+        return _to_relax(source)
+
+
+def _to_relax(source: ModelSource):
+    import tvm
+    from tvm import relax
+
+    if source.kind == "torch":
+        import torch
+        from tvm.relax.frontend.torch import from_exported_program
+
+        module = fold_batchnorm(source.module)
+        try:
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ep = torch.export.export(module, source.example)
+        except Exception as e:  # noqa: BLE001
+            raise TiletuneError(f"{source.spec}: torch.export failed ({_reason(e)})") from None
+        try:
+            mod = from_exported_program(ep, keep_params_as_input=False, unwrap_unit_return_tuple=True)
+        except Exception as e:  # noqa: BLE001
+            raise TiletuneError(f"{source.spec}: TVM's PyTorch frontend cannot import it ({_reason(e)})") from None
+    else:
+        import onnx
+        from tvm.relax.frontend.onnx import from_onnx
+
+        try:
+            model = onnx.load(source.onnx_path)
+            shapes = {i.name: list(i.shape) for i in source.inputs}
+            dtypes = {i.name: i.dtype for i in source.inputs}
+            mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
+        except Exception as e:  # noqa: BLE001
+            raise TiletuneError(f"{source.spec}: TVM's ONNX frontend cannot import it ({_reason(e)})") from None
+    try:
+        mod = tvm.transform.Sequential([relax.transform.DecomposeOpsForInference(),
+                                        relax.transform.CanonicalizeBindings()])(mod)
+    except Exception as e:  # noqa: BLE001
+        raise TiletuneError(f"{source.spec}: preparing the imported model failed ({_reason(e)})") from None
+    _check_static(source, mod)
+    return _bool_compares_as_int8(mod)
+
+
+def _bool_compares_as_int8(mod):
+    """``equal`` / ``not_equal`` of two bool tensors compared as int8: TVM 0.27's LLVM code generator emits
+    a floating-point compare for bools (LLVM verification fails: "Invalid operand types for FCmp
+    instruction"); GPT-2's causal mask has one."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class BoolCompare(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            op = getattr(call.op, "name", "")
+            if op in ("relax.equal", "relax.not_equal") and all(
+                    getattr(getattr(a, "ty", None), "dtype", "") == "bool" for a in call.args):
+                a, b = [relax.op.astype(x, "int8") for x in call.args]
+                return relax.op.equal(a, b) if op == "relax.equal" else relax.op.not_equal(a, b)
+            return call
+
+    for gv, f in list(mod.functions.items()):
+        if isinstance(f, relax.Function):
+            mod[gv] = BoolCompare().visit_expr(f)
+    return mod
+
+
+def _check_static(source: ModelSource, mod) -> None:
+    """TiletuneError naming the first operator whose result has no static shape (kernels need them)."""
+    from tvm import relax
+
+    for block in getattr(mod["main"].body, "blocks", ()):
+        for b in block.bindings:
+            ty = getattr(b.var, "ty", None)
+            if isinstance(ty, relax.TensorType) and ty.shape is None:
+                op = getattr(getattr(b.value, "op", None), "name", type(b.value).__name__)
+                raise TiletuneError(f"{source.spec}: the imported model computes a tensor of unknown shape ({op}); "
+                                    "only static shapes are supported (export with static shapes and constant "
+                                    "folding)")

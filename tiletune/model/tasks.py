@@ -1,0 +1,208 @@
+"""The kernels of a model: fuse its Relax module, list every distinct kernel with its call count, and turn
+the tunable ones into tasks (``PrimFuncWorkload``).
+
+- Fusion (under the target): TVM's CPU library dispatch (sort, scan and cumsum, sampling, as its
+  default pipeline does first), then ``LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR,
+  DeadCodeElimination``: each operator becomes a TIR kernel and elementwise consumers join their
+  producer's kernel (conv2d + bias + residual add + ReLU is one kernel).
+- Extraction (our own walk, like MetaSchedule's ``extract_tasks``): every ``call_tir`` of a PrimFunc in the
+  module's Relax functions counts one call; kernels with the same structure (structural hash, names of
+  variables aside) are one kernel, their calls summed.
+- Tunable: a kernel that ``PrimFuncWorkload`` accepts (one reduction block, producers that inline,
+  an elementwise epilogue) and whose reduction multiplies two operands and accumulates (convolutions,
+  dense layers, matmuls): the tiling tasks. Everything else (elementwise, softmax, layer norm, transposes,
+  sums and means, max pooling) gets the default schedule (``tiletune.model.default_schedule``), and the
+  reason is kept for ``tiletune model tasks``.
+- FLOPs of a kernel, per call: a task's are its workload's (the anchor's multiply-adds, 2 each); other
+  kernels count, for every block, the arithmetic operations of its update times its iteration space.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import TiletuneError
+from ..workloads.primfunc import PrimFuncWorkload, _walk
+from .importer import to_relax
+from .source import ModelSource
+from .source import load as load_source
+
+
+@dataclass
+class Kernel:
+    name: str  # the first global name of this kernel in the fused module
+    names: list[str]  # every global name with this structure
+    func: object  # the PrimFunc
+    hash: str  # structural hash (hex), as in the workload key
+    calls: int
+    flops: int  # per call
+    inputs: list[tuple[int, ...]]
+    output: tuple[int, ...]
+    workload: PrimFuncWorkload | None = None  # None: not tuned
+    reason: str = ""  # why it is not tuned
+
+    @property
+    def tunable(self) -> bool:
+        return self.workload is not None
+
+    @property
+    def shapes(self) -> str:
+        ins = ",".join("x".join(map(str, s)) or "1" for s in self.inputs)
+        return f"{ins} -> {'x'.join(map(str, self.output)) or '1'}"
+
+
+@dataclass
+class ModelTasks:
+    fused: object  # the fused IRModule
+    target: dict
+    kernels: list[Kernel] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> list[Kernel]:
+        return [k for k in self.kernels if k.tunable]
+
+    @property
+    def total_flops(self) -> int:
+        return sum(k.flops * k.calls for k in self.kernels)
+
+    def keys(self) -> set[str]:
+        return {k.workload.key for k in self.tasks}
+
+
+def fuse(mod, target: dict):
+    """``mod`` lowered to TIR kernels and fused (see the module docstring)."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.backend.cpu_generic.pipeline import library_dispatch_passes
+
+    try:
+        with tvm.target.Target(target) as tgt:
+            return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
+                relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
+                relax.transform.DeadCodeElimination()])(mod)
+    except Exception as e:  # noqa: BLE001
+        line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
+        raise TiletuneError(f"fusing the model's operators failed ({line.strip()[:300]})") from None
+
+
+def call_counts(mod) -> dict[str, int]:
+    """Calls of each PrimFunc (by global name) from the module's Relax functions."""
+    import tvm
+    from tvm import relax
+
+    counts: dict[str, int] = {}
+
+    @relax.expr_functor.visitor
+    class Calls(relax.PyExprVisitor):
+        def visit_call_(self, call):
+            for a in call.args[:1]:
+                if isinstance(a, tvm.ir.GlobalVar):
+                    counts[a.name_hint] = counts.get(a.name_hint, 0) + 1
+            for a in call.args:
+                self.visit_expr(a)
+
+    for gv, f in mod.functions.items():
+        if isinstance(f, relax.Function):
+            Calls().visit_expr(f)
+    return counts
+
+
+def _is_mac(wl: PrimFuncWorkload) -> bool:
+    """Whether the anchor's update multiplies two operands that depend on loads (C += A * B)."""
+    found = []
+
+    def visit(e):
+        if type(e).__name__ == "Mul":
+            has = []
+            _walk(e.a, lambda x: has.append(1) if hasattr(x, "indices") and hasattr(x, "source") else None)
+            n_a = len(has)
+            _walk(e.b, lambda x: has.append(1) if hasattr(x, "indices") and hasattr(x, "source") else None)
+            if n_a and len(has) > n_a:
+                found.append(e)
+
+    _walk(wl._store.value, visit)
+    return bool(found)
+
+
+def generic_flops(func) -> int:
+    """Arithmetic operations of every block's update times its iteration space (see the docstring)."""
+    import tvm
+    from tvm import s_tir
+
+    try:
+        sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    except Exception:  # noqa: BLE001
+        return 0
+    total = 0
+    for b in blocks:
+        blk = sch.get(b)
+        ops = []
+        body = blk.body
+        value = getattr(body, "value", None)
+        if value is None:
+            continue
+        _walk(value, lambda e: ops.append(1) if type(e).__name__ in (
+            "Add", "Sub", "Mul", "Div", "Max", "Min", "FloorDiv", "Call") else None)
+        try:
+            space = math.prod(int(iv.dom.extent) for iv in blk.iter_vars)
+        except TypeError:
+            continue
+        total += len(ops) * space
+    return total
+
+
+def _shapes(func) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
+    shapes = []
+    for p in func.params:
+        try:
+            shapes.append(tuple(int(s) for s in p.shape))
+        except (TypeError, AttributeError):
+            shapes.append(())
+    return shapes[:-1], (shapes[-1] if shapes else ())
+
+
+def extract(fused, target: dict) -> ModelTasks:
+    """The distinct kernels of a fused module, tunable ones with their workload, most FLOPs first."""
+    import tvm
+    import tvm_ffi
+
+    counts = call_counts(fused)
+    by_hash: dict[str, Kernel] = {}
+    for gv, f in sorted(fused.functions.items(), key=lambda kv: kv[0].name_hint):
+        if not isinstance(f, tvm.tirx.PrimFunc):
+            continue
+        name = gv.name_hint
+        calls = counts.get(name, 0)
+        if calls == 0:
+            continue
+        bare = f.without_attr("global_symbol") if "global_symbol" in (f.attrs or {}) else f
+        h = f"{tvm_ffi.structural_hash(bare) & (2**64 - 1):016x}"
+        if h in by_hash:
+            by_hash[h].calls += calls
+            by_hash[h].names.append(name)
+            continue
+        ins, out = _shapes(f)
+        k = Kernel(name, [name], f, h, calls, 0, ins, out)
+        try:
+            wl = PrimFuncWorkload.from_prim_func(f, name=name)
+            if _is_mac(wl):
+                k.workload, k.flops = wl, wl.flops
+            else:
+                k.reason = "a reduction without a multiply-accumulate (sum, mean, pooling)"
+        except TiletuneError as e:
+            msg = str(e)
+            msg = msg[len(name) + 2:] if msg.startswith(name + ": ") else msg
+            k.reason = msg.split(" (")[0].split(";")[0]  # e.g. "no reduction block", "several reduction blocks"
+        if not k.tunable:
+            k.flops = generic_flops(f)
+        by_hash[h] = k
+    kernels = sorted(by_hash.values(), key=lambda k: (-k.flops * k.calls, k.name))
+    return ModelTasks(fused, target, kernels)
+
+
+def load_model_tasks(spec: str, target: dict) -> tuple[ModelSource, ModelTasks]:
+    """The model of ``spec`` (``tiletune.model.source.load``), imported, fused and its kernels extracted."""
+    source = load_source(spec)
+    return source, extract(fuse(to_relax(source), target), target)

@@ -1,0 +1,195 @@
+"""Tune every task of a model under one trial budget: a task scheduler picks the task of each round, and
+the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own strategy and measurer.
+
+- Each task keeps its strategy (made once, with the run's seed) and its measurer (``make_measurer``; on
+  this machine all tasks share one pool of warm workers) for the whole run, so a task's search continues
+  where its last round stopped.
+- Strategies with worker processes (the TVM feature pools of xgb, evo, dgd) hold them only while their
+  task is being tuned: when the next round goes to another task, the previous task's strategy is closed,
+  which stops its workers (their ``close`` is reversible: the pool starts again at its next use), so a model
+  of many tasks never has more than one task's feature workers alive.
+- A round is ``round_trials`` trials of one task (fewer at the end of the budget). ``trials`` counts the
+  whole model's trials; ``seconds`` bounds the wall time (a round in flight finishes).
+- Records of every task go to one JSONL file, keyed by the task's workload key; every result is written as
+  it arrives.
+- Resume: re-running the same command replays the same decisions (the strategies and the scheduler are
+  seeded, and recalled results equal the measured ones), answering from the records file what was
+  measured before; nothing is measured twice.
+- A task whose round raises (a strategy or a TVM failure that the measurer does not turn into a failed
+  trial) is finished with the reason; the other tasks go on and their records are kept.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import TiletuneError
+from ..hardware import load as load_hardware
+from ..measure.base import MeasureSettings, Measurer
+from ..measure.factory import make_measurer, measured_here
+from ..measure.local import WorkerPool
+from ..schedules import make_space
+from ..strategies import TuneContext, create
+from ..target import host_cores, target_key
+from ..tune import TuneRun, tune
+from .scheduler import make_scheduler
+from .tasks import Kernel, ModelTasks
+
+
+def group_of(kernel: Kernel) -> str:
+    """The operator group of a task (similar tasks for the gradient scheduler): conv2d, depthwise conv2d,
+    matmul / dense / batch matmul, or the anchor block's name."""
+    n = kernel.name.lower()
+    for g in ("conv2d", "matmul", "dense"):
+        if g in n:
+            return g
+    return kernel.workload.anchor_name() if kernel.workload is not None else n
+
+
+@dataclass
+class TaskState:
+    kernel: Kernel
+    space: Any = None
+    strategy: Any = None
+    measurer: Measurer | None = None
+    rounds: int = 0
+    trials: int = 0
+    measured: int = 0
+    recalled: int = 0
+    errors: int = 0
+    best_s: float = math.inf
+    best_gflops: float = 0.0
+    history: list[float] = field(default_factory=list)  # best seconds per call after each round
+    done: str = ""
+
+    @property
+    def calls(self) -> int:
+        return self.kernel.calls
+
+    @property
+    def flops(self) -> int:
+        return self.kernel.flops
+
+    @property
+    def group(self) -> str:
+        return group_of(self.kernel)
+
+    @property
+    def key(self) -> str:
+        return self.kernel.workload.key
+
+
+@dataclass
+class ModelTuneResult:
+    states: list[TaskState]
+    trials: int
+    elapsed: float
+    stopped: str
+
+    @property
+    def measured(self) -> int:
+        return sum(s.measured for s in self.states)
+
+    @property
+    def recalled(self) -> int:
+        return sum(s.recalled for s in self.states)
+
+
+def tune_model(tasks: ModelTasks, *, strategy: str = "random", trials: int | None = None,
+               seconds: float | None = None, records: str, scheduler: str = "gradient",
+               round_trials: int = 8, batch_size: int = 8, settings: MeasureSettings | None = None, seed: int = 0,
+               options: dict | None = None, hardware: str | None = None, rpc: str | None = None,
+               on_round: Callable[[TaskState, TuneRun | None, int], None] | None = None,
+               callbacks: tuple = ()) -> ModelTuneResult:
+    """Tune ``tasks`` (see the module docstring); ``on_round(state, run, total_trials)`` after each round
+    (``run`` None when the round failed), ``callbacks`` go to every round's tuning loop. ``rpc``
+    (``HOST:PORT:KEY``): measure on the devices of that TVM RPC tracker (``tiletune.measure.rpc``); the
+    kernels are still built here in the one shared pool, and a task's measurer (which holds sessions on the
+    devices) is closed when the next round goes to another task, so two tasks never wait for the same
+    devices."""
+    if trials is None and seconds is None:
+        raise TiletuneError("give a budget: --trials (the whole model's) or --seconds")
+    if round_trials < 1:
+        raise TiletuneError(f"--round must be >= 1 trial, got {round_trials}")
+    target = tasks.target
+    tkey = target_key(target)
+    hw = load_hardware(hardware) if hardware else None
+    states = [TaskState(k) for k in tasks.tasks]
+    if not states:
+        return ModelTuneResult([], 0, 0.0, "no tunable task")
+    for st in states:  # strategies and options are checked before anything is measured
+        wl = st.kernel.workload
+        st.space = make_space(wl, None, target)
+        ctx = TuneContext(workload=wl, target=target, hardware=hw, transfer=(), levels=None)
+        st.strategy = create(strategy, st.space, seed=seed, context=ctx, options=dict(options or {}))
+    sched = make_scheduler(scheduler, seed)
+    pool = None
+    if measured_here(target) or rpc is not None:
+        cores = int(target.get("num-cores") or 0) or None
+        pool = WorkerPool(min(host_cores(), cores or host_cores()), threads=cores)
+    started = time.monotonic()
+    total = 0
+    stopped = "trials"
+    prev = None
+    try:
+        while True:
+            if trials is not None and total >= trials:
+                stopped = "trials"
+                break
+            if seconds is not None and time.monotonic() - started >= seconds:
+                stopped = "seconds"
+                break
+            i = sched.next(states)
+            if i is None:
+                stopped = "every task finished"
+                break
+            st = states[i]
+            if prev is not None and prev is not st:
+                prev.strategy.close()  # its feature workers, if any; started again when it is next chosen
+                if rpc is not None and prev.measurer is not None:
+                    prev.measurer.close()  # its device sessions; the build pool is shared and stays
+                    prev.measurer = None
+            prev = st
+            n = round_trials if trials is None else min(round_trials, trials - total)
+            run = None
+            try:
+                if st.measurer is None:
+                    st.measurer = make_measurer(st.kernel.workload, st.space, target, settings=settings, pool=pool,
+                                                rpc=rpc)
+                left = None if seconds is None else max(1e-3, seconds - (time.monotonic() - started))
+                run = tune(space=st.space, strategy=st.strategy, measurer=st.measurer, workload=st.key,
+                           flops=st.kernel.flops, target=tkey, trials=n, seconds=left,
+                           batch_size=min(batch_size, n), records=records, callbacks=callbacks)
+            except KeyboardInterrupt:
+                raise
+            except TiletuneError as e:
+                st.done = f"failed: {e}"
+            except Exception as e:  # noqa: BLE001  (one task's crash costs that task only)
+                st.done = f"failed: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
+            st.rounds += 1
+            if run is not None:
+                st.trials += run.trials
+                st.measured += run.measured
+                st.recalled += run.recalled
+                st.errors += run.errors
+                total += run.trials
+                if run.best is not None and run.best.median_s < st.best_s:
+                    st.best_s, st.best_gflops = run.best.median_s, run.best.gflops
+                if run.stopped == "exhausted":
+                    st.done = "exhausted"
+                elif run.trials == 0:
+                    st.done = st.done or "no trial"
+            st.history.append(st.best_s)
+            if on_round is not None:
+                on_round(st, run, total)
+    finally:
+        for st in states:
+            if st.measurer is not None:
+                st.measurer.close()
+            if st.strategy is not None:
+                st.strategy.close()
+        if pool is not None:
+            pool.close()
+    return ModelTuneResult(states, total, time.monotonic() - started, stopped)
