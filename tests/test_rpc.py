@@ -243,7 +243,7 @@ def test_the_tracker_command_names_the_extra_when_tornado_is_missing(monkeypatch
     assert cli(["rpc", "tracker", "--port", str(_free_port())]) == 2
     assert 'pip install -e ".[rpc]"' in capsys.readouterr().err
     assert cli(["rpc", "server", "--tracker", "127.0.0.1:9190", "--key", "k", "--print"]) == 0
-    assert capsys.readouterr().out.startswith("python3 -m tvm.exec.rpc_server --host 127.0.0.1 ")
+    assert capsys.readouterr().out.startswith("TVM_NUM_THREADS=$(nproc) python3 -m tvm.exec.rpc_server --host 127.0.0.1 ")
 
 
 def test_bench_through_rpc(farm, tmp_path, capsys):
