@@ -1,4 +1,5 @@
 import math
+import os
 
 import numpy as np
 import pytest
@@ -31,3 +32,17 @@ def bowl_cost(space: Space):
 @pytest.fixture
 def space():
     return bowl_space()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A fresh HOME for a test module (so the PrimFunc cache, ~/.cache/tiletune/primfuncs, is the module's own),
+    set before its workers start: they find PrimFunc workloads by key through it."""
+    old = os.environ.get("HOME")
+    new = tmp_path_factory.mktemp("home")
+    os.environ["HOME"] = str(new)
+    yield new
+    if old is None:
+        del os.environ["HOME"]
+    else:
+        os.environ["HOME"] = old

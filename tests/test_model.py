@@ -66,19 +66,6 @@ SETTINGS = MeasureSettings(repeat=1, min_repeat_ms=0)
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    """A fresh HOME (the PrimFunc cache the workers read), set before any worker starts."""
-    old = os.environ.get("HOME")
-    new = tmp_path_factory.mktemp("home")
-    os.environ["HOME"] = str(new)
-    yield new
-    if old is None:
-        del os.environ["HOME"]
-    else:
-        os.environ["HOME"] = old
-
-
-@pytest.fixture(scope="module")
 def spec(home):
     path = home / "small_model.py"
     path.write_text(FACTORY)

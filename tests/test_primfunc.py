@@ -1,5 +1,4 @@
 """PrimFunc workloads (tiletune.workloads.primfunc): fused kernels as TVMScript, tuned by the CPU template."""
-import os
 import pickle
 import re
 
@@ -139,20 +138,6 @@ UNTUNABLE = {
 }
 
 SETTINGS = MeasureSettings(repeat=1, min_repeat_ms=0)
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    """A fresh HOME (so the PrimFunc cache, ~/.cache/tiletune/primfuncs, is this module's), set before the
-    workers start: they find the workloads by key through it."""
-    old = os.environ.get("HOME")
-    new = tmp_path_factory.mktemp("home")
-    os.environ["HOME"] = str(new)
-    yield new
-    if old is None:
-        del os.environ["HOME"]
-    else:
-        os.environ["HOME"] = old
 
 
 @pytest.fixture(scope="module")
