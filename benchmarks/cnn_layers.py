@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+from tiletune.bench.results import read_jsonl
+
 SUITES = ("resnet-conv", "mobilenetv2-depthwise")
 LAYOUTS = ("NHWC", "NCHW")
 SMOKE = {
@@ -48,18 +50,6 @@ SMOKE = {
 
 def with_layout(spec: str, layout: str) -> str:
     return spec if layout == "NCHW" else f"{spec},layout={layout}"
-
-
-def load_done(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:  # a line cut off by an interruption
-            continue
-    return out
 
 
 def same_run(row: dict, suite: str, index: int, spec: str, args) -> bool:
@@ -232,16 +222,16 @@ def main(argv=None) -> int:
         for index, spec in enumerate(specs, 1):
             if args.report_only or (picks and index not in picks):
                 continue
-            if any(same_run(r, suite, index, spec, args) for r in load_done(results)):
+            if any(same_run(r, suite, index, spec, args) for r in read_jsonl(results)):
                 print(f"[{suite} #{index}] done, skipped", flush=True)
                 continue
             row = run_layer(suite, index, spec, out, args, settings)
             with results.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            rows = [r for r in load_done(results) if r.get("trials") == args.trials]
+            rows = [r for r in read_jsonl(results) if r.get("trials") == args.trials]
             print("\n".join(table([row], args.layouts)), flush=True)
             write_report(out, rows, args.layouts, args)
-    rows = [r for r in load_done(results) if r.get("trials") == args.trials and r.get("strategy") == args.strategy]
+    rows = [r for r in read_jsonl(results) if r.get("trials") == args.trials and r.get("strategy") == args.strategy]
     print(write_report(out, rows, args.layouts, args))
     return 0
 

@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from tiletune.bench.plots import _plt
-from tiletune.model.bench import latest, load_results
+from tiletune.bench.results import read_jsonl
+from tiletune.model.bench import latest
 from tiletune.model.source import short_name
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import host_target
@@ -48,7 +49,7 @@ def tiletune(*args: str) -> None:
 
 
 def tuned_before(out: Path, model: str, strategy: str, trials: int) -> dict | None:
-    for r in load_results(out / "tuning.jsonl"):
+    for r in read_jsonl(out / "tuning.jsonl"):
         if r["model"] == model and r["strategy"] == strategy and r["trials"] == trials:
             return r
     return None
@@ -99,14 +100,14 @@ def summarize(out: Path, models: list[str], strategies: list[str]) -> None:
     table: dict[str, dict[str, float]] = {}
     lines = ["# Whole-model latency (batch 1, fp32), speed-up over PyTorch eager", "",
              "| model | method | median ms | speed-up vs torch eager | tuning |", "|---|---|---:|---:|---|"]
-    tuning = load_results(out / "tuning.jsonl")
+    tuning = read_jsonl(out / "tuning.jsonl")
     for model in models:
         name = short_name(model)
         rows = {}
-        for r in latest(load_results(out / f"{name}-baselines" / "results.jsonl"), model):
+        for r in latest(read_jsonl(out / f"{name}-baselines" / "results.jsonl"), model):
             rows[r["label"]] = r
         for s in strategies:
-            for r in latest(load_results(out / f"{name}-{s}" / "results.jsonl"), model):
+            for r in latest(read_jsonl(out / f"{name}-{s}" / "results.jsonl"), model):
                 t = [x for x in tuning if x["model"] == model and x["strategy"] == s]
                 r = dict(r, label=f"tiletune {s}", tuning=(f"{t[-1]['trials']} trials, {t[-1]['wall_s']:.0f} s"
                                                             if t else ""))

@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from tiletune.bench.results import read_jsonl
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.local import LocalMeasurer
 from tiletune.measure.rpc import RPCMeasurer, Tracker
@@ -135,15 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown mode {mode!r}: local or rpcN")
     wl = parse(a.workload)
     out = Path(a.out)
-    done = set()
-    if out.exists():
-        for line in out.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if row.get("workload") == wl.key and row.get("trials") == a.trials:
-                done.add((row["mode"], row["round"]))
+    done = {(row["mode"], row["round"]) for row in read_jsonl(out)
+            if row.get("workload") == wl.key and row.get("trials") == a.trials}
     for rnd in range(a.rounds):
         for mode in modes:
             if (mode, rnd) in done:
@@ -153,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(json.dumps(row) + "\n")
             print(f"{mode:6s} round {rnd}: {row['trials_per_s']:.2f} trials/s ({row['trials']} trials, "
                   f"{row['errors']} errors, {row['wall_s']:.1f} s), best {row['best_gflops']:.1f} GFLOPS", flush=True)
-    rows = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+    rows = read_jsonl(out)
     print(f"\n{'mode':6s} {'round':>5s} {'trials/s':>9s} {'build s':>8s} {'run s':>7s} {'GFLOPS':>7s}  devices")
     for r in rows:
         if r.get("workload") == wl.key:

@@ -3,15 +3,34 @@
 summary, report and plots read them."""
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from .machine import Peak
 from .suites import Suite
+
+def jsonl_lines(path: Path) -> Iterator[tuple[str, Any]]:
+    """(line, object) for every readable line of a JSONL results file (none if it is missing); a line cut
+    off by a crash is skipped."""
+    path = Path(path)
+    if not path.exists():
+        return
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            yield line, json.loads(line)
+        except json.JSONDecodeError:
+            continue
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    """The objects of ``jsonl_lines``."""
+    return [obj for _, obj in jsonl_lines(path)]
+
 
 #: the baselines a bench can measure: per workload "vendor" and "metaschedule", per machine "peak"
 BASELINES = ("vendor", "metaschedule", "peak")

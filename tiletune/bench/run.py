@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings, Measurer
@@ -55,7 +55,7 @@ from ..workloads.base import Workload
 from . import machine, metaschedule, report, vendor
 from . import plots as plot_mod
 from .report import last_line
-from .results import BASELINES, BaselineResult, BenchResult, RunResult
+from .results import BASELINES, BaselineResult, BenchResult, RunResult, jsonl_lines
 from .suites import Suite
 
 MeasurerFactory = Callable[[Workload, Space, dict], Measurer]
@@ -249,13 +249,13 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, 
                             "run without --resume to start over, or use another --out")
     runs: dict[tuple[str, str, int], RunResult] = {}
     names = {f.name for f in dataclass_fields(RunResult)}
-    for _, d in _jsonl(out / "traces.jsonl"):
+    for _, d in jsonl_lines(out / "traces.jsonl"):
         rr = RunResult(**{k: v for k, v in d.items() if k in names})
         rr.trace = [tuple(t) for t in rr.trace]
         runs[(rr.workload, rr.strategy, rr.seed)] = rr
     base: dict[str, dict[str, BaselineResult]] = {}
     names = {f.name for f in dataclass_fields(BaselineResult)}
-    for _, d in _jsonl(out / "baselines.jsonl"):
+    for _, d in jsonl_lines(out / "baselines.jsonl"):
         b = BaselineResult(**{k: v for k, v in d.items() if k in names})
         b.costs = tuple(b.costs)
         base.setdefault(b.workload, {})[b.name] = b
@@ -263,7 +263,7 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, 
     starts, finishes = [], []
     if rpath.exists():  # keep the records of finished runs only: cut-off runs start again
         keep = []
-        for line, d in _jsonl(rpath):
+        for line, d in jsonl_lines(rpath):
             if (d.get("workload"), d.get("strategy"), d.get("seed")) in runs:
                 keep.append(line)
                 starts += [d["started"]] if isinstance(d.get("started"), (int, float)) else []
@@ -272,18 +272,6 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, 
         tmp.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
         tmp.replace(rpath)
     return runs, base, ((min(starts), max(finishes)) if starts and finishes else None)
-
-
-def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    """(line, object) for every readable line of a JSONL file (none if it is missing); a line cut off
-    by a crash is skipped."""
-    if not path.exists():
-        return
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            yield line, json.loads(line)
-        except json.JSONDecodeError:
-            continue
 
 
 def check_options(strategies: Sequence[str], *layers: dict[str, dict]) -> dict[str, dict]:

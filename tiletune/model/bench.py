@@ -25,6 +25,7 @@ import numpy as np
 
 from ..bench.machine import machine_info
 from ..bench.plots import _plt
+from ..bench.results import read_jsonl
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from .baselines import LABELS, METHODS
@@ -50,18 +51,6 @@ def _settings_key(settings: MeasureSettings, records: str | None, ms_trials: int
             "records": os.path.abspath(records) if records else None, "ms_trials": ms_trials}
 
 
-def load_results(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
 def bench_model(spec: str, *, out: str, target: dict, methods: list[str], records: str | None,
                 settings: MeasureSettings, ms_trials: int = 0, timeout: float = 3600.0,
                 note: Callable[[str], None] = print) -> list[dict]:
@@ -73,7 +62,7 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
     res_path = d / "results.jsonl"
     key = _settings_key(settings, records, ms_trials, target)
     for m in methods:
-        done = [r for r in load_results(res_path) if r.get("model") == spec and r.get("method") == m
+        done = [r for r in read_jsonl(res_path) if r.get("model") == spec and r.get("method") == m
                 and r.get("settings") == key and not r.get("error")]
         if done:
             note(f"{spec} {m}: done before ({done[-1]['median_s'] * 1e3:.3f} ms), kept")
@@ -91,7 +80,7 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
                  f"prepared in {r['prepare_s']:.1f} s)")
         write_report(spec, d, target)
     write_report(spec, d, target)
-    return latest(load_results(res_path), spec)
+    return latest(read_jsonl(res_path), spec)
 
 
 def _run_child(spec, method, target, settings, records, ms_trials, timeout) -> dict:
@@ -131,7 +120,7 @@ def latest(results: list[dict], spec: str) -> list[dict]:
 
 
 def write_report(spec: str, d: Path, target: dict) -> None:
-    rows = latest(load_results(d / "results.jsonl"), spec)
+    rows = latest(read_jsonl(d / "results.jsonl"), spec)
     name = short_name(spec)
     ours = next((r for r in rows if r["method"] == "tiletune" and not r.get("error")), None)
     info = machine_info(target)
