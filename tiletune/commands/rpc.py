@@ -77,15 +77,12 @@ def run(args) -> int:
         tr = _tracker(args.tracker, args.key)
         cmd = server_command(tr.where, tr.key, host=args.host, port=_port(args.port), port_end=_port(args.port) + 100,
                              python="python3" if args.print else sys.executable)
-    if args.rpc_command == "server":
         # TVM's runtime defaults to half the hardware threads on x86 (it assumes hyper-threads): a kernel tuned
-        # for all cores would run on half of them on the device. All cores unless TVM_NUM_THREADS says otherwise.
-        if args.print:  # for the device's shell: its own core count
-            print("TVM_NUM_THREADS=$(nproc) " + shlex.join(cmd))
-            return 0
+        # for all cores would run on half of them on the device. All cores unless TVM_NUM_THREADS says otherwise
+        # (printed: the device shell's own core count).
         os.environ.setdefault("TVM_NUM_THREADS", str(host_cores()))
     if args.print:
-        print(shlex.join(cmd))
+        print(("TVM_NUM_THREADS=$(nproc) " if args.rpc_command == "server" else "") + shlex.join(cmd))
         return 0
     sys.stdout.flush()
     os.execv(cmd[0], cmd)  # the tracker or server runs as this process (same pid: stopping it stops the server)
