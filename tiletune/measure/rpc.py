@@ -53,7 +53,7 @@ from ..workloads import parse
 from ..workloads.base import Workload
 from .base import MeasureResult, MeasureSettings
 from .local import DEFAULT_BUILDER, LocalMeasurer, WorkerPool, WrongAnswer, check_output
-from .timing import cut_off, plan_samples, warm_runs_timed
+from .timing import plan_after, warm_runs_timed
 
 EXPORTER = "tiletune.measure.rpc:export_kernel"
 CONNECT_TIMEOUT_S = 5.0  # reaching the tracker
@@ -302,10 +302,9 @@ class _Device(threading.Thread):
         def timed(n: int) -> list[float]:  # n calls, each timed on the device
             return list(lib.time_evaluator("main", dev, number=1, repeat=n, min_repeat_ms=0)(*args, out).results)
 
-        warm = warm_runs_timed(timed, m.settings)
-        if cut_off(warm.fastest, m.settings, m.best_s):
-            return [warm.mean]
-        plan = plan_samples(warm.fastest, m.settings)
+        plan = plan_after(warm_runs_timed(timed, m.settings), m.settings, m.best_s)
+        if isinstance(plan, list):  # cut off: clearly slower than the best so far, one sample (the warm-up)
+            return plan
         f = lib.time_evaluator("main", dev, number=plan.number, repeat=plan.repeat, min_repeat_ms=0)
         return [float(x) for x in f(*args, out).results]
 

@@ -106,7 +106,12 @@ def warm_and_plan(call: Callable[[], Any], settings: MeasureSettings, best_s: fl
                   clock: Clock = time.perf_counter) -> SamplePlan | list[float]:
     """Steps 1-3: the plan of the samples still to take or, for a kernel cut off (``best_s``: the best
     median known for the workload, ``inf`` if none), its one sample, already taken (seconds per run)."""
-    warm = warm_runs(call, settings, clock)
+    return plan_after(warm_runs(call, settings, clock), settings, best_s)
+
+
+def plan_after(warm: WarmUp, settings: MeasureSettings, best_s: float = math.inf) -> SamplePlan | list[float]:
+    """Steps 2 and 3 once the warm calls are made (here, or on a device: ``warm_runs_timed``): the
+    kernel's one sample (the warm calls' mean) when it is cut off, else the plan of its samples."""
     if cut_off(warm.fastest, settings, best_s):
         return [warm.mean]
     return plan_samples(warm.fastest, settings)
