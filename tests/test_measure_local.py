@@ -173,3 +173,33 @@ def test_measurement_builds_leave_out_argument_checks_that_user_libraries_keep()
     measured = build_kernel(wl, space, config, target)
     assert "Expected" in user.inspect_source("ll") and "Expected" not in measured.inspect_source("ll")
     assert len(run_kernel(wl, measured, MeasureSettings(repeat=1, min_repeat_ms=1))) == 1  # and it is right
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_a_worker_goes_quiet_after_running_a_kernel(monkeypatch):
+    """TVM's pool threads spin after every parallel call (TVM's default: ~250 ms of a core); in a worker
+    they must go to sleep within milliseconds, or they compete with the other workers' builds and timings."""
+    import time
+
+    from tiletune.measure.local import WorkerPool
+
+    monkeypatch.delenv("TVM_THREAD_POOL_SPIN_COUNT", raising=False)
+    wl, space = _gemm_space()
+    pool = WorkerPool(1, threads=2)
+    try:
+        with LocalMeasurer(wl, space, host_target(), MeasureSettings(repeat=1, min_repeat_ms=1), pool=pool) as m:
+            config = space.from_dict({**space.to_dict(_cfg(space, 16)), "tile_m": (2, 1, 1, 8)})  # parallel
+            (r,) = m.measure([config])
+            assert r.ok
+            pid = pool.workers[0].proc.pid
+            before = _cpu_seconds(pid)
+            time.sleep(1.0)
+            assert _cpu_seconds(pid) - before < 0.08
+    finally:
+        pool.close()

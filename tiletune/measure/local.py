@@ -52,6 +52,12 @@ from .timing import warm_and_plan
 DEFAULT_BUILDER = "tiletune.measure.local:build_kernel"
 DEFAULT_RUNNER = "tiletune.measure.local:run_kernel"
 STARTUP_TIMEOUT = 180.0  # a cold TVM import on a loaded 2-core machine can take many seconds
+# TVM's pool threads spin (sched_yield) this many times after a parallel call before they sleep. TVM's
+# default, 300000, is ~250 ms of a core after *every* kernel call here: after a worker's run, its spinning
+# thread competed with the other worker's timing and with the next builds (measured: 1.2-1.3x trials/s, and
+# kernels timed up to 2x slow while another worker's thread spun). 10000 is ~8 ms: still far longer than the
+# gaps between the back-to-back calls of a timing (microseconds), so timed calls find their threads awake.
+WORKER_SPIN_COUNT = 10000
 
 
 def _resolve(path: str):
@@ -203,6 +209,7 @@ class _Worker:
         env = dict(os.environ)
         if threads and "TVM_NUM_THREADS" not in os.environ:
             env["TVM_NUM_THREADS"] = str(threads)
+        env.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(WORKER_SPIN_COUNT))
         death_signal = threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tiletune.measure.local", str(child.fileno()), str(os.getpid()),
@@ -355,7 +362,9 @@ class LocalMeasurer(Measurer):
         t0 = time.perf_counter()
         built = self._build(configs, todo, results)
         self.stats["build_s"] += time.perf_counter() - t0
-        for i in todo:  # run phase: one kernel at a time, by the worker that holds it
+        # run phase: one kernel at a time, by the worker that holds it, each worker's kernels in a row (a
+        # worker's pool threads spin a little after its last run; see WORKER_SPIN_COUNT)
+        for i in sorted(todo, key=lambda i: built[i][0] if i in built else -1):
             if i not in built:
                 continue
             slot, key, owner, build_s = built[i]
