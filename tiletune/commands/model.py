@@ -11,7 +11,7 @@ from ..model.baselines import METHODS
 from ..model.bench import bench_model, parse_methods
 from ..model.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
 from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
-                           kernel_latencies, scheduled_module)
+                           foreign_workloads, kernel_latencies, scheduled_module)
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
@@ -232,6 +232,10 @@ def run_build(args) -> int:
     print(f"wrote {args.output}: {len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels, "
           f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
           + (f"; output matches the original (max error {err:.2g})" if err is not None else ""))
+    foreign = foreign_workloads(tasks, args.records)
+    if foreign:
+        print(f"note: {args.records} also holds {foreign} workload(s) that are not kernels of this model "
+              f"(another model, or this one tuned with the other --layout; this build is {tasks.layout})")
     if args.database:
         n = export_database(tasks, chosen, args.database)
         print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")

@@ -76,6 +76,15 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     return out
 
 
+def foreign_workloads(tasks: ModelTasks, records: str | None) -> int:
+    """How many workloads of ``records`` (for the tasks' target) are not tasks of this model (records of
+    another model, or of this one with the other layout)."""
+    if records is None or not Path(records).exists():
+        return 0
+    tkey = target_key(tasks.target)
+    return len({r.workload for r in load(records) if r.target == tkey} - tasks.keys())
+
+
 def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
     """(the fused module with every kernel scheduled, {global name: how it is scheduled})."""
     how: dict[str, str] = {}
