@@ -23,6 +23,16 @@ first written as ``minimum(maximum(x, lo), hi)`` with scalar constants (``_clip_
 NaN aside), binary elementwise operators whose layout TVM carries, which also fuse into the convolution's
 epilogue.
 
+Then the padding of every padded NHWC convolution becomes an operator of its own (``_pad_outside``:
+``conv2d(x, padding=p)`` -> ``conv2d(nn.pad(x, p), padding=0)``), which FuseOps keeps out of the
+convolution's kernel: the pad is a kernel of its own (``pad``, default schedule: parallel, vectorized over
+the channels; for ResNet-18's 56x56x64 input, 0.2 M floats), and the convolution's kernel reads a padded
+buffer with no bounds check. Inlined, the padding's bounds check guards every input element in the
+innermost loop: on two ResNet layers in NHWC (64->64 3x3 at 56 and 256->256 3x3 at 14), the kernels of
+Roller's top 3 constructions ran 1.8-2.8x faster with the input padded into a buffer first (the CPU
+template's ``pad_buffer`` knob of the named NHWC conv2d, which PrimFunc workloads do not have; timed
+alternately on a loaded 2-core machine). This is that choice made once for every task of a model.
+
 The model's inputs and outputs keep their shapes: only the kernels inside change. ``NCHW`` leaves the module
 as imported. The default, ``DEFAULT_LAYOUT``, was chosen by measurement (benchmarks/README.md, "Whole
 models": ResNet-18's convolutions tuned in both layouts at the same budget).
@@ -56,8 +66,9 @@ def to_layout(mod, layout: str):
     if layout == "NCHW":
         return mod
     try:
-        return tvm.transform.Sequential([relax.transform.ConvertLayout(DESIRED),
-                                         relax.transform.CanonicalizeBindings()])(_clip_as_min_max(mod))
+        mod = tvm.transform.Sequential([relax.transform.ConvertLayout(DESIRED),
+                                        relax.transform.CanonicalizeBindings()])(_clip_as_min_max(mod))
+        return _pad_outside(mod)
     except Exception as e:  # noqa: BLE001
         line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
         raise TiletuneError(f"converting the model's convolutions to {layout} failed ({line.strip()[:300]}); "
@@ -87,4 +98,31 @@ def _clip_as_min_max(mod):
     for gv, f in list(mod.functions.items()):
         if isinstance(f, relax.Function):
             out[gv] = Clip().visit_expr(f)
+    return out
+
+
+def _pad_outside(mod):
+    """``mod`` with the padding of every padded NHWC ``conv2d`` done by an ``nn.pad`` before it."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class PadOutside(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if getattr(call.op, "name", "") != "relax.nn.conv2d" or str(call.attrs.data_layout) != "NHWC":
+                return call
+            a = call.attrs
+            top, left, bottom, right = (int(p) for p in a.padding)
+            if not (top or left or bottom or right):
+                return call
+            x = relax.op.nn.pad(call.args[0], [0, 0, top, bottom, left, right, 0, 0])
+            return relax.op.nn.conv2d(x, call.args[1], strides=[int(v) for v in a.strides], padding=[0, 0, 0, 0],
+                                      dilation=[int(v) for v in a.dilation], groups=int(a.groups),
+                                      data_layout="NHWC", kernel_layout=str(a.kernel_layout),
+                                      out_layout=str(a.out_layout), out_dtype=a.out_dtype)
+
+    out = mod
+    for gv, f in list(mod.functions.items()):
+        if isinstance(f, relax.Function):
+            out[gv] = PadOutside().visit_expr(f)
     return out
