@@ -147,8 +147,8 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
 def run_tasks(args) -> int:
     source, tasks = _load(args)
     n_t = len(tasks.tasks)
-    print(f"model {source.spec} ({tasks.layout}): {len(tasks.kernels)} kernels, {n_t} tuned as tasks, {len(tasks.kernels) - n_t} with "
-          f"the default schedule; {_mflops(tasks.total_flops)} MFLOPs per inference")
+    print(f"model {source.spec} ({tasks.layout}): {len(tasks.kernels)} kernels, {n_t} tuned as tasks, "
+          f"{len(tasks.kernels) - n_t} with the default schedule; {_mflops(tasks.total_flops)} MFLOPs per inference")
     latency = chosen = None
     if args.records and not args.measure:
         raise TiletuneError("--records is used with --measure")
@@ -179,8 +179,8 @@ def run_tune(args) -> int:
     source, tasks = _load(args)
     if os.path.exists(args.records):
         best_configs(tasks, args.records)  # a records file of another model is refused here
-    print(f"model {source.spec} ({tasks.layout}): {len(tasks.tasks)} tasks to tune ({len(tasks.kernels) - len(tasks.tasks)} other "
-          f"kernels get the default schedule); strategy {args.strategy}, scheduler {args.scheduler}")
+    print(f"model {source.spec} ({tasks.layout}): {len(tasks.tasks)} tasks to tune "
+          f"({len(tasks.kernels) - len(tasks.tasks)} other kernels get the default schedule); strategy {args.strategy}, scheduler {args.scheduler}")
     progress = None if args.quiet else ModelProgress(args.trials, len(tasks.tasks))
     tuned = set()
 

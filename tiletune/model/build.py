@@ -60,8 +60,8 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     mine = [r for r in recs if r.workload in keys]
     if recs and not mine:
         raise TiletuneError(f"records file {records} holds no kernel of this model (it holds "
-                            f"{len({r.workload for r in recs})} other workload(s)): it was tuned for another model, or with the "
-                            f"other layout (this is {tasks.layout}; see --layout)")
+                            f"{len({r.workload for r in recs})} other workload(s)): it was tuned for another model, "
+                            f"or with the other layout (this is {tasks.layout}; see --layout)")
     out: dict[str, Chosen] = {}
     for k in tasks.tasks:
         b = best(mine, k.workload.key)
