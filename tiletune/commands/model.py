@@ -9,13 +9,14 @@ from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..model.baselines import METHODS
 from ..model.bench import bench_model, parse_methods
+from ..model.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
 from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
-                           kernel_latencies, scheduled_module)
+                           foreign_workloads, kernel_latencies, scheduled_module)
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
 from ..model.tasks import ModelTasks, load_model_tasks
-from ..model.tuner import tune_model
+from ..model.tuner import DEFAULT_STRATEGY, MODEL_START_K, tune_model
 from ..model.zoo import MODELS
 from ..paths import check_output
 from ..target import parse_target
@@ -52,7 +53,9 @@ def add_parser(sub) -> None:
     u.add_argument("--seconds", type=float, default=None, help="wall-time budget in seconds (> 0)")
     u.add_argument("--records", "-r", "-o", "--output", dest="records", required=True, metavar="RECORDS.jsonl",
                    help="records file to append to (one file for all tasks)")
-    u.add_argument("--strategy", "-s", default="random", help="strategy of every task (see 'tiletune strategies')")
+    u.add_argument("--strategy", "-s", default=DEFAULT_STRATEGY,
+                   help="strategy of every task (see 'tiletune strategies'); the local searches start from the "
+                   f"task's top {MODEL_START_K} Roller constructions (-O start=..., -O start_k=... change it)")
     add_option_argument(u, "an option of the strategy, e.g. k=3 or gensor.k=3 (repeatable)")
     u.add_argument("--scheduler", default="gradient", choices=sorted(SCHEDULERS),
                    help="task scheduler: Ansor's gradient-based one, or rounds in proportion to FLOPs x calls")
@@ -99,13 +102,16 @@ def add_parser(sub) -> None:
 def _common(p) -> None:
     p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON LLVM target")
+    p.add_argument("--layout", default=DEFAULT_LAYOUT, type=str.upper, choices=LAYOUTS,
+                   help="layout of the convolutions: NHWC (converted, the output channels innermost) or NCHW "
+                   "(as imported); tune, build and bench a model with the same layout")
 
 
 def _load(args) -> tuple:
     target = parse_target(args.target)
     if target.get("kind") != "llvm":
         raise TiletuneError("tiletune model builds for CPU (llvm) targets only")
-    return load_model_tasks(args.model, target)
+    return load_model_tasks(args.model, target, args.layout)
 
 
 def _mflops(x: int) -> str:
@@ -141,8 +147,8 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
 def run_tasks(args) -> int:
     source, tasks = _load(args)
     n_t = len(tasks.tasks)
-    print(f"model {source.spec}: {len(tasks.kernels)} kernels, {n_t} tuned as tasks, {len(tasks.kernels) - n_t} with "
-          f"the default schedule; {_mflops(tasks.total_flops)} MFLOPs per inference")
+    print(f"model {source.spec} ({tasks.layout}): {len(tasks.kernels)} kernels, {n_t} tuned as tasks, "
+          f"{len(tasks.kernels) - n_t} with the default schedule; {_mflops(tasks.total_flops)} MFLOPs per inference")
     latency = chosen = None
     if args.records and not args.measure:
         raise TiletuneError("--records is used with --measure")
@@ -173,8 +179,8 @@ def run_tune(args) -> int:
     source, tasks = _load(args)
     if os.path.exists(args.records):
         best_configs(tasks, args.records)  # a records file of another model is refused here
-    print(f"model {source.spec}: {len(tasks.tasks)} tasks to tune ({len(tasks.kernels) - len(tasks.tasks)} other "
-          f"kernels get the default schedule); strategy {args.strategy}, scheduler {args.scheduler}")
+    print(f"model {source.spec} ({tasks.layout}): {len(tasks.tasks)} tasks to tune "
+          f"({len(tasks.kernels) - len(tasks.tasks)} other kernels get the default schedule); strategy {args.strategy}, scheduler {args.scheduler}")
     progress = None if args.quiet else ModelProgress(args.trials, len(tasks.tasks))
     tuned = set()
 
@@ -205,7 +211,7 @@ def run_tune(args) -> int:
     tuned_sum = sum(st.best_s * st.calls for st in result.states if math.isfinite(st.best_s))
     print(f"tuned kernels: {tuned_sum * 1e3:.3f} ms per inference (the tasks' best kernels, timed alone)")
     print(f"records   {args.records}")
-    print(f"next      tiletune model build {args.model} -r {args.records} -o model.so")
+    print(f"next      tiletune model build {args.model} --layout {tasks.layout} -r {args.records} -o model.so")
     return 0 if any(math.isfinite(st.best_s) for st in result.states) or not result.states else 1
 
 
@@ -219,13 +225,17 @@ def run_build(args) -> int:
     err = None
     if not args.no_check:
         err = check(source, ModelRunner(ex))
-    meta = {"model": source.spec, "target": tasks.target,
+    meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "kernels": how, "tuned": len(chosen), "tasks": len(tasks.tasks), "check_error": err}
     export(ex, args.output, meta)
     print(f"wrote {args.output}: {len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels, "
           f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
           + (f"; output matches the original (max error {err:.2g})" if err is not None else ""))
+    foreign = foreign_workloads(tasks, args.records)
+    if foreign:
+        print(f"note: {args.records} also holds {foreign} workload(s) that are not kernels of this model "
+              f"(another model, or this one tuned with the other --layout; this build is {tasks.layout})")
     if args.database:
         n = export_database(tasks, chosen, args.database)
         print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")
@@ -242,6 +252,7 @@ def run_bench(args) -> int:
     check_output(os.path.join(args.out, "results.jsonl"), "results file")
     settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
     rows = bench_model(args.model, out=args.out, target=target, methods=methods, records=args.records,
-                       settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout)
+                       settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout,
+                       layout=check_layout(args.layout))
     print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
     return 0 if any(r["method"] == "tiletune" and not r.get("error") for r in rows) or "tiletune" not in methods else 1

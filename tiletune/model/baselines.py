@@ -8,7 +8,8 @@ it by the rule of ``tiletune.measure.timing`` (``time_callable``: warm-up, then 
 least ``min_repeat_ms``), all with ``num-cores`` threads.
 
 Methods:
-- ``tiletune``: the model built with the best kernels of the records (``tiletune.model.build``), in Relax's VM.
+- ``tiletune``: the model built with the best kernels of the records (``tiletune.model.build``), in Relax's VM,
+  its convolutions in the job's ``layout`` (``tiletune.model.layout``; NCHW when the job names none).
 - ``torch``: PyTorch eager, under ``torch.inference_mode``.
 - ``torch-compile``: ``torch.compile`` (inductor, default mode); the first call (compilation) is ``prepare_s``.
 - ``onnxruntime``: ONNX Runtime's CPU provider on the model exported by ``torch.onnx.export`` (the
@@ -40,7 +41,7 @@ from ..measure.timing import time_callable
 from .build import ModelRunner, _flat, best_configs, compare, compile_module, scheduled_module
 from .importer import to_relax
 from .source import _flatten, load, onnx_session
-from .tasks import extract, fuse
+from .tasks import fuse, model_tasks
 
 METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default", "metaschedule")
 LABELS = {"tiletune": "tiletune (tuned)", "torch": "PyTorch eager", "torch-compile": "torch.compile (inductor)",
@@ -123,7 +124,8 @@ def run_method(job: dict) -> dict:
             import tvm
 
             if method == "tiletune":
-                tasks = extract(fuse(to_relax(source), target), target)
+                tasks = model_tasks(source, target, job.get("layout", "NCHW"))
+                out["layout"] = tasks.layout
                 chosen = best_configs(tasks, job.get("records"))
                 out["tuned_tasks"], out["tasks"] = len(chosen), len(tasks.tasks)
                 ex = compile_module(scheduled_module(tasks, chosen)[0], target)

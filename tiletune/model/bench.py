@@ -29,6 +29,7 @@ from ..bench.results import read_jsonl
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from .baselines import LABELS, METHODS
+from .layout import DEFAULT_LAYOUT
 from .source import short_name
 
 DEFAULT_METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default")
@@ -46,21 +47,23 @@ def parse_methods(text: str | None, ms_trials: int) -> list[str]:
     return out
 
 
-def _settings_key(settings: MeasureSettings, records: str | None, ms_trials: int, target: dict) -> dict:
+def _settings_key(settings: MeasureSettings, records: str | None, ms_trials: int, target: dict, layout: str) -> dict:
     return {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms, "target": target,
-            "records": os.path.abspath(records) if records else None, "ms_trials": ms_trials}
+            "records": os.path.abspath(records) if records else None, "ms_trials": ms_trials, "layout": layout}
 
 
 def bench_model(spec: str, *, out: str, target: dict, methods: list[str], records: str | None,
-                settings: MeasureSettings, ms_trials: int = 0, timeout: float = 3600.0,
+                settings: MeasureSettings, ms_trials: int = 0, timeout: float = 3600.0, layout: str = DEFAULT_LAYOUT,
                 note: Callable[[str], None] = print) -> list[dict]:
-    """Time every method on model ``spec`` (see the module docstring); returns this model's results."""
+    """Time every method on model ``spec`` (see the module docstring); returns this model's results.
+    ``layout``: of our build's convolutions (``tiletune.model.layout``; the records must be of that layout);
+    the other methods take the model as imported."""
     if "tiletune" in methods and records is not None and not Path(records).exists():
         raise TiletuneError(f"records file {records!r} does not exist")
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     res_path = d / "results.jsonl"
-    key = _settings_key(settings, records, ms_trials, target)
+    key = _settings_key(settings, records, ms_trials, target, layout)
     for m in methods:
         done = [r for r in read_jsonl(res_path) if r.get("model") == spec and r.get("method") == m
                 and r.get("settings") == key and not r.get("error")]
@@ -68,7 +71,7 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
             note(f"{spec} {m}: done before ({done[-1]['median_s'] * 1e3:.3f} ms), kept")
             continue
         note(f"{spec} {m}: running ...")
-        r = _run_child(spec, m, target, settings, records, ms_trials, timeout)
+        r = _run_child(spec, m, target, settings, records, ms_trials, timeout, layout)
         r["settings"] = key
         r["finished"] = time.time()
         with open(res_path, "a", encoding="utf-8") as f:
@@ -83,11 +86,12 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
     return latest(read_jsonl(res_path), spec)
 
 
-def _run_child(spec, method, target, settings, records, ms_trials, timeout) -> dict:
+def _run_child(spec, method, target, settings, records, ms_trials, timeout, layout) -> dict:
     with tempfile.TemporaryDirectory(prefix="tiletune-e2e-job-") as tmp:
         job = {"model": spec, "method": method, "target": target,
                "settings": {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms},
-               "records": records, "trials": ms_trials, "result": os.path.join(tmp, "result.json")}
+               "records": records, "trials": ms_trials, "layout": layout,
+               "result": os.path.join(tmp, "result.json")}
         path = os.path.join(tmp, "job.json")
         Path(path).write_text(json.dumps(job))
         env = dict(os.environ)
@@ -137,7 +141,7 @@ def write_report(spec: str, d: Path, target: dict) -> None:
         speed = f"{r['median_s'] / ours['median_s']:.2f}x" if ours else "-"
         notes = []
         if r["method"] == "tiletune":
-            notes.append(f"{r.get('tuned_tasks', 0)} of {r.get('tasks', 0)} tasks tuned")
+            notes.append(f"{r.get('tuned_tasks', 0)} of {r.get('tasks', 0)} tasks tuned, {r.get('layout', 'NCHW')}")
         if r["method"] == "metaschedule":
             notes.append(f"{r.get('trials')} trials, tuning included in prepare")
         if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1):

@@ -60,7 +60,8 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     mine = [r for r in recs if r.workload in keys]
     if recs and not mine:
         raise TiletuneError(f"records file {records} holds no kernel of this model (it holds "
-                            f"{len({r.workload for r in recs})} other workload(s)): it was tuned for another model")
+                            f"{len({r.workload for r in recs})} other workload(s)): it was tuned for another model, "
+                            f"or with the other layout (this is {tasks.layout}; see --layout)")
     out: dict[str, Chosen] = {}
     for k in tasks.tasks:
         b = best(mine, k.workload.key)
@@ -73,6 +74,15 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
             continue  # recorded with other levels
         out[k.hash] = Chosen(k, cfg, space, b.median_s, b.gflops)
     return out
+
+
+def foreign_workloads(tasks: ModelTasks, records: str | None) -> int:
+    """How many workloads of ``records`` (for the tasks' target) are not tasks of this model (records of
+    another model, or of this one with the other layout)."""
+    if records is None or not Path(records).exists():
+        return 0
+    tkey = target_key(tasks.target)
+    return len({r.workload for r in load(records) if r.target == tkey} - tasks.keys())
 
 
 def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):

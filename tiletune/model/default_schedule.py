@@ -7,8 +7,11 @@ this may recompute an elementwise value, never a reduction). Then for each remai
 
 - the leading loops that bind only spatial iterators (all of them for an elementwise block; those
   outside the reduction for a reduction block) are the block's spatial nest;
-- if the block has no reduction and its innermost spatial loop has an extent divisible by 4, 8 or 16
-  (the widest that divides, at most ``VECTOR`` lanes), that loop is split and its inner part vectorized;
+- if its innermost spatial loop has an extent divisible by 4, 8 or 16 (the widest that divides, at most
+  ``VECTOR`` lanes), that loop is split and its inner part vectorized; in a reduction block (pooling, a
+  mean over the spatial axes of an NHWC tensor) the lanes move inside the reduction loops, so that one
+  vector of accumulators runs over the window (for NHWC pooling: the channels, contiguous in memory), and
+  the reduction's init becomes a vectorized loop of its own (``decompose_reduction``);
 - the remaining spatial loops are fused into one and run in parallel over the cores, unless the block
   iterates fewer than ``PARALLEL_MIN`` times in all (then waking the thread pool costs more than it saves).
 
@@ -63,8 +66,10 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
     except TypeError:  # symbolic extents
         work = PARALLEL_MIN
     has_reduction = len(prefix) < len(loops) or any(int(iv.iter_type) != 0 for iv in sch.get(block).iter_vars)
+    reduction_loops = loops[len(prefix):]
     outer = list(prefix)
-    if vectorize and not has_reduction:
+    lane = None
+    if vectorize and (not has_reduction or reduction_loops):
         inner = sch.get(prefix[-1]).extent
         try:
             e = int(inner)
@@ -73,11 +78,16 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
         lanes = next((v for v in (VECTOR, 8, 4) if v <= VECTOR and e % v == 0), 0) if e else 0
         if lanes:
             head, lane = sch.split(prefix[-1], [None, lanes])
+            if reduction_loops:  # the lanes inside the reduction: one vector of accumulators
+                sch.reorder(head, *reduction_loops, lane)
             sch.vectorize(lane)
             outer[-1] = head
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     if work >= PARALLEL_MIN:
         sch.parallel(fused)
+    if lane is not None and reduction_loops:  # the accumulators zeroed by a vector store of their own
+        init = sch.decompose_reduction(block, reduction_loops[0])
+        sch.vectorize(sch.get_loops(init)[-1])
 
 
 def default_schedule(func, vectorize: bool = True):

@@ -1,5 +1,6 @@
-"""The kernels of a model: fuse its Relax module, list every distinct kernel with its call count, and turn
-the tunable ones into tasks (``PrimFuncWorkload``).
+"""The kernels of a model: convert its convolutions' layout (``tiletune.model.layout``), fuse its Relax
+module, list every distinct kernel with its call count, and turn the tunable ones into tasks
+(``PrimFuncWorkload``).
 
 - Fusion (under the target): TVM's CPU library dispatch (sort, scan and cumsum, sampling, as its
   default pipeline does first), then ``LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR,
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from ..errors import TiletuneError
 from ..workloads.primfunc import PrimFuncWorkload, _walk
 from .importer import to_relax
+from .layout import DEFAULT_LAYOUT, check_layout, to_layout
 from .source import ModelSource
 from .source import load as load_source
 
@@ -56,6 +58,7 @@ class ModelTasks:
     fused: object  # the fused IRModule
     target: dict
     kernels: list[Kernel] = field(default_factory=list)
+    layout: str = "NCHW"  # of the convolutions (tiletune.model.layout)
 
     @property
     def tasks(self) -> list[Kernel]:
@@ -163,7 +166,7 @@ def _shapes(func) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
     return shapes[:-1], (shapes[-1] if shapes else ())
 
 
-def extract(fused, target: dict) -> ModelTasks:
+def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
     """The distinct kernels of a fused module, tunable ones with their workload, most FLOPs first."""
     import tvm
     import tvm_ffi
@@ -199,10 +202,17 @@ def extract(fused, target: dict) -> ModelTasks:
             k.flops = generic_flops(f)
         by_hash[h] = k
     kernels = sorted(by_hash.values(), key=lambda k: (-k.flops * k.calls, k.name))
-    return ModelTasks(fused, target, kernels)
+    return ModelTasks(fused, target, kernels, layout)
 
 
-def load_model_tasks(spec: str, target: dict) -> tuple[ModelSource, ModelTasks]:
-    """The model of ``spec`` (``tiletune.model.source.load``), imported, fused and its kernels extracted."""
+def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT) -> ModelTasks:
+    """The kernels of ``source``: imported, its convolutions in ``layout``, fused, extracted."""
+    layout = check_layout(layout)
+    return extract(fuse(to_layout(to_relax(source), layout), target), target, layout)
+
+
+def load_model_tasks(spec: str, target: dict, layout: str = DEFAULT_LAYOUT) -> tuple[ModelSource, ModelTasks]:
+    """The model of ``spec`` (``tiletune.model.source.load``), imported, its convolutions in ``layout``, fused
+    and its kernels extracted."""
     source = load_source(spec)
-    return source, extract(fuse(to_relax(source), target), target)
+    return source, model_tasks(source, target, layout)

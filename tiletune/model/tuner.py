@@ -15,6 +15,15 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
 - Resume: re-running the same command replays the same decisions (the strategies and the scheduler are
   seeded, and recalled results equal the measured ones), answering from the records file what was
   measured before; nothing is measured twice.
+- Construct, then refine (issue 21): every task's search starts from its constructed kernels. The default
+  strategy is ``xgb``, whose default start (``start=roller``, as for every local search) measures the
+  configurations Roller's construction ranks first before its cost model proposes any, and the task
+  scheduler's first rounds go to every task in turn (round robin), so the first trials of every task are
+  its constructions. In the model path the local searches' ``start_k`` defaults to ``MODEL_START_K`` = 10,
+  the top-k that the ``roller`` strategy measures (its tree often has fewer distinct leaves): with at least
+  that many trials per task, a tuned model has measured every kernel the Roller-constructed model chooses
+  from, so it is at least as fast as that model (up to timing noise). ``-O start_k=N`` or ``-O start=...``
+  change it, as for a single workload.
 - A task whose round raises (a strategy or a TVM failure that the measurer does not turn into a failed
   trial) is finished with the reason; the other tasks go on and their records are kept.
 """
@@ -31,11 +40,24 @@ from ..measure.base import MeasureSettings, Measurer
 from ..measure.factory import make_measurer, measured_here
 from ..measure.local import WorkerPool
 from ..schedules import make_space
-from ..strategies import TuneContext, create
+from ..strategies import TuneContext, create, get as get_strategy
 from ..target import host_cores, target_key
 from ..tune import TuneRun, tune
 from .scheduler import make_scheduler
 from .tasks import Kernel, ModelTasks
+
+
+DEFAULT_STRATEGY = "xgb"
+MODEL_START_K = 10  # Roller's top-k (the roller strategy's k): see the module docstring
+
+
+def task_options(strategy: str, options: dict | None) -> dict:
+    """The options of every task's strategy: ``options``, plus ``start_k=MODEL_START_K`` for a strategy that
+    has a ``start_k`` option the caller did not set."""
+    out = dict(options or {})
+    if "start_k" not in out and any(o.name == "start_k" for o in get_strategy(strategy).options):
+        out["start_k"] = MODEL_START_K
+    return out
 
 
 def group_of(kernel: Kernel) -> str:
@@ -97,7 +119,7 @@ class ModelTuneResult:
         return sum(s.recalled for s in self.states)
 
 
-def tune_model(tasks: ModelTasks, *, strategy: str = "random", trials: int | None = None,
+def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: int | None = None,
                seconds: float | None = None, records: str, scheduler: str = "gradient",
                round_trials: int = 8, batch_size: int = 8, settings: MeasureSettings | None = None, seed: int = 0,
                options: dict | None = None, hardware: str | None = None, rpc: str | None = None,
@@ -123,7 +145,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = "random", trials: int | Non
         wl = st.kernel.workload
         st.space = make_space(wl, None, target)
         ctx = TuneContext(workload=wl, target=target, hardware=hw, transfer=(), levels=None)
-        st.strategy = create(strategy, st.space, seed=seed, context=ctx, options=dict(options or {}))
+        st.strategy = create(strategy, st.space, seed=seed, context=ctx, options=task_options(strategy, options))
     sched = make_scheduler(scheduler, seed)
     pool = None
     if measured_here(target) or rpc is not None:

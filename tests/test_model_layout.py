@@ -1,0 +1,178 @@
+"""tiletune model with NHWC convolutions (tiletune.model.layout) and tasks that start from their constructed
+kernels: a small CNN (conv-bn-ReLU6, a depthwise conv, a residual block, max pooling, global average pooling,
+linear) converted to NHWC keeps NHWC from the first convolution to the pooling, its conv tasks vectorize over
+the output channels, its pooling and mean kernels are parallel and vectorized, the built model equals torch's
+output, and the first trials of every task are its Roller constructions."""
+import json
+
+import numpy as np
+import pytest
+
+from tiletune.errors import TiletuneError
+from tiletune.measure.base import MeasureSettings
+from tiletune.target import host_target
+
+pytestmark = pytest.mark.tvm
+torch = pytest.importorskip("torch")
+
+FACTORY = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(3, 16, 3, padding=1, stride=2, bias=False), nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.pw = nn.Conv2d(16, 16, 1)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = torch.clamp(self.bn(self.stem(x)), 0.0, 6.0)     # ReLU6, as MobileNetV2's
+        x = torch.relu(x + self.pw(torch.relu(self.dw(x))))  # depthwise, pointwise, residual
+        x = self.pool(x)
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+def make():
+    torch.manual_seed(0)
+    m = Net().eval()
+    m.bn.running_mean.uniform_(-0.2, 0.2)
+    m.bn.running_var.uniform_(0.5, 1.5)
+    return m, (torch.randn(1, 3, 16, 16),)
+'''
+
+SETTINGS = MeasureSettings(repeat=1, min_repeat_ms=0)
+
+
+@pytest.fixture(scope="module")
+def spec(home):
+    path = home / "cnn.py"
+    path.write_text(FACTORY)
+    return f"{path}:make"
+
+
+@pytest.fixture(scope="module")
+def nhwc(spec):
+    from tiletune.model.tasks import load_model_tasks
+
+    return load_model_tasks(spec, host_target(), "NHWC")
+
+
+def _conv_tasks(tasks):
+    return [k for k in tasks.tasks if "conv2d" in k.name]
+
+
+def test_nhwc_convs_vectorize_over_output_channels_and_transposes_cancel(spec, nhwc):
+    from tiletune.model.tasks import load_model_tasks
+
+    _, tasks = nhwc
+    assert tasks.layout == "NHWC"
+    convs = _conv_tasks(tasks)
+    assert len(convs) == 3  # stem, depthwise, pointwise (+ residual)
+    for k in convs:
+        out = k.workload.output_shape()
+        spatial = [a for a in k.workload.axes() if a.kind == "S"]
+        reduction = [a for a in k.workload.axes() if a.kind == "R"]
+        assert out[-1] == 16 and out[1] == out[2]  # N, H, W, C
+        assert spatial[-1].extent == 16  # the vectorized axis: output channels
+        # the innermost reduction axis: the input channels of a group (3 for the stem, 16 pointwise, 1 depthwise)
+        assert reduction[-1].extent == k.workload.input_shapes()[1][2], (k.name, reduction)  # HWIO's I
+    # the padded convolutions (stem, depthwise) read a buffer that a pad kernel of their own wrote: no padding
+    # inlined into any conv task
+    assert all("if_then_else" not in k.func.script() for k in convs)
+    pads = [k for k in tasks.kernels if k.name.split("_")[-1].startswith("pad") or k.name.startswith("pad")]
+    assert len(pads) == 2 and all(k.output[-1] in (3, 16) for k in pads), [k.name for k in tasks.kernels]
+    # ReLU6 is min/max, fused into the stem's kernel; no transposes between the layers: one at the input
+    # (the NCHW image), one where the pooled features leave 4-D
+    names = [k.name for k in tasks.kernels]
+    assert any("conv2d" in n and "maximum" in n and "minimum" in n for n in names), names
+    assert not any("clip" in n for n in names), names
+    assert sum("transpose" in n for n in names) <= 2, names
+    # NCHW: as imported, the output width innermost
+    _, nchw = load_model_tasks(spec, host_target(), "NCHW")
+    assert nchw.layout == "NCHW"
+    stem = max(_conv_tasks(nchw), key=lambda k: k.flops)
+    assert stem.workload.output_shape() == (1, 16, 8, 8)
+    assert {k.workload.key for k in _conv_tasks(nchw)}.isdisjoint(tasks.keys())  # (the linear layer is the same)
+
+
+def test_nhwc_pooling_and_mean_are_parallel_and_vectorized(nhwc):
+    from tiletune.model.default_schedule import checked
+
+    _, tasks = nhwc
+    pools = [k for k in tasks.kernels if not k.tunable and ("pool" in k.name or "mean" in k.name)]
+    assert len(pools) == 2, [k.name for k in tasks.kernels]
+    for k in pools:
+        func, how = checked(k.func, host_target())
+        text = func.script()
+        assert how == "parallel+vector", (k.name, how)
+        # the lanes (channels) inside the window's reduction loops, the init a vector store of its own
+        assert "T.vectorized" in text and "_init" in text, text
+    for k in tasks.kernels:
+        if not k.tunable:
+            assert checked(k.func, host_target())[1] != "none", k.name
+
+
+def test_nhwc_model_tuned_from_constructions_matches_torch(spec, nhwc, home, tmp_path, capsys):
+    from tiletune.cli import main
+    from tiletune.construct import constructions
+    from tiletune.model.tuner import MODEL_START_K, tune_model
+    from tiletune.schedules import make_space
+
+    source, tasks = nhwc
+    rec = home / "cnn-nhwc.jsonl"
+    n_tasks = len(tasks.tasks)
+    result = tune_model(tasks, trials=MODEL_START_K * n_tasks, records=str(rec), round_trials=MODEL_START_K,
+                        batch_size=4, settings=SETTINGS)
+    assert result.trials == MODEL_START_K * n_tasks
+    # every task's first trials (its first round: the scheduler goes round robin first) are its top Roller
+    # constructions, before xgb proposes anything
+    lines = [json.loads(x) for x in rec.read_text().splitlines()]
+    for k in tasks.tasks:
+        space = make_space(k.workload, None, tasks.target)
+        want = [space.to_dict(c) for c in constructions("roller", space, workload=k.workload, target=tasks.target,
+                                                         k=MODEL_START_K)]
+        got = [r["config"] for r in lines if r["workload"] == k.workload.key][:len(want)]
+        same = sorted(json.dumps(c, sort_keys=True) for c in got) == sorted(json.dumps(c, sort_keys=True) for c in want)
+        assert want and same, (k.name, got, want)
+    # built in NHWC with the tuned kernels: the same output as torch
+    lib = tmp_path / "cnn.so"
+    assert main(["model", "build", spec, "--layout", "nhwc", "-r", str(rec), "-o", str(lib)]) == 0
+    assert "matches the original" in capsys.readouterr().out
+    assert json.loads((tmp_path / "cnn.so.json").read_text())["layout"] == "NHWC"
+    from tiletune.api import load_model
+
+    x = source.random_inputs(3)
+    np.testing.assert_allclose(load_model(str(lib))(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
+    # the records of one layout are not those of the other (the linear layer's kernel is the same in both):
+    # the build says so
+    assert main(["model", "build", spec, "--layout", "NCHW", "-r", str(rec), "-o", str(tmp_path / "x.so")]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 4 tasks with tuned kernels" in out
+    assert f"holds {len(_conv_tasks(tasks))} workload(s) that are not kernels of this model" in out
+    assert "the other --layout; this build is NCHW" in out
+
+
+def test_task_options_start_from_roller_top_k():
+    from tiletune.model.tuner import MODEL_START_K, task_options
+
+    assert task_options("xgb", None) == {"start_k": MODEL_START_K}
+    assert task_options("gbfs", {"start": "random"}) == {"start": "random", "start_k": MODEL_START_K}
+    assert task_options("xgb", {"start_k": 2}) == {"start_k": 2}
+    assert task_options("random", {}) == {}  # no start option: nothing added
+
+
+def test_bad_layout_is_one_line(capsys):
+    from tiletune.cli import main
+    from tiletune.model.layout import check_layout
+
+    with pytest.raises(TiletuneError, match="unknown layout 'NCWH'; accepted: NCHW, NHWC"):
+        check_layout("NCWH")
+    assert check_layout("nhwc") == "NHWC"
+    with pytest.raises(SystemExit):
+        main(["model", "tasks", "tiny", "--layout", "NCWH"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'NCWH'" in err

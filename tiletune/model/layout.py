@@ -1,0 +1,131 @@
+"""The data layout of a model's convolutions: as imported (NCHW) or converted to NHWC.
+
+Relax's PyTorch and ONNX frontends import 2-D convolutions as NCHW data with OIHW weights. In that layout
+the fused convolution's innermost spatial axis (the one the CPU template vectorizes) is the output width,
+7 to 112 wide in a ResNet, and its reduction reads the input channel planes one row at a time.
+``to_layout(mod, "NHWC")`` runs ``relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})``
+before legalization, which
+
+- rewrites every ``conv2d`` (grouped and depthwise ones included) to NHWC data, HWIO weights and an NHWC
+  output: after legalization the convolution's block iterates (n, h, w, o | kh, kw, i), so its innermost
+  spatial axis is the output channel (a multiple of 16 in most CNN layers: full AVX-512 vectors) and its
+  innermost reduction axis the input channel, contiguous in both the input and the weight (HWIO, as the
+  named ``conv2d:...,layout=NHWC`` workload uses; its weight is a constant that FoldConstant transposes
+  once when the model is fused);
+- carries the layout through the operators whose layout TVM can infer (elementwise, bias and residual
+  adds, ReLU, pooling, means), so that the transposes between two convolutions cancel: a CNN is
+  transposed to NHWC once at its input and back once where it leaves the 4-D layout (ResNet-18: the input
+  image, 1x3x224x224, and the pooled 1x512x1x1 features), and stays NHWC in between.
+
+TVM 0.27 infers no layout for ``clip`` (PyTorch's ReLU6, ONNX Clip): ConvertLayout puts a transpose back to
+NCHW before every clip and one to NHWC after it (MobileNetV2: a transpose-clip-transpose kernel after most
+of its convolutions, none of them fused into the convolution). So ``clip(x, lo, hi)`` is
+first written as ``minimum(maximum(x, lo), hi)`` with scalar constants (``_clip_as_min_max``; the same values,
+NaN aside), binary elementwise operators whose layout TVM carries, which also fuse into the convolution's
+epilogue.
+
+Then the padding of every padded NHWC convolution becomes an operator of its own (``_pad_outside``:
+``conv2d(x, padding=p)`` -> ``conv2d(nn.pad(x, p), padding=0)``), which FuseOps keeps out of the
+convolution's kernel: the pad is a kernel of its own (``pad``, default schedule: parallel, vectorized over
+the channels; for ResNet-18's 56x56x64 input, 0.2 M floats), and the convolution's kernel reads a padded
+buffer with no bounds check. Inlined, the padding's bounds check guards every input element in the
+innermost loop: on two ResNet layers in NHWC (64->64 3x3 at 56 and 256->256 3x3 at 14), the kernels of
+Roller's top 3 constructions ran 1.8-2.8x faster with the input padded into a buffer first (the CPU
+template's ``pad_buffer`` knob of the named NHWC conv2d, which PrimFunc workloads do not have; timed
+alternately on a loaded 2-core machine). This is that choice made once for every task of a model.
+
+The model's inputs and outputs keep their shapes: only the kernels inside change. ``NCHW`` leaves the module
+as imported. The default, ``DEFAULT_LAYOUT`` = NHWC, was chosen by a measurement taken on a loaded machine
+(indicative only; ``benchmarks/model_layout.py`` repeats it): ResNet-18 tuned with 10 trials per task in both
+layouts, the tasks' best kernels added up to 150 ms in NHWC and 677 ms in NCHW (before the padding was taken
+out of the NHWC kernels).
+"""
+from __future__ import annotations
+
+from ..errors import TiletuneError
+
+LAYOUTS = ("NCHW", "NHWC")
+DEFAULT_LAYOUT = "NHWC"
+#: the layouts of ConvertLayout: data, then weight (HWIO: the input channel innermost but one, the output
+#: channel innermost, the weight layout of the named NHWC conv2d workload)
+DESIRED = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
+
+
+def check_layout(layout: str) -> str:
+    """``layout`` upper-cased, or a one-line TiletuneError naming the accepted ones."""
+    norm = str(layout).strip().upper()
+    if norm not in LAYOUTS:
+        raise TiletuneError(f"unknown layout {layout!r}; accepted: {', '.join(LAYOUTS)}")
+    return norm
+
+
+def to_layout(mod, layout: str):
+    """``mod`` (a Relax IRModule as imported, before legalization) with its convolutions in ``layout``
+    (see the module docstring)."""
+    import tvm
+    from tvm import relax
+
+    layout = check_layout(layout)
+    if layout == "NCHW":
+        return mod
+    try:
+        mod = tvm.transform.Sequential([relax.transform.ConvertLayout(DESIRED),
+                                        relax.transform.CanonicalizeBindings()])(_clip_as_min_max(mod))
+        return _pad_outside(mod)
+    except Exception as e:  # noqa: BLE001
+        line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
+        raise TiletuneError(f"converting the model's convolutions to {layout} failed ({line.strip()[:300]}); "
+                            "try --layout NCHW") from None
+
+
+def _clip_as_min_max(mod):
+    """``mod`` with every ``clip(x, lo, hi)`` of a float tensor written as ``minimum(maximum(x, lo), hi)``."""
+    import numpy as np
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class Clip(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if getattr(call.op, "name", "") != "relax.clip" or len(call.args) != 3:
+                return call
+            dtype = str(getattr(getattr(call.args[0], "ty", None), "dtype", ""))
+            bounds = [getattr(a, "value", None) for a in call.args[1:]]  # FloatImm or PrimValue(FloatImm)
+            bounds = [getattr(b, "value", b) for b in bounds]
+            if "float" not in dtype or not all(isinstance(b, (int, float)) for b in bounds):
+                return call
+            lo, hi = (relax.const(np.array(float(b), dtype=dtype)) for b in bounds)
+            return relax.op.minimum(relax.op.maximum(call.args[0], lo), hi)
+
+    out = mod
+    for gv, f in list(mod.functions.items()):
+        if isinstance(f, relax.Function):
+            out[gv] = Clip().visit_expr(f)
+    return out
+
+
+def _pad_outside(mod):
+    """``mod`` with the padding of every padded NHWC ``conv2d`` done by an ``nn.pad`` before it."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class PadOutside(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if getattr(call.op, "name", "") != "relax.nn.conv2d" or str(call.attrs.data_layout) != "NHWC":
+                return call
+            a = call.attrs
+            top, left, bottom, right = (int(p) for p in a.padding)
+            if not (top or left or bottom or right):
+                return call
+            x = relax.op.nn.pad(call.args[0], [0, 0, top, bottom, left, right, 0, 0])
+            return relax.op.nn.conv2d(x, call.args[1], strides=[int(v) for v in a.strides], padding=[0, 0, 0, 0],
+                                      dilation=[int(v) for v in a.dilation], groups=int(a.groups),
+                                      data_layout="NHWC", kernel_layout=str(a.kernel_layout),
+                                      out_layout=str(a.out_layout), out_dtype=a.out_dtype)
+
+    out = mod
+    for gv, f in list(mod.functions.items()):
+        if isinstance(f, relax.Function):
+            out[gv] = PadOutside().visit_expr(f)
+    return out
