@@ -40,23 +40,24 @@ def test_tiles_that_exceed_the_register_file_are_illegal_and_invalid():
     space = make_space(wl, None, AVX2)
     rule = space.constraint
     assert isinstance(rule, RegisterTile) and (rule.registers, rule.lanes) == (16, 8)
-    # 4 pixels x 16 channels: 8 accumulators + 2 weight vectors + 1 broadcast = 11 of 16
+    # 4 pixels x 16 channels: 8 accumulators + 2 weight vectors + 1 broadcast = 11 of the 15 allowed
     ok = with_tile(space, q3=4, k3=16)
     assert rule.need(ok) == 11 and space.is_legal(ok)
     check(wl, space, ok)
-    # 14 x 8: 14 + 1 + 1 = 16, the whole file (oneDNN's AVX2 bound is the same count)
-    assert rule.need(with_tile(space, q3=14, k3=8)) == 16 and space.is_legal(with_tile(space, q3=14, k3=8))
+    assert space.is_legal(with_tile(space, q3=1, k3=64))  # 8 accumulators, each weight vector used once: 10
+    # 14 x 8: 14 + 1 + 1 = 16 (the whole file: LLVM spills it; one register is left to the compiler);
     # 8 x 16: 16 accumulators alone fill the file; 2 x 2 x 32: 16 + 4 + 1
-    for bad, need in ((with_tile(space, q3=8, k3=16), 19), (with_tile(space, q3=2, p3=2, k3=32), 21)):
+    for bad, need in ((with_tile(space, q3=14, k3=8), 16), (with_tile(space, q3=8, k3=16), 19),
+                      (with_tile(space, q3=2, p3=2, k3=32), 21)):
         assert rule.need(bad) == need and not space.is_legal(bad)
-        with pytest.raises(InvalidConfig, match=f"register tile needs {need} vector registers > 16"):
+        with pytest.raises(InvalidConfig, match=f"register tile needs {need} vector registers > 15"):
             check(wl, space, bad)
-    # the same 8 x 16 tile is one zmm per pixel on AVX-512: 8 + 1 + 1 of 32
+    # the same 8 x 16 tile is one zmm per pixel on AVX-512: 8 + 1 + 1 of 31
     wide = make_space(wl, None, AVX512)
     assert (wide.constraint.registers, wide.constraint.lanes) == (32, 16)
     assert wide.is_legal(with_tile(wide, q3=8, k3=16))
     assert wide.is_legal(with_tile(wide, q3=28, k3=16))  # 28 + 1 + 1
-    assert not wide.is_legal(with_tile(wide, q3=8, k3=64))  # 32 + 4 + 1 > 32
+    assert not wide.is_legal(with_tile(wide, q3=8, k3=64))  # 32 + 4 + 1 > 31
 
 
 def test_other_spaces_carry_no_constraint_and_keep_their_size():
@@ -77,14 +78,14 @@ def test_sampling_honours_the_rule():
     space = make_space(parse(CONV), None, AVX2)
     rng = np.random.default_rng(0)
     samples = space.sample_unique(rng, 300)
-    assert len(samples) == 300 and all(space.constraint.need(c) <= 16 for c in samples)
+    assert len(samples) == 300 and all(space.constraint.need(c) <= 15 for c in samples)
 
 
 def tight_space(width: int = 4):
-    """A small NHWC conv2d space whose rule (3 registers of 8 lanes) allows only register tiles of one
-    pixel x at most 8 channels: most of the space is forbidden."""
+    """A small NHWC conv2d space whose rule (4 registers of 8 lanes, 3 usable) allows only register tiles
+    of one pixel x at most 8 channels: most of the space is forbidden."""
     space = make_space(parse(f"conv2d:N=1,C=2,H=2,W={width},K=32,R=1,S=1,layout=NHWC"), None, AVX2)
-    space.constraint = RegisterTile(3, 8, space.constraint.spatial)
+    space.constraint = RegisterTile(4, 8, space.constraint.spatial)
     return space
 
 
@@ -122,7 +123,7 @@ def test_constructions_propose_fitting_register_tiles_and_pack_the_weight(method
     assert out
     for c in out:
         d = space.to_dict(c)
-        assert space.constraint.need(c) <= 16 and d["pack"] == 1, d
+        assert space.constraint.need(c) <= 15 and d["pack"] == 1, d
         assert d["tile_k"][-1] % 8 == 0  # whole vectors along the output channels
         # enough independent accumulators to keep both FMA pipes busy (the analytic model's rule)
         assert d["tile_n"][-1] * d["tile_p"][-1] * d["tile_q"][-1] * d["tile_k"][-1] // 8 >= 4, d

@@ -145,7 +145,7 @@ class Model:
         level-0 tile: its accumulators and operands fit the vector register file."""
         pixels = math.prod(e.tiles[i][0] for i in self.spatial if i != self.inner)
         channels = e.tiles[self.inner][0] if self.inner is not None else 1
-        return self.register_rule.need_tile(pixels, channels) <= self.register_rule.registers
+        return self.register_rule.fits(pixels, channels)
 
     # ---- moves along divisors ---------------------------------------------------------------------
     def step_tile(self, e: ETIR, i: int, direction: int, align: int = 1) -> int | None:

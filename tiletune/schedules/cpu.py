@@ -27,12 +27,14 @@ the loops are ordered
   ceil(k3 / lanes) weight vectors along the output channels are loaded, for P x V FMAs into P x V
   accumulators (P = n3 p3 q3 output pixels). It needs P V accumulators + min(P, V) operand registers held
   across the other operand + 1 streamed operand; oneDNN's AVX2 direct convolution sizes its register
-  block by the same count (ur_w x nb_oc_blocking accumulators + ur_w broadcasts + 1 weight <= 16). A
-  configuration whose register tile needs more vector registers than the target has
-  (``tiletune.hardware.vector_file``: 16 on AVX2, 32 on AVX-512) spills its accumulators to the stack in
-  the innermost loop; the space of an NHWC conv2d carries the rule as its constraint, so strategies do
-  not propose such configurations and ``check`` reports them ``invalid`` without building. GEMM, NCHW
-  and depthwise spaces carry no constraint (their spaces, records and behaviour are as before).
+  block by the same count (ur_w x nb_oc_blocking accumulators + ur_w broadcasts + 1 weight <= 16). Our
+  code goes through LLVM, which keeps one more register for its own scheduling, so the rule leaves one
+  free: need <= registers - 1 (``tiletune.hardware.vector_file``: 16 on AVX2, 32 on AVX-512). Seen in
+  the assembly (znver3, 64->64 3x3 at 56): every tile counted <= 11 kept its accumulators in registers
+  (<= 4 ymm stack stores in the whole kernel), a 14 x 8 tile, counted 16, stored 40 and 7 x 16
+  (17) 77. The space of an NHWC conv2d carries the rule as its constraint, so strategies do not propose
+  spilling configurations and ``check`` reports them ``invalid`` without building. GEMM, NCHW and
+  depthwise spaces carry no constraint (their spaces, records and behaviour are as before).
 - ``pack`` (only for inputs that a reduction walks across while the vectorized axis indexes their
   contiguous dimension, i.e. GEMM's and batch_matmul's B[.., k, n]): a stage before the compute copies
   the input into panels ``Bp[.., n // n3, k, n % n3]`` (n3 = the innermost tile of the vectorized axis),
@@ -143,8 +145,8 @@ def _pack(sch, block, workload: Workload, name: str, inner: int) -> None:
 @dataclass(frozen=True)
 class RegisterTile:
     """The register-tile rule as a space constraint (see the module docstring): the innermost tile of the
-    spatial knobs at positions ``spatial`` (the last one vectorized) needs P V + min(P, V) + 1 of the
-    target's ``registers`` vector registers of ``lanes`` fp32 lanes."""
+    spatial knobs at positions ``spatial`` (the last one vectorized) needs P V + min(P, V) + 1 vector
+    registers of ``lanes`` fp32 lanes, at most ``registers`` - 1 of the target's ``registers``."""
 
     registers: int
     lanes: int
@@ -162,16 +164,24 @@ class RegisterTile:
             pixels *= vals[i][-1]
         return self.need_tile(pixels, vals[self.spatial[-1]][-1])
 
+    @property
+    def budget(self) -> int:
+        """Registers a tile may use: all but one, which LLVM keeps for its scheduling."""
+        return self.registers - 1
+
+    def fits(self, pixels: int, channels: int) -> bool:
+        return self.need_tile(pixels, channels) <= self.budget
+
     def __call__(self, space: Space, config: Config) -> bool:
-        return self.need(config) <= self.registers
+        return self.need(config) <= self.budget
 
     def why(self, config: Config) -> str:
-        return (f"register tile needs {self.need(config)} vector registers > {self.registers} "
-                f"({self.lanes}-lane vectors on this target)")
+        return (f"register tile needs {self.need(config)} vector registers > {self.budget} "
+                f"({self.registers} {self.lanes}-lane registers on this target, one left to the compiler)")
 
     def describe(self) -> str:
-        return (f"constraint: the register tile (innermost spatial level) fits {self.registers} vector registers "
-                f"of {self.lanes} fp32 lanes")
+        return (f"constraint: the register tile (innermost spatial level) fits {self.budget} of the "
+                f"{self.registers} vector registers of {self.lanes} fp32 lanes")
 
 
 def register_rule(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> RegisterTile | None:
