@@ -1,6 +1,8 @@
 """The register-tile rule of NHWC conv2d (tiletune.schedules.cpu.RegisterTile): derived from the target's
 vector register file, carried by the space as its constraint, honoured by sampling, every strategy, the
 template's check and the constructions; other spaces unchanged."""
+import platform
+
 import numpy as np
 import pytest
 
@@ -126,7 +128,36 @@ def test_constructions_propose_fitting_register_tiles_and_pack_the_weight(method
         assert space.constraint.need(c) <= 15 and d["pack"] == 1, d
         assert d["tile_k"][-1] % 8 == 0  # whole vectors along the output channels
         # enough independent accumulators to keep both FMA pipes busy (the analytic model's rule)
-        assert d["tile_n"][-1] * d["tile_p"][-1] * d["tile_q"][-1] * d["tile_k"][-1] // 8 >= 4, d
+        pixels = d["tile_n"][-1] * d["tile_p"][-1] * d["tile_q"][-1]
+        assert pixels * d["tile_k"][-1] // 8 >= 4, d
+        # the unroll depth unrolls the tile's pixel loops, not the reduction loop around them
+        inner = next(d[k][-1] for k in ("tile_c", "tile_s", "tile_r") if d[k][-1] > 1)
+        assert d["unroll"] < pixels * inner, d
+
+
+@pytest.mark.tvm
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")
+def test_tiles_within_the_rule_keep_their_accumulators_in_registers():
+    """The rule's evidence, in the assembly for AVX2 (znver3): a tile the rule refuses stores ymm registers
+    to the stack throughout the kernel; the constructed ones (within it) do not."""
+    import re
+
+    from tiletune.schedules import build
+
+    target = {"kind": "llvm", "mcpu": "znver3", "num-cores": 1}
+    wl = parse("conv2d:N=1,C=16,H=14,W=14,K=32,R=3,S=3,stride=1,pad=1,layout=NHWC")
+    space = make_space(wl, None, target)
+    rule, space.constraint = space.constraint, None  # build the refused tile too
+
+    def spills(config) -> int:
+        asm = build(wl, space, config, target).mod.inspect_source("s")
+        return len(re.findall(r"vmov\w+\s+%ymm\d+, -?\d*\(%rsp\)", asm))
+
+    refused = space.from_dict({**space.to_dict(with_tile(space, q3=7, k3=16)), "tile_c": [1, 16], "unroll": 16})
+    assert rule.need(refused) == 17 and spills(refused) >= 6
+    space.constraint = rule
+    for c in constructions("roller", space, workload=wl, target=target, k=2):
+        assert spills(c) <= 2, space.to_dict(c)
 
 
 @pytest.mark.tvm

@@ -221,7 +221,26 @@ class Model:
             return knob.values[0]
         steps = self.unroll_steps(e)
         fitting = [v for v in vals if v <= steps]
+        if self.register_rule is not None:
+            # an outer-product register tile (NHWC conv2d): unroll the tile's P pixel loops but not the
+            # reduction loop around them (TVM's auto-unroll takes a loop whose steps, P x its extent, are
+            # <= the depth): unrolled reduction steps let LLVM hoist their loads and spill the accumulators
+            # (seen on znver3: a 2 x 32 tile with c1 = 16 and depth 64, 61 ymm stack stores; depth 16 or 0, 1)
+            cap = self.reduction_unroll_steps(e)
+            fitting = [v for v in fitting if cap is None or v < cap]
         return fitting[-1] if fitting else vals[0]
+
+    def reduction_unroll_steps(self, e: ETIR) -> int | None:
+        """Steps of the innermost reduction loop (extent > 1) inside one register tile, counted as TVM's
+        auto-unroll counts them: its extent x the tile's serial pixel loops (the vectorized loop is one
+        step); None when the register tile sits inside no reduction loop."""
+        if self.n < 2:
+            return None
+        pixels = math.prod(e.tiles[i][0] for i in self.spatial if i != self.inner)
+        for i in reversed(range(len(self.knobs))):  # the template's reduction loops: axis order, last inner
+            if self.knobs[i][1].kind == "R" and e.tiles[i][1] > 1:
+                return e.tiles[i][1] * pixels
+        return None
 
     def to_config(self, e: ETIR) -> Config:
         vals = list(self.space.untiled().values)
