@@ -62,6 +62,28 @@ def test_tiles_that_exceed_the_register_file_are_illegal_and_invalid():
     assert not wide.is_legal(with_tile(wide, q3=8, k3=64))  # 32 + 4 + 1 > 31
 
 
+@pytest.mark.tvm
+def test_a_config_outside_the_rule_still_builds_from_old_records():
+    """Records measured before the rule keep their meaning: their configurations still schedule and build
+    (``tiletune build``, ``model build``); only measurement refuses them."""
+    from tiletune.schedules import build
+
+    target = {"kind": "llvm", "mcpu": "haswell", "num-cores": 1}
+    wl = parse("conv2d:N=1,C=4,H=6,W=8,K=16,R=3,S=3,pad=1,layout=NHWC")
+    space = make_space(wl, None, target)
+    old = with_tile(space, q3=8, k3=16)  # 8 x 16: 19 registers
+    assert not space.is_legal(old)
+    with pytest.raises(InvalidConfig):
+        check(wl, space, old)
+    x, w = wl.make_inputs(seed=1)
+    import tvm
+
+    lib = build(wl, space, old, target).mod
+    out = tvm.runtime.tensor(np.zeros(wl.output_shape(), "float32"))
+    lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
+    np.testing.assert_allclose(out.numpy(), wl.reference(x, w), rtol=1e-4, atol=1e-4)
+
+
 def test_other_spaces_carry_no_constraint_and_keep_their_size():
     for spec in ("gemm:M=64,N=64,K=64", CONV.replace(",layout=NHWC", ""),
                  "depthwise_conv2d:N=1,C=32,H=14,W=14,R=3,S=3,pad=1,layout=NHWC"):

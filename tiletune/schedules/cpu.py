@@ -204,9 +204,17 @@ def _outer_levels(levels: int) -> int:
 
 
 def check(workload: Workload, space: Space, config: Config) -> None:
-    """Raise InvalidConfig for configurations the template rejects before building."""
+    """Raise InvalidConfig for configurations that are not measured: outside the space's register-tile
+    rule, or beyond the template's limits (``check_limits``)."""
     if isinstance(space.constraint, RegisterTile) and not space.constraint(space, config):
         raise InvalidConfig(space.constraint.why(config))
+    check_limits(workload, space, config)
+
+
+def check_limits(workload: Workload, space: Space, config: Config) -> None:
+    """Raise InvalidConfig for configurations the template cannot schedule. (``schedule`` checks only
+    these: a configuration measured before the register-tile rule, as in an old records file, still
+    builds into the same kernel.)"""
     d = space.to_dict(config)
     spatial = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"]
     if spatial:
@@ -227,7 +235,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     import tvm
     from tvm import s_tir
 
-    check(workload, space, config)
+    check_limits(workload, space, config)
     d = space.to_dict(config)
     mod = tvm.IRModule({"main": workload.prim_func()})
     sch = s_tir.Schedule(mod)
