@@ -9,7 +9,8 @@ Not a test: it prints and saves a table. For every layer of the suites (``resnet
    through the normal tuning loop; records go to ``OUT/records/<suite>-<nn>-<layout>.jsonl``, so an
    interrupted layer resumes from its records (the configurations already measured count towards the budget);
 2. re-time the best kernel of each layout once more with the same timing rule as torch (a fresh
-   measurement: the tuning's best is the minimum of many noisy measurements and would flatter us);
+   measurement: the tuning's best is the minimum of many noisy measurements and would flatter us), in a
+   fresh worker pool whose workers have all started first; the tuning's own figure is kept as ``tuned_s``;
 3. time torch's conv2d on the same layer in both memory formats (contiguous, channels_last) and keep the
    faster (``tiletune.bench.vendor``), after the tuning's workers have closed, so it has the cores;
 4. append one line to ``OUT/results.jsonl``: ours (best layout, and each layout), torch best (and its
@@ -78,6 +79,7 @@ def tune_layout(spec: str, records: Path, args, settings) -> dict:
     space = make_space(wl, None, target)
     config = space.from_dict(res.best.config)
     with LocalMeasurer(wl, space, target, settings) as m:
+        m.warm_up()  # every worker has imported TVM before the kernel is timed (none competes for a core)
         [again] = m.measure([config])
     median = again.median if again.ok else res.best.median_s
     return {"spec": spec, "trials": res.trials, "measured": res.measured, "tune_s": round(tune_s, 1),

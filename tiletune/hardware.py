@@ -486,3 +486,42 @@ def for_target(target: dict[str, Any], measure_bandwidth: bool = True, cache: bo
             spec = replace(spec, cores=n, peak_gflops=peak_gflops(n, spec.simd_lanes, spec.fma_units, spec.freq_ghz))
         return spec
     raise TiletuneError(f"target kind must be 'llvm' or 'cuda', got {kind!r}")
+
+
+# ---- the vector register file of a CPU target -------------------------------------------------------
+# LLVM CPU names by vector ISA: AVX-512 cores have 32 zmm registers of 16 fp32 lanes, AVX2/AVX cores 16 ymm
+# registers of 8 (both are architectural facts of the ISA, not of one core).
+_AVX512_MCPU = frozenset([
+    "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client", "icelake-server", "tigerlake",
+    "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids",
+    "znver4", "znver5", "x86-64-v4", "knl", "knm"])
+_AVX2_MCPU = frozenset([
+    "haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake", "arrowlake", "lunarlake",
+    "gracemont", "sierraforest", "grandridge", "znver1", "znver2", "znver3", "bdver4", "x86-64-v3",
+    "sandybridge", "ivybridge", "btver2", "bdver1", "bdver2", "bdver3"])
+
+
+def vector_file(target: dict[str, Any] | None = None) -> tuple[int, int]:
+    """(architectural vector registers, fp32 lanes per register) of an LLVM CPU target: from its ``mcpu``
+    when it names a known AVX-512 (32 x 16) or AVX2/AVX (16 x 8) CPU, from its ``"hardware"`` entry when
+    it has one, else this machine's (``detect_cpu``, which reads the ISA flags; nothing is measured)."""
+    t = target if isinstance(target, dict) else {}
+    mcpu = t.get("mcpu")
+    if mcpu in _AVX512_MCPU:
+        return 32, 16
+    if mcpu in _AVX2_MCPU:
+        return 16, 8
+    if t.get("hardware") is not None:
+        spec = for_target(t, measure_bandwidth=False)
+    else:
+        spec = _host_spec()
+    return (spec.vector_registers or 16), max(1, spec.simd_lanes)
+
+
+_HOST: list[HardwareSpec] = []
+
+
+def _host_spec() -> HardwareSpec:
+    if not _HOST:
+        _HOST.append(detect_cpu(measure_bandwidth=False))
+    return _HOST[0]

@@ -415,6 +415,8 @@ class Space:
                 lines.append(f"{k.name:12s} choice {list(k.values)}: {len(k)} options")
         factor = math.prod(len(k) for k in self.knobs if isinstance(k, SplitKnob))
         lines.append(f"size: {self.size} configurations ({factor} from the tile factors alone)")
+        if self.constraint is not None and hasattr(self.constraint, "describe"):
+            lines.append(self.constraint.describe())
         return "\n".join(lines)
 
 

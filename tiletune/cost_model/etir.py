@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from ..errors import TiletuneError
 from ..hardware import detect_cpu, for_target
+from ..schedules.cpu import RegisterTile
 from ..space import ChoiceKnob, Config, Space, SplitKnob
 from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_accesses, tensor_accesses,
                                 traffic_bytes)
@@ -80,6 +81,9 @@ class Model:
         self.inner = self.spatial[-1] if self.spatial else None  # vectorised axis
         self.outer = self.spatial[-2] if len(self.spatial) > 1 else None
         self.divs = [k.divisors for _, k in self.knobs]  # ascending
+        # the CPU template's register-tile rule, where the space carries it (NHWC conv2d): constructed
+        # register tiles obey it, and they pack the weight (see to_config)
+        self.register_rule = space.constraint if isinstance(space.constraint, RegisterTile) else None
 
     # ---- level modes ------------------------------------------------------------------------------
     def mode(self, i: int, l: int) -> str:
@@ -132,7 +136,16 @@ class Model:
         return int(self.mem[l].size_bytes)
 
     def fits(self, e: ETIR, upto: int) -> bool:
+        if self.register_rule is not None and not self.register_fits(e):
+            return False
         return all(self.footprint(e, l) <= self.capacity(l) for l in range(upto + 1))
+
+    def register_fits(self, e: ETIR) -> bool:
+        """The space's register-tile rule (NHWC conv2d, ``tiletune.schedules.cpu.RegisterTile``) on the
+        level-0 tile: its accumulators and operands fit the vector register file."""
+        pixels = math.prod(e.tiles[i][0] for i in self.spatial if i != self.inner)
+        channels = e.tiles[self.inner][0] if self.inner is not None else 1
+        return self.register_rule.fits(pixels, channels)
 
     # ---- moves along divisors ---------------------------------------------------------------------
     def step_tile(self, e: ETIR, i: int, direction: int, align: int = 1) -> int | None:
@@ -208,7 +221,26 @@ class Model:
             return knob.values[0]
         steps = self.unroll_steps(e)
         fitting = [v for v in vals if v <= steps]
+        if self.register_rule is not None:
+            # an outer-product register tile (NHWC conv2d): unroll the tile's P pixel loops but not the
+            # reduction loop around them (TVM's auto-unroll takes a loop whose steps, P x its extent, are
+            # <= the depth): unrolled reduction steps let LLVM hoist their loads and spill the accumulators
+            # (seen on znver3: a 2 x 32 tile with c1 = 16 and depth 64, 61 ymm stack stores; depth 16 or 0, 1)
+            cap = self.reduction_unroll_steps(e)
+            fitting = [v for v in fitting if cap is None or v < cap]
         return fitting[-1] if fitting else vals[0]
+
+    def reduction_unroll_steps(self, e: ETIR) -> int | None:
+        """Steps of the innermost reduction loop (extent > 1) inside one register tile, counted as TVM's
+        auto-unroll counts them: its extent x the tile's serial pixel loops (the vectorized loop is one
+        step); None when the register tile sits inside no reduction loop."""
+        if self.n < 2:
+            return None
+        pixels = math.prod(e.tiles[i][0] for i in self.spatial if i != self.inner)
+        for i in reversed(range(len(self.knobs))):  # the template's reduction loops: axis order, last inner
+            if self.knobs[i][1].kind == "R" and e.tiles[i][1] > 1:
+                return e.tiles[i][1] * pixels
+        return None
 
     def to_config(self, e: ETIR) -> Config:
         vals = list(self.space.untiled().values)
@@ -236,6 +268,11 @@ class Model:
                     vals[ki] = self.unroll_value(k, e)
                 elif k.name == "vthread" and e.vthread in k.values:
                     vals[ki] = e.vthread
+                elif k.name == "pack" and self.register_rule is not None and 1 in k.values:
+                    # an outer-product register tile loads k3 weight lanes per reduction step: packed panels
+                    # [k // k3, r, s, c, k3] make those loads contiguous across steps (oneDNN reorders the
+                    # weight into such blocks for the same reason)
+                    vals[ki] = 1
         return Config(tuple(vals))
 
     # ---- Config -> ETIR (the analytic time of any configuration) --------------------------------

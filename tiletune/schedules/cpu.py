@@ -21,6 +21,20 @@ the loops are ordered
   is fused into the accumulator's write-back (``reverse_compute_inline`` after ``reverse_compute_at``), so
   the write-back computes the function's output. Without a write-back (one spatial level) the epilogue
   blocks stay separate loop nests. ``pack`` applies as for the families, to inputs that are parameters.
+- The register tile (NHWC conv2d only; ``register_rule``): the innermost spatial level S3 sits inside the last
+  reduction level R1, so its accumulators are the ones that must stay in vector registers across R1, which
+  is an outer product: per reduction step, one input element per output pixel is broadcast and V =
+  ceil(k3 / lanes) weight vectors along the output channels are loaded, for P x V FMAs into P x V
+  accumulators (P = n3 p3 q3 output pixels). It needs P V accumulators + min(P, V) operand registers held
+  across the other operand + 1 streamed operand; oneDNN's AVX2 direct convolution sizes its register
+  block by the same count (ur_w x nb_oc_blocking accumulators + ur_w broadcasts + 1 weight <= 16). Our
+  code goes through LLVM, which keeps one more register for its own scheduling, so the rule leaves one
+  free: need <= registers - 1 (``tiletune.hardware.vector_file``: 16 on AVX2, 32 on AVX-512). Seen in
+  the assembly (znver3, 64->64 3x3 at 56): every tile counted <= 11 kept its accumulators in registers
+  (<= 4 ymm stack stores in the whole kernel), a 14 x 8 tile, counted 16, stored 40 and 7 x 16
+  (17) 77. The space of an NHWC conv2d carries the rule as its constraint, so strategies do not propose
+  spilling configurations and ``check`` reports them ``invalid`` without building. GEMM, NCHW and
+  depthwise spaces carry no constraint (their spaces, records and behaviour are as before).
 - ``pack`` (only for inputs that a reduction walks across while the vectorized axis indexes their
   contiguous dimension, i.e. GEMM's and batch_matmul's B[.., k, n]): a stage before the compute copies
   the input into panels ``Bp[.., n // n3, k, n % n3]`` (n3 = the innermost tile of the vectorized axis),
@@ -34,9 +48,11 @@ outside the inner spatial tiles and the last is inside.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TiletuneError
+from ..hardware import vector_file
 from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
 from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
@@ -126,6 +142,61 @@ def _pack(sch, block, workload: Workload, name: str, inner: int) -> None:
         sch.vectorize(lane)
 
 
+@dataclass(frozen=True)
+class RegisterTile:
+    """The register-tile rule as a space constraint (see the module docstring): the innermost tile of the
+    spatial knobs at positions ``spatial`` (the last one vectorized) needs P V + min(P, V) + 1 vector
+    registers of ``lanes`` fp32 lanes, at most ``registers`` - 1 of the target's ``registers``."""
+
+    registers: int
+    lanes: int
+    spatial: tuple[int, ...]  # knob positions of the spatial split knobs, the vectorized axis last
+
+    def need_tile(self, pixels: int, channels: int) -> int:
+        """Vector registers of a register tile of ``pixels`` output pixels x ``channels`` output channels."""
+        vectors = -(-channels // self.lanes)
+        return pixels * vectors + min(pixels, vectors) + 1
+
+    def need(self, config: Config) -> int:
+        vals = config.values
+        pixels = 1
+        for i in self.spatial[:-1]:
+            pixels *= vals[i][-1]
+        return self.need_tile(pixels, vals[self.spatial[-1]][-1])
+
+    @property
+    def budget(self) -> int:
+        """Registers a tile may use: all but one, which LLVM keeps for its scheduling."""
+        return self.registers - 1
+
+    def fits(self, pixels: int, channels: int) -> bool:
+        return self.need_tile(pixels, channels) <= self.budget
+
+    def __call__(self, space: Space, config: Config) -> bool:
+        return self.need(config) <= self.budget
+
+    def why(self, config: Config) -> str:
+        return (f"register tile needs {self.need(config)} vector registers > {self.budget} "
+                f"({self.registers} {self.lanes}-lane registers on this target, one left to the compiler)")
+
+    def describe(self) -> str:
+        return (f"constraint: the register tile (innermost spatial level) fits {self.budget} of the "
+                f"{self.registers} vector registers of {self.lanes} fp32 lanes")
+
+
+def register_rule(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> RegisterTile | None:
+    """The register-tile constraint of ``workload``'s CPU space for ``target``: for NHWC conv2d with at least
+    two spatial levels (the register tile is then inside the last reduction level), else None."""
+    if getattr(workload, "op", None) != "conv2d" or getattr(workload, "layout", None) != "NHWC" or isinstance(
+            workload, PrimFuncWorkload):
+        return None
+    spatial = tuple(i for i, k in space.split_knobs if k.kind == "S")
+    if not spatial or min(space.knobs[i].levels for i in spatial) < 2:
+        return None
+    registers, lanes = vector_file(target)
+    return RegisterTile(registers, lanes, spatial)
+
+
 def _outer_levels(levels: int) -> int:
     """How many of a spatial axis' tile levels form the outer part (parallel + cache tiles); the rest is
     the accumulator tile."""
@@ -133,7 +204,17 @@ def _outer_levels(levels: int) -> int:
 
 
 def check(workload: Workload, space: Space, config: Config) -> None:
-    """Raise InvalidConfig for configurations the template rejects before building."""
+    """Raise InvalidConfig for configurations that are not measured: outside the space's register-tile
+    rule, or beyond the template's limits (``check_limits``)."""
+    if isinstance(space.constraint, RegisterTile) and not space.constraint(space, config):
+        raise InvalidConfig(space.constraint.why(config))
+    check_limits(workload, space, config)
+
+
+def check_limits(workload: Workload, space: Space, config: Config) -> None:
+    """Raise InvalidConfig for configurations the template cannot schedule. (``schedule`` checks only
+    these: a configuration measured before the register-tile rule, as in an old records file, still
+    builds into the same kernel.)"""
     d = space.to_dict(config)
     spatial = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"]
     if spatial:
@@ -154,7 +235,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     import tvm
     from tvm import s_tir
 
-    check(workload, space, config)
+    check_limits(workload, space, config)
     d = space.to_dict(config)
     mod = tvm.IRModule({"main": workload.prim_func()})
     sch = s_tir.Schedule(mod)

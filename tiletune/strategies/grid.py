@@ -24,7 +24,9 @@ class GridSearch(Strategy):
     def ask(self, n: int) -> list[Config]:
         s, size, out = self.opts["stride"], self.space.size, []
         while len(out) < n and self._offset < min(s, size):
-            out.append(self.space.get(self._next))
+            c = self.space.get(self._next)
+            if self.space.constraint is None or self.space.is_legal(c):  # skip what the constraint forbids
+                out.append(c)
             self._next += s
             if self._next >= size:
                 self._offset += 1
@@ -35,4 +37,5 @@ class GridSearch(Strategy):
         pass
 
     def exhausted_reason(self) -> str:
-        return f"grid enumerated every one of the space's {self.space.size} configurations"
+        legal = "" if self.space.constraint is None else " (those its constraint allows)"
+        return f"grid enumerated every one of the space's {self.space.size} configurations{legal}"

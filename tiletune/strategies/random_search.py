@@ -22,7 +22,8 @@ class RandomSearch(Strategy):
             return []
         if self.space.size <= 4 * n + len(self._proposed) and self.space.size <= 200_000:
             # small remaining space: draw from the complement exactly
-            rest = [i for i in range(self.space.size) if self.space.get(i) not in self._proposed]
+            rest = [i for i in range(self.space.size) if self.space.get(i) not in self._proposed
+                    and (self.space.constraint is None or self.space.is_legal(self.space.get(i)))]
             pick = self.rng.permutation(len(rest))[:n]
             out = [self.space.get(rest[i]) for i in pick]
         else:

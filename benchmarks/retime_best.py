@@ -1,0 +1,121 @@
+"""Re-time the best kernels of one or more ``cnn_layers.py`` runs, interleaved in one warm measurer.
+
+Not a test. Two questions it answers on the same machine, in the same minutes:
+
+- how a run's best kernel times when measured again several times in a warm pool, against the figure its
+  tuning recorded (``tuned_s``) and the one ``cnn_layers.py`` re-timed right after (``median_s``): the
+  two differed by 1.2-1.9x in the first idle run (benchmarks/README.md, "CNN layers against oneDNN");
+- which of several runs (e.g. main's code and a branch's, each tuned into its own ``--out``) found the
+  faster kernel, with both kernels measured alternately (round 1: A, B; round 2: A, B; ...), so that a
+  change in the machine's load hits both alike; torch (oneDNN, faster memory format) is timed after.
+
+For every layer present in the first run's results.jsonl (or ``--layers``), one line is appended to
+``OUT/retime.jsonl``: per run its config, tuned and re-timed seconds, and this script's per-round medians;
+torch's seconds. A layer already there with the same runs and rounds is skipped, so the script resumes.
+
+    python benchmarks/retime_best.py --runs benchmarks/out/cnn-layers,benchmarks/out/cnn-layers-rule \\
+        --out benchmarks/out/retime --rounds 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from tiletune.bench.results import read_jsonl
+
+
+def best_rows(run: Path) -> dict[tuple[str, int], dict]:
+    """(suite, index) -> the NHWC/NCHW layout entry of the row's best layout, for one cnn_layers run."""
+    out = {}
+    for row in read_jsonl(run / "results.jsonl"):
+        lay = row.get("layout")
+        if lay and row.get("layouts", {}).get(lay, {}).get("config"):
+            out[(row["suite"], row["index"])] = row["layouts"][lay]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", required=True, help="comma-separated cnn_layers.py output directories")
+    ap.add_argument("--layers", default="", help="suite:index items, e.g. resnet-conv:3,resnet-conv:5 (default: all "
+                    "layers of the first run that every run has)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--min-repeat-ms", type=float, default=50.0)
+    ap.add_argument("--out", default="benchmarks/out/retime")
+    args = ap.parse_args(argv)
+
+    from tiletune.bench.vendor import vendor
+    from tiletune.errors import TiletuneError
+    from tiletune.measure import MeasureSettings
+    from tiletune.measure.local import LocalMeasurer
+    from tiletune.schedules import make_space
+    from tiletune.target import host_target
+    from tiletune.workloads import parse
+
+    runs = [Path(r) for r in args.runs.split(",") if r.strip()]
+    if not runs or args.rounds < 1:
+        print("error: give --runs DIR[,DIR...] and --rounds >= 1", file=sys.stderr)
+        return 2
+    tables = [best_rows(r) for r in runs]
+    keys = [k for k in tables[0] if all(k in t for t in tables)]
+    if args.layers:
+        try:
+            want = [(s, int(i)) for s, _, i in (x.strip().rpartition(":") for x in args.layers.split(",") if x.strip())]
+        except ValueError:
+            print(f"error: --layers takes suite:index items, got {args.layers!r}", file=sys.stderr)
+            return 2
+        keys = [k for k in want if all(k in t for t in tables)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "retime.jsonl"
+    names = [str(r) for r in runs]
+    target = host_target()
+    settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, cutoff=0)
+    for suite, index in keys:
+        done = [r for r in read_jsonl(results) if r.get("suite") == suite and r.get("index") == index
+                and r.get("runs") == names and r.get("rounds") == args.rounds]
+        if done:
+            print(f"[{suite} #{index}] done, skipped", flush=True)
+            continue
+        entries = [t[(suite, index)] for t in tables]
+        specs = {e["spec"] for e in entries}
+        if len(specs) != 1:
+            print(f"[{suite} #{index}] the runs tuned different workloads ({sorted(specs)}): skipped", flush=True)
+            continue
+        wl = parse(specs.pop())
+        space = make_space(wl, None, target)
+        space.constraint = None  # a run's best may predate the space's constraint: measure it as it was
+        try:
+            configs = [space.from_dict(e["config"]) for e in entries]
+        except TiletuneError as e:
+            print(f"[{suite} #{index}] {e}: skipped", flush=True)
+            continue
+        rounds: list[list[float | None]] = []
+        with LocalMeasurer(wl, space, target, settings) as m:
+            m.warm_up()
+            for i in range(args.rounds):
+                res = m.measure(configs)
+                rounds.append([r.median if r.ok else None for r in res])
+                print(f"[{suite} #{index}] round {i + 1}: " + ", ".join(
+                    f"{n}: {wl.flops / s / 1e9:.1f}" if s else f"{n}: failed" for n, s in zip(names, rounds[-1]))
+                    + f" GFLOPS (load {os.getloadavg()[0]:.1f})", flush=True)
+        torch = vendor(wl, settings, threads=int(target.get("num-cores") or 0) or None)
+        row = {"suite": suite, "index": index, "spec": wl.key, "flops": wl.flops, "runs": names,
+               "rounds": args.rounds, "load_after": os.getloadavg()[0],
+               "kernels": [{"run": n, "config": e["config"], "tuned_s": e.get("tuned_s"), "retimed_s": e.get("median_s"),
+                            "rounds_s": [r[j] for r in rounds]} for j, (n, e) in enumerate(zip(names, entries))],
+               "torch": {"median_s": torch.median_s if torch.ok else None, "format": torch.extra.get("format")}}
+        with results.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        if torch.ok:
+            print(f"[{suite} #{index}] torch: {torch.gflops(wl.flops):.1f} GFLOPS ({torch.extra.get('format')})",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
