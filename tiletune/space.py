@@ -238,14 +238,25 @@ class Space:
                 k.index(v)
             except TiletuneError:
                 return False
+        return self.allows(config)
+
+    def allows(self, config: Config) -> bool:
+        """The space's constraint alone (True without one), for configurations made of the knobs' own values
+        (``get``, ``sample``, moves)."""
         return self.constraint is None or bool(self.constraint(self, config))
+
+    def remaining(self, exclude: Iterable[Config]) -> list[Config]:
+        """Every configuration not in ``exclude`` that the constraint allows, in index order (it enumerates
+        the whole space: for small ones)."""
+        excluded = exclude if isinstance(exclude, (set, frozenset)) else set(exclude)
+        return [c for c in map(self.get, range(self.size)) if c not in excluded and self.allows(c)]
 
     # ---- sampling ---------------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator) -> Config:
         """Uniform over the space (independent uniform knobs), honouring the constraint by rejection."""
         for _ in range(1000):
             c = Config(tuple(k.sample(rng) for k in self.knobs))
-            if self.constraint is None or self.constraint(self, c):
+            if self.allows(c):
                 return c
         raise TiletuneError("could not sample a configuration that meets the space's constraint")
 
@@ -295,9 +306,7 @@ class Space:
                 return None
             vals[action.knob] = k.values[i]
         new = Config(tuple(vals))
-        if self.constraint is not None and not self.constraint(self, new):
-            return None
-        return new
+        return new if self.allows(new) else None
 
     def neighbours(self, config: Config) -> list[Config]:
         """g(s): the legitimate states one action away (distinct, in action order)."""
@@ -364,7 +373,7 @@ class Space:
                 vals = list(config.values)
                 if all(self._shift(vals, c, d) for c, d in zip(coords, dirs)):
                     new = Config(tuple(vals))
-                    if new not in seen and (self.constraint is None or self.constraint(self, new)):
+                    if new not in seen and self.allows(new):
                         seen.add(new)
                         out.append(new)
         return out

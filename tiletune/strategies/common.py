@@ -172,10 +172,9 @@ def unvisited_sample(space: Space, rng: np.random.Generator, k: int, visited: se
     out = space.sample_unique(rng, k, exclude=visited)
     if len(out) < k and space.size <= 1_000_000:
         taken = visited | set(out)
-        rest = [i for i in range(space.size) if space.get(i) not in taken
-                and (space.constraint is None or space.is_legal(space.get(i)))]
+        rest = space.remaining(taken)
         pick = rng.permutation(len(rest))[: k - len(out)]
-        out += [space.get(rest[int(i)]) for i in pick]
+        out += [rest[int(i)] for i in pick]
     return out
 
 

@@ -69,7 +69,7 @@ class GATuner(Strategy):
         return tuple(k.index(v) for k, v in zip(self.space.knobs, config.values))
 
     def _legal(self, gene) -> bool:
-        return self.space.constraint is None or bool(self.space.constraint(self.space, self._config(gene)))
+        return self.space.allows(self._config(gene))
 
     def _initial(self) -> list[tuple[int, ...]]:
         n = min(self.opts["pop_size"], self.space.size)

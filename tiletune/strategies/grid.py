@@ -25,7 +25,7 @@ class GridSearch(Strategy):
         s, size, out = self.opts["stride"], self.space.size, []
         while len(out) < n and self._offset < min(s, size):
             c = self.space.get(self._next)
-            if self.space.constraint is None or self.space.is_legal(c):  # skip what the constraint forbids
+            if self.space.allows(c):  # skip what the constraint forbids
                 out.append(c)
             self._next += s
             if self._next >= size:

@@ -22,10 +22,9 @@ class RandomSearch(Strategy):
             return []
         if self.space.size <= 4 * n + len(self._proposed) and self.space.size <= 200_000:
             # small remaining space: draw from the complement exactly
-            rest = [i for i in range(self.space.size) if self.space.get(i) not in self._proposed
-                    and (self.space.constraint is None or self.space.is_legal(self.space.get(i)))]
+            rest = self.space.remaining(self._proposed)
             pick = self.rng.permutation(len(rest))[:n]
-            out = [self.space.get(rest[i]) for i in pick]
+            out = [rest[i] for i in pick]
         else:
             out = self.space.sample_unique(self.rng, n, exclude=self._proposed)
         self._proposed.update(out)

@@ -213,10 +213,9 @@ class XGBTuner(Strategy):
         if n <= 0 or len(self.visited) >= size:
             return []
         if size <= 4 * n + len(self.visited) and size <= 200_000:
-            rest = [i for i in range(size) if self.space.get(i) not in self.visited
-                    and (self.space.constraint is None or self.space.is_legal(self.space.get(i)))]
+            rest = self.space.remaining(self.visited)
             pick = self.rng.permutation(len(rest))[:n]
-            return [self.space.get(rest[i]) for i in pick]
+            return [rest[i] for i in pick]
         return self.space.sample_unique(self.rng, n, exclude=self.visited)
 
     def _mark(self, c: Config) -> None:
