@@ -49,17 +49,13 @@ PAPER_START = {"gbfs": "untiled", "na2c": "untiled"}  # the others: random
 BUDGETS = (16, 48, 128)
 
 
-def _has(strategy: str, option: str) -> bool:
-    return any(o.name == option for o in get(strategy).options)
-
-
 def paper_options(strategies) -> dict[str, dict]:
     out = {}
     for s in strategies:
         o = {}
-        if _has(s, "start"):
+        if get(s).has_option("start"):
             o["start"] = PAPER_START.get(s, "random")
-        if _has(s, "prior"):
+        if get(s).has_option("prior"):
             o["prior"] = "none"
         if o:
             out[s] = o
@@ -70,12 +66,12 @@ def default_options(strategies, extra: dict | None = None) -> dict[str, dict]:
     out = {}
     for s in strategies:
         o = {}
-        if _has(s, "start"):
+        if get(s).has_option("start"):
             o["start"] = DEFAULT_START
-        if _has(s, "prior"):
+        if get(s).has_option("prior"):
             o["prior"] = DEFAULT_PRIOR
         for k, v in (extra or {}).items():
-            if _has(s, k):
+            if get(s).has_option(k):
                 o[k] = v
         if o:
             out[s] = o

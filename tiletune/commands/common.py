@@ -127,7 +127,7 @@ def options_by_strategy(items: Sequence[str], strategies: Sequence[str] | None =
         elif len(strategies) == 1:
             owners = list(strategies)
         else:
-            owners = [s for s in strategies if any(o.name == name for o in get(s).options)]
+            owners = [s for s in strategies if get(s).has_option(name)]
             if not owners:
                 raise TiletuneError(f"--option {item!r}: none of the strategies {', '.join(strategies)} has an "
                                     f"option {name!r} (see 'tiletune strategies')")

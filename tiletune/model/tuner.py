@@ -55,7 +55,7 @@ def task_options(strategy: str, options: dict | None) -> dict:
     """The options of every task's strategy: ``options``, plus ``start_k=MODEL_START_K`` for a strategy that
     has a ``start_k`` option the caller did not set."""
     out = dict(options or {})
-    if "start_k" not in out and any(o.name == "start_k" for o in get_strategy(strategy).options):
+    if "start_k" not in out and get_strategy(strategy).has_option("start_k"):
         out["start_k"] = MODEL_START_K
     return out
 

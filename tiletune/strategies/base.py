@@ -123,6 +123,11 @@ class Strategy(ABC):
         self.given_options = frozenset(options)  # the options set by the caller (the rest are defaults)
 
     @classmethod
+    def has_option(cls, name: str) -> bool:
+        """Whether the strategy declares an option ``name``."""
+        return any(o.name == name for o in cls.options)
+
+    @classmethod
     def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
         """Every declared option's value: the given ones parsed by ``Option.parse``, the others at their
         defaults; a TiletuneError names an unknown option and lists the accepted ones. The constructor and
