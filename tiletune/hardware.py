@@ -28,6 +28,7 @@ Choices for the CPU (written here because /proc does not tell them):
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -518,10 +519,6 @@ def vector_file(target: dict[str, Any] | None = None) -> tuple[int, int]:
     return (spec.vector_registers or 16), max(1, spec.simd_lanes)
 
 
-_HOST: list[HardwareSpec] = []
-
-
+@functools.cache
 def _host_spec() -> HardwareSpec:
-    if not _HOST:
-        _HOST.append(detect_cpu(measure_bandwidth=False))
-    return _HOST[0]
+    return detect_cpu(measure_bandwidth=False)

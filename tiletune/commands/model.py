@@ -9,7 +9,7 @@ from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..model.baselines import METHODS
 from ..model.bench import bench_model, parse_methods
-from ..model.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
+from ..model.layout import DEFAULT_LAYOUT, LAYOUTS
 from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
                            foreign_workloads, kernel_latencies, scheduled_module)
 from ..model.progress import ModelProgress
@@ -253,6 +253,6 @@ def run_bench(args) -> int:
     settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
     rows = bench_model(args.model, out=args.out, target=target, methods=methods, records=args.records,
                        settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout,
-                       layout=check_layout(args.layout))
+                       layout=args.layout)
     print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
     return 0 if any(r["method"] == "tiletune" and not r.get("error") for r in rows) or "tiletune" not in methods else 1

@@ -97,11 +97,7 @@ def _clip_as_min_max(mod):
             lo, hi = (relax.const(np.array(float(b), dtype=dtype)) for b in bounds)
             return relax.op.minimum(relax.op.maximum(call.args[0], lo), hi)
 
-    out = mod
-    for gv, f in list(mod.functions.items()):
-        if isinstance(f, relax.Function):
-            out[gv] = Clip().visit_expr(f)
-    return out
+    return _rewrite_functions(mod, Clip)
 
 
 def _pad_outside(mod):
@@ -124,8 +120,14 @@ def _pad_outside(mod):
                                       data_layout="NHWC", kernel_layout=str(a.kernel_layout),
                                       out_layout=str(a.out_layout), out_dtype=a.out_dtype)
 
-    out = mod
+    return _rewrite_functions(mod, PadOutside)
+
+
+def _rewrite_functions(mod, mutator):
+    """``mod`` with every Relax function rewritten by a fresh ``mutator`` (a ``PyExprMutator`` class)."""
+    from tvm import relax
+
     for gv, f in list(mod.functions.items()):
         if isinstance(f, relax.Function):
-            out[gv] = PadOutside().visit_expr(f)
-    return out
+            mod[gv] = mutator().visit_expr(f)
+    return mod
