@@ -201,3 +201,49 @@ def test_constructed_nhwc_kernels_build_and_match_numpy():
         out = tvm.runtime.tensor(np.zeros(wl.output_shape(), "float32"))
         lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4, err_msg=str(space.to_dict(config)))
+
+
+def _te_primfunc(kind: str):
+    """A fused kernel as Relax's NHWC model path produces it, built from TE: conv2d_nhwc + bias + ReLU, a
+    depthwise NHWC convolution, or matmul + bias."""
+    from tvm import te, topi
+
+    from tiletune.workloads.primfunc import PrimFuncWorkload
+
+    x = te.placeholder((1, 9, 9, 16), name="x")
+    if kind == "conv":
+        w, b = te.placeholder((3, 3, 16, 24), name="w"), te.placeholder((24,), name="b")
+        out = topi.nn.relu(topi.add(topi.nn.conv2d_nhwc(x, w, 1, 1, 1), b))
+        args = [x, w, b, out]
+    elif kind == "depthwise":
+        w = te.placeholder((3, 3, 16, 1), name="w")
+        out = topi.nn.depthwise_conv2d_nhwc(x, w, 1, 1, 1)
+        args = [x, w, out]
+    else:
+        a, w, b = te.placeholder((12, 20), name="a"), te.placeholder((20, 24), name="w"), te.placeholder((24,), name="b")
+        out = topi.add(topi.matmul(a, w), b)
+        args = [a, w, b, out]
+    return PrimFuncWorkload.from_prim_func(te.create_prim_func(args), f"fused_{kind}")
+
+
+@pytest.mark.tvm
+def test_fused_outer_product_kernels_carry_the_rule_and_others_do_not():
+    from tiletune.schedules.cpu import outer_product_anchor
+
+    conv, dw, mm = (_te_primfunc(k) for k in ("conv", "depthwise", "matmul"))
+    assert outer_product_anchor(conv) and outer_product_anchor(mm) and not outer_product_anchor(dw)
+    space = make_space(conv, None, AVX2)
+    rule = space.constraint
+    assert isinstance(rule, RegisterTile) and (rule.registers, rule.lanes) == (16, 8)
+    # the vectorized axis (output channels, the last spatial axis) is the rule's channel axis
+    assert space.knobs[rule.spatial[-1]].name == "tile_ff"
+    d = space.to_dict(space.untiled())
+    d["tile_xx"], d["tile_ff"] = [1, 1, 1, 9], [1, 1, 1, 24]  # 9 pixels x 3 vectors: 27 + 3 + 1 registers
+    with pytest.raises(InvalidConfig, match="register tile needs 31 vector registers"):
+        check(conv, space, space.from_dict(d))
+    d["tile_xx"], d["tile_ff"] = [3, 1, 1, 3], [1, 1, 1, 24]  # 3 x 3: 9 + 3 + 1 = 13 <= 15
+    check(conv, space, space.from_dict(d))
+    assert isinstance(make_space(mm, None, AVX512).constraint, RegisterTile)
+    assert make_space(dw, None, AVX2).constraint is None
+    # sampling a fused conv's space proposes only fitting tiles
+    assert all(rule(space, c) for c in space.sample_unique(np.random.default_rng(0), 100))

@@ -21,7 +21,7 @@ the loops are ordered
   is fused into the accumulator's write-back (``reverse_compute_inline`` after ``reverse_compute_at``), so
   the write-back computes the function's output. Without a write-back (one spatial level) the epilogue
   blocks stay separate loop nests. ``pack`` applies as for the families, to inputs that are parameters.
-- The register tile (NHWC conv2d only; ``register_rule``): the innermost spatial level S3 sits inside the last
+- The register tile (NHWC conv2d, and fused kernels whose anchor is an outer product; ``register_rule``): the innermost spatial level S3 sits inside the last
   reduction level R1, so its accumulators are the ones that must stay in vector registers across R1, which
   is an outer product: per reduction step, one input element per output pixel is broadcast and V =
   ceil(k3 / lanes) weight vectors along the output channels are loaded, for P x V FMAs into P x V
@@ -33,8 +33,9 @@ the loops are ordered
   the assembly (znver3, 64->64 3x3 at 56): every tile counted <= 11 kept its accumulators in registers
   (<= 4 ymm stack stores in the whole kernel), a 14 x 8 tile, counted 16, stored 40 and 7 x 16
   (17) 77. The space of an NHWC conv2d carries the rule as its constraint, so strategies do not propose
-  spilling configurations and ``check`` reports them ``invalid`` without building. GEMM, NCHW and
-  depthwise spaces carry no constraint (their spaces, records and behaviour are as before).
+  spilling configurations and ``check`` reports them ``invalid`` without building. So does the space of a
+  PrimFunc workload whose anchor is such an outer product (a model's NHWC convolutions and matmuls). The
+  named GEMM family, NCHW and depthwise spaces carry no constraint (as before).
 - ``pack`` (only for inputs that a reduction walks across while the vectorized axis indexes their
   contiguous dimension, i.e. GEMM's and batch_matmul's B[.., k, n]): a stage before the compute copies
   the input into panels ``Bp[.., n // n3, k, n % n3]`` (n3 = the innermost tile of the vectorized axis),
@@ -184,11 +185,38 @@ class RegisterTile:
                 f"{self.registers} vector registers of {self.lanes} fp32 lanes")
 
 
+def outer_product_anchor(workload: Workload) -> bool:
+    """Is ``workload``'s main computation an outer product along its vectorized axis (the last spatial
+    axis)? One input is read without that axis (a scalar per output pixel, broadcast over the lanes), and
+    one with that axis alone, with coefficient 1, as its last dimension (vector loads): NHWC conv2d
+    (data[n, h + r, w + s, c] x weight[r, s, c, k]) and GEMM (A[m, k] x B[k, n]). Depthwise convolutions
+    and pooling (every input indexed by the vectorized axis) are not."""
+    axes = workload.axes_no_tvm()
+    spatial = [a.name for a in axes if a.kind == "S"]
+    if not spatial or not any(a.kind == "R" for a in axes):
+        return False
+    try:
+        accesses = [t for t in tensor_accesses(workload) if t.role == "input"]
+    except TiletuneError:  # indices that are not affine: no access model, no rule
+        return False
+    last = spatial[-1]
+    broadcast = any(all(last not in d.axes for d in t.dims) for t in accesses)
+    vector = any(t.dims and t.dims[-1].terms == ((last, 1),) for t in accesses)
+    return broadcast and vector
+
+
 def register_rule(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> RegisterTile | None:
-    """The register-tile constraint of ``workload``'s CPU space for ``target``: for NHWC conv2d with at least
-    two spatial levels (the register tile is then inside the last reduction level), else None."""
-    if getattr(workload, "op", None) != "conv2d" or getattr(workload, "layout", None) != "NHWC" or isinstance(
-            workload, PrimFuncWorkload):
+    """The register-tile constraint of ``workload``'s CPU space for ``target``, or None: for NHWC conv2d, and
+    for PrimFunc workloads (fused kernels of a model) whose anchor is an outer product along the vectorized
+    axis (``outer_product_anchor``: the convolutions of an NHWC model, its matmuls), with at least two
+    spatial levels (the register tile is then inside the last reduction level). The named GEMM and
+    batch_matmul families keep their unconstrained spaces (their records and figures predate the rule;
+    their best kernels measured here use at most 11 registers: e.g. GEMM 512^3 at 176 GFLOPS, a 4 x 16
+    tile), NCHW and depthwise have no outer-product register tile."""
+    if isinstance(workload, PrimFuncWorkload):
+        if not outer_product_anchor(workload):
+            return None
+    elif getattr(workload, "op", None) != "conv2d" or getattr(workload, "layout", None) != "NHWC":
         return None
     spatial = tuple(i for i, k in space.split_knobs if k.kind == "S")
     if not spatial or min(space.knobs[i].levels for i in spatial) < 2:
