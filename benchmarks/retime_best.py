@@ -7,11 +7,12 @@ Not a test. Two questions it answers on the same machine, in the same minutes:
   two differed by 1.2-1.9x in the first idle run (benchmarks/README.md, "CNN layers against oneDNN");
 - which of several runs (e.g. main's code and a branch's, each tuned into its own ``--out``) found the
   faster kernel, with both kernels measured alternately (round 1: A, B; round 2: A, B; ...), so that a
-  change in the machine's load hits both alike; torch (oneDNN, faster memory format) is timed after.
+  change in the machine's load hits both alike; torch (oneDNN, faster memory format) is timed in every round
+  too, after the kernels, and its median over the rounds is the figure compared with ours.
 
 For every layer present in the first run's results.jsonl (or ``--layers``), one line is appended to
 ``OUT/retime.jsonl``: per run its config, tuned and re-timed seconds, and this script's per-round medians;
-torch's seconds. A layer already there with the same runs and rounds is skipped, so the script resumes.
+torch's seconds (median of its rounds, and each round's). A layer already there with the same runs and rounds is skipped, so the script resumes.
 
     python benchmarks/retime_best.py --runs benchmarks/out/cnn-layers,benchmarks/out/cnn-layers-rule \\
         --out benchmarks/out/retime --rounds 5
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -95,26 +97,71 @@ def main(argv=None) -> int:
             print(f"[{suite} #{index}] {e}: skipped", flush=True)
             continue
         rounds: list[list[float | None]] = []
+        torch_rounds: list[tuple[float | None, str | None]] = []
+        threads = int(target.get("num-cores") or 0) or None
         with LocalMeasurer(wl, space, target, settings) as m:
             m.warm_up()
             for i in range(args.rounds):
                 res = m.measure(configs)
                 rounds.append([r.median if r.ok else None for r in res])
+                # torch in every round too (its faster memory format of the round), so that a slow minute of
+                # the machine hits both sides: a single torch timing after the rounds swung 83-116 GFLOPS
+                t = vendor(wl, settings, threads=threads)
+                torch_rounds.append((t.median_s if t.ok else None, t.extra.get("format")))
                 print(f"[{suite} #{index}] round {i + 1}: " + ", ".join(
                     f"{n}: {wl.flops / s / 1e9:.1f}" if s else f"{n}: failed" for n, s in zip(names, rounds[-1]))
-                    + f" GFLOPS (load {os.getloadavg()[0]:.1f})", flush=True)
-        torch = vendor(wl, settings, threads=int(target.get("num-cores") or 0) or None)
+                    + (f", torch: {wl.flops / t.median_s / 1e9:.1f} ({t.extra.get('format')})" if t.ok else
+                       f", torch: {t.error}") + f" GFLOPS (load {os.getloadavg()[0]:.1f})", flush=True)
+        ok = [s for s, _ in torch_rounds if s]
+        formats = [f for s, f in torch_rounds if s]
         row = {"suite": suite, "index": index, "spec": wl.key, "flops": wl.flops, "runs": names,
                "rounds": args.rounds, "load_after": os.getloadavg()[0],
                "kernels": [{"run": n, "config": e["config"], "tuned_s": e.get("tuned_s"), "retimed_s": e.get("median_s"),
                             "rounds_s": [r[j] for r in rounds]} for j, (n, e) in enumerate(zip(names, entries))],
-               "torch": {"median_s": torch.median_s if torch.ok else None, "format": torch.extra.get("format")}}
+               "torch": {"median_s": statistics.median(ok) if ok else None,
+                         "format": max(set(formats), key=formats.count) if formats else None,
+                         "rounds_s": [s for s, _ in torch_rounds]}}
         with results.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        if torch.ok:
-            print(f"[{suite} #{index}] torch: {torch.gflops(wl.flops):.1f} GFLOPS ({torch.extra.get('format')})",
-                  flush=True)
+    report(out, names, args.rounds)
     return 0
+
+
+def report(out: Path, names: list[str], rounds: int) -> None:
+    """OUT/report.md: per layer of ``retime.jsonl`` (these runs and rounds) and per run, our GFLOPS (the median
+    of the rounds' medians) and the ratio torch seconds (its median over the rounds) / ours (> 1: ours faster); per run, the geometric mean
+    and how many layers reach 1.0x. Printed too."""
+    import math
+
+    rows = [r for r in read_jsonl(out / "retime.jsonl") if r.get("runs") == names and r.get("rounds") == rounds
+            and r.get("torch", {}).get("median_s")]
+    if not rows:
+        return
+    lines = [f"# Best kernels re-timed: {rounds} rounds, one warm pool; torch (oneDNN, faster format) in every round",
+             "", "| suite | # | workload | " + " | ".join(f"{n} GFLOPS | ratio" for n in names) + " | torch GFLOPS |",
+             "|---|---|---|" + "---|---|" * len(names) + "---|"]
+    ratios: list[list[float]] = [[] for _ in names]
+    for r in sorted(rows, key=lambda r: (r["suite"], r["index"])):
+        cells = []
+        for j, k in enumerate(r["kernels"]):
+            ok = [s for s in k["rounds_s"] if s]
+            if not ok:
+                cells.append("failed | -")
+                continue
+            ours = statistics.median(ok)
+            ratios[j].append(r["torch"]["median_s"] / ours)
+            cells.append(f"{r['flops'] / ours / 1e9:.1f} | {ratios[j][-1]:.2f}x")
+        lines.append(f"| {r['suite']} | {r['index']} | {r['spec']} | " + " | ".join(cells)
+                     + f" | {r['flops'] / r['torch']['median_s'] / 1e9:.1f} ({r['torch']['format']}) |")
+    lines.append("")
+    for n, rs in zip(names, ratios):
+        if rs:
+            gm = math.exp(sum(math.log(x) for x in rs) / len(rs))
+            lines.append(f"- {n}: geometric mean {gm:.3f}x over {len(rs)} layers; >= 1.0x on "
+                         f"{sum(x >= 1.0 for x in rs)}/{len(rs)}")
+    text = "\n".join(lines) + "\n"
+    (out / "report.md").write_text(text)
+    print(text, flush=True)
 
 
 if __name__ == "__main__":
