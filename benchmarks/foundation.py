@@ -1,9 +1,9 @@
 """Foundation figures (issue 2): measurement throughput and GEMM quality against numpy/OpenBLAS.
 
-    python benchmarks/foundation.py throughput [--trials 64 --size 256 --cutoff X]
+    python benchmarks/foundation.py throughput [--trials 64 --size 256 --cutoff X --warmup-ms W --batch-size B]
         tunes GEMM size^3 with random search and prints trials per second, warm (workers started) and
         including the workers' start-up, with the build/run split (--cutoff: MeasureSettings.cutoff,
-        0 = every kernel gets all its samples).
+        0 = every kernel gets all its samples; --warmup-ms: MeasureSettings.warmup_ms).
     python benchmarks/foundation.py quality [--strategy random --trials 200 --records g1024.jsonl]
         tunes GEMM 1024^3 (resumable through the records file), then times the best kernel and
         numpy's matmul alternately in the same process (--rounds times) and prints both and the ratio.
@@ -35,12 +35,14 @@ def throughput(args) -> None:
 
     wl = parse(f"gemm:M={args.size},N={args.size},K={args.size}")
     space = make_space(wl)
-    settings = MeasureSettings() if args.cutoff is None else MeasureSettings(cutoff=args.cutoff)
+    settings = MeasureSettings(**{k: v for k, v in (("cutoff", args.cutoff), ("warmup_ms", args.warmup_ms))
+                                  if v is not None})
     t_start = time.perf_counter()
     m = LocalMeasurer(wl, space, host_target(), settings)
     m.warm_up()
     startup = time.perf_counter() - t_start
-    spec = RunSpec(workload=wl.key, strategy="random", trials=args.trials, seed=args.seed, records=None)
+    spec = RunSpec(workload=wl.key, strategy="random", trials=args.trials, seed=args.seed, records=None,
+                   batch_size=args.batch_size)
     t0 = time.perf_counter()
     res = run(spec, measurer=m)
     wall = time.perf_counter() - t0
@@ -139,6 +141,8 @@ def main() -> None:
     t.add_argument("--size", type=int, default=256, help="GEMM M = N = K (default: 256)")
     t.add_argument("--cutoff", type=float, default=None,
                    help="MeasureSettings.cutoff (default: its default; 0 = no early cut-off)")
+    t.add_argument("--warmup-ms", type=float, default=None, help="MeasureSettings.warmup_ms (default: its default)")
+    t.add_argument("--batch-size", type=int, default=RunSpec.batch_size, help="configurations per measured batch")
     q = sub.add_parser("quality")
     q.add_argument("--size", type=int, default=1024)
     q.add_argument("--strategy", default="random")

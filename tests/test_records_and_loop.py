@@ -93,3 +93,23 @@ def test_budgets_seconds_and_early_stop(tmp_path):
 def test_exhausted_space_stops(tmp_path):
     r, m = _run(tmp_path, 10_000, strategy="grid")
     assert r.stopped == "exhausted" and r.trials == bowl_space().size == len(set(m.calls))
+
+
+@pytest.mark.parametrize("strategy, batch, first", [("random", None, 16), ("grid", None, 16), ("ga", None, 8),
+                                                    ("random", 4, 4)])
+def test_the_batch_size_defaults_to_the_strategys(strategy, batch, first):
+    """Strategies that do not learn from results (random, grid) measure 16 configurations per batch, the others
+    8, unless the run sets it."""
+    from tiletune.measure import FunctionMeasurer
+    from tiletune.session import RunSpec, run
+
+    sizes = []
+
+    class Counting(FunctionMeasurer):
+        def measure(self, configs):
+            sizes.append(len(configs))
+            return super().measure(configs)
+
+    m = Counting(lambda c: 1e-3)
+    r = run(RunSpec(workload="gemm:M=16,N=16,K=16", strategy=strategy, trials=20, batch_size=batch), measurer=m)
+    assert r.trials == 20 and sizes[0] == first and all(s <= first for s in sizes)

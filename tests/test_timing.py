@@ -7,7 +7,7 @@ import pytest
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import (SamplePlan, cut_off, plan_samples, time_callable, time_loop, warm_and_plan,
-                                     warm_runs)
+                                     warm_runs, warm_runs_timed)
 
 
 class FakeClock:
@@ -148,3 +148,17 @@ def test_a_kernel_near_the_best_or_without_cut_off_gets_every_sample(best_s, cut
     assert plan == SamplePlan(number=5, repeat=3)
     other = FakeClock(1e-3)
     assert time_callable(other.run, settings, clock=other, best_s=best_s) == pytest.approx([1e-3] * 3)
+
+
+@pytest.mark.parametrize("warmup_ms, min_ms, calls", [(10, 25, 10), (10, 4, 4), (0, 25, 1)])
+def test_the_warm_up_lasts_the_shorter_of_warmup_ms_and_min_repeat_ms(warmup_ms, min_ms, calls):
+    """1 ms calls: the warm-up makes as many calls as its duration asks (at least one), and the samples
+    after it still last min_repeat_ms each."""
+    clock = FakeClock(1e-3)
+    settings = MeasureSettings(repeat=2, min_repeat_ms=min_ms, warmup_ms=warmup_ms, warmup=1)
+    w = warm_runs(clock.run, settings, clock=clock)
+    assert w.calls == calls
+    assert plan_samples(w.fastest, settings) == SamplePlan(number=max(1, min_ms), repeat=2)
+    # a device's warm-up (calls timed where they run) follows the same rule
+    remote = FakeClock(1e-3)
+    assert warm_runs_timed(lambda n: [remote.run() or 1e-3 for _ in range(n)], settings).calls == calls

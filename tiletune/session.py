@@ -38,7 +38,7 @@ class RunSpec:
     options: dict = field(default_factory=dict)
     records: str | None = None
     replay: str | None = None
-    batch_size: int = 8
+    batch_size: int | None = None  # None: the strategy's (Strategy.batch_size)
     transfer: Sequence[str] = ()
     settings: MeasureSettings | None = None
     hardware: str | None = None  # a HardwareSpec JSON file; None = strategies detect what they need
@@ -48,7 +48,8 @@ class RunSpec:
 def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | None = None) -> TuneRun:
     """One tuning run. Everything a user can get wrong (budget, records path, target, workload size, options,
     files) is checked before the strategy and the measurer start."""
-    check_budget(spec.trials, spec.seconds, spec.early_stop, spec.batch_size)
+    batch_size = spec.batch_size if spec.batch_size is not None else get_strategy(spec.strategy).batch_size
+    check_budget(spec.trials, spec.seconds, spec.early_stop, batch_size)
     if spec.records is not None:
         check_output(spec.records, "records file")
     wl = parse(spec.workload)
@@ -75,7 +76,7 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
         key = target_key(target) if spec.replay is None else getattr(m, "target_key", target_key(target))
         return tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, target=key,
                     trials=spec.trials, seconds=spec.seconds, early_stop=spec.early_stop,
-                    batch_size=spec.batch_size, records=spec.records, callbacks=callbacks)
+                    batch_size=batch_size, records=spec.records, callbacks=callbacks)
     finally:
         if measurer is None and m is not None:
             m.close()

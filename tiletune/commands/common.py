@@ -28,11 +28,14 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def add_measure_arguments(p: argparse.ArgumentParser, *, batch_size: int = 8, rpc: bool = True) -> None:
+def add_measure_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 8, rpc: bool = True) -> None:
     """--batch-size, --repeat, --min-repeat-ms, --build-timeout, --run-timeout, --cutoff (defaults:
-    MeasureSettings') and, with ``rpc``, --rpc HOST:PORT:KEY (read with ``rpc_address``)."""
+    MeasureSettings') and, with ``rpc``, --rpc HOST:PORT:KEY (read with ``rpc_address``). ``batch_size``
+    None: the strategy's own default."""
     p.add_argument("--batch-size", type=int, default=batch_size,
-                   help="configurations measured per batch, built in parallel (default: %(default)s)")
+                   help="configurations measured per batch, built in parallel (default: " + (
+                       "%(default)s)" if batch_size is not None else
+                       "the strategy's: 16 for random and grid, which do not learn from results, else 8)"))
     p.add_argument("--repeat", type=int, default=_DEFAULT.repeat,
                    help="timing samples per configuration (default: %(default)s)")
     p.add_argument("--min-repeat-ms", type=int, default=_DEFAULT.min_repeat_ms,
@@ -55,7 +58,7 @@ def measure_settings(args: argparse.Namespace) -> MeasureSettings:
     """The MeasureSettings of the flags added by ``add_measure_arguments``; a TiletuneError names a flag
     out of range (``--batch-size`` included), so commands call it before starting anything."""
     for flag, value, ok, accepted in (
-            ("--batch-size", args.batch_size, args.batch_size >= 1, ">= 1"),
+            ("--batch-size", args.batch_size, args.batch_size is None or args.batch_size >= 1, ">= 1"),
             ("--repeat", args.repeat, args.repeat >= 1, ">= 1"),
             ("--min-repeat-ms", args.min_repeat_ms, args.min_repeat_ms >= 0, ">= 0"),
             ("--build-timeout", args.build_timeout, args.build_timeout > 0, "> 0 seconds"),

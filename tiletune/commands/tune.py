@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="HardwareSpec for model-based strategies (gensor, roller, *-af); default: detected "
                    "(see 'tiletune hardware')")
-    add_measure_arguments(p, batch_size=8)
+    add_measure_arguments(p, batch_size=None)
     p.add_argument("--no-vendor", action="store_true",
                    help="skip timing the vendor library (numpy/OpenBLAS for GEMM-like operators, torch for "
                    "convolutions and pooling) on the workload at the end, for comparison")

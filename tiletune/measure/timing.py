@@ -4,9 +4,9 @@ Given a callable that runs the operator once (its first, checked run already don
 ``MeasureSettings``:
 
 1. **Warm-up**: call it at least ``warmup`` times (at least once) and until the warm calls together have
-   lasted ``min_repeat_ms``, so that thread pools, caches and clocks are awake before timing (microsecond
-   kernels ran 2x slower in their first samples without this). The fastest warm call is the estimate
-   ``t`` of one run.
+   lasted ``min(warmup_ms, min_repeat_ms)``, so that thread pools, caches and clocks are awake before
+   timing (microsecond kernels ran 2x slower in their first samples without this). The fastest warm call
+   is the estimate ``t`` of one run.
 2. **Runs per sample**: ``number = max(settings.number, ceil(min_repeat_ms / t))`` (at least 1), so
    that one sample lasts at least ``min_repeat_ms`` at the warm speed.
 3. **Early cut-off** (tinygrad's BEAM search stops timing slow kernels early too): when the caller
@@ -14,7 +14,7 @@ Given a callable that runs the operator once (its first, checked run already don
    best_s`` (``t`` is the *fastest* warm call, so only a kernel slower than that even at its best is
    cut), the kernel is not timed further: its one sample is the warm-up itself, seconds per run = the
    warm calls' total time / their number. That sample is a real measurement of at least ``warmup``
-   calls lasting at least ``min_repeat_ms``, like any sample; it includes the calls that woke the
+   calls lasting at least ``min(warmup_ms, min_repeat_ms)``; it includes the calls that woke the
    caches, so if anything it is slow, never making a cut kernel look faster. On a random search most
    kernels are several times slower than the best, and their samples were most of the run phase.
    **Samples** otherwise: ``repeat`` of them, fewer (down to 1) while ``repeat * number * t`` would take
@@ -64,14 +64,19 @@ class WarmUp:
 
 
 def warm_runs(call: Callable[[], Any], settings: MeasureSettings, clock: Clock = time.perf_counter) -> WarmUp:
-    """Step 1: warm calls (at least ``warmup``, lasting at least ``min_repeat_ms``)."""
+    """Step 1: warm calls (at least ``warmup``, lasting at least ``min(warmup_ms, min_repeat_ms)``)."""
     fastest, total, calls, start = math.inf, 0.0, 0, clock()
-    while calls < max(1, settings.warmup) or (clock() - start) * 1e3 < settings.min_repeat_ms:
+    while calls < max(1, settings.warmup) or (clock() - start) * 1e3 < warm_ms(settings):
         t0 = clock()
         call()
         took = clock() - t0
         fastest, total, calls = min(fastest, took), total + took, calls + 1
     return WarmUp(fastest, total, calls)
+
+
+def warm_ms(settings: MeasureSettings) -> float:
+    """How long step 1's warm calls last together, at least (milliseconds)."""
+    return min(settings.warmup_ms, settings.min_repeat_ms)
 
 
 def cut_off(run_s: float, settings: MeasureSettings, best_s: float = math.inf) -> bool:
@@ -129,14 +134,14 @@ def warm_runs_timed(timed: Callable[[int], list[float]], settings: MeasureSettin
     """Step 1 for calls timed where they run: ``timed(n)`` makes ``n`` calls and returns each one's seconds
     (a remote device's ``time_evaluator`` with ``number=1, repeat=n``: one round trip for many calls, and no
     network latency in the times). The same rule as ``warm_runs``: at least ``warmup`` calls, together
-    lasting at least ``min_repeat_ms``; each further round asks for the calls still needed at the fastest
+    lasting at least ``min(warmup_ms, min_repeat_ms)``; each further round asks for the calls still needed at the fastest
     speed seen (at most 10,000 per round)."""
     times: list[float] = []
     n = max(1, settings.warmup)
     while True:
         times += [float(x) for x in timed(n)]
         total = sum(times)
-        if len(times) >= max(1, settings.warmup) and total * 1e3 >= settings.min_repeat_ms:
+        if len(times) >= max(1, settings.warmup) and total * 1e3 >= warm_ms(settings):
             return WarmUp(min(times), total, len(times))
-        left = settings.min_repeat_ms / 1e3 - total
+        left = warm_ms(settings) / 1e3 - total
         n = int(min(10_000, max(1, math.ceil(left / max(min(times), 1e-7)))))

@@ -113,6 +113,9 @@ class Strategy(ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     #: builds a few configurations from a model and measures only those (no search to an optimum)
     constructive: ClassVar[bool] = False
+    #: configurations per measured batch when the run does not set one (``--batch-size``): 8, small enough
+    #: for a strategy that learns from results to learn often at small budgets
+    batch_size: ClassVar[int] = 8
 
     def __init__(self, space: Space, *, seed: int = 0, context: TuneContext | None = None, **options: Any):
         self.space = space
