@@ -142,7 +142,7 @@ def main() -> None:
     t.add_argument("--cutoff", type=float, default=None,
                    help="MeasureSettings.cutoff (default: its default; 0 = no early cut-off)")
     t.add_argument("--warmup-ms", type=float, default=None, help="MeasureSettings.warmup_ms (default: its default)")
-    t.add_argument("--batch-size", type=int, default=RunSpec.batch_size, help="configurations per measured batch")
+    t.add_argument("--batch-size", type=int, default=RunSpec.batch_size, help="configurations per measured batch (default: random search's own)")
     q = sub.add_parser("quality")
     q.add_argument("--size", type=int, default=1024)
     q.add_argument("--strategy", default="random")

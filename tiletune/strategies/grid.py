@@ -11,10 +11,7 @@ from .base import Option, Strategy, Trial, register
 class GridSearch(Strategy):
     name = "grid"
     summary = "exhaustive enumeration in index order (stride > 1 visits every stride-th index first)"
-    # proposals do not depend on results, so a batch can be larger at no cost in quality; it saves the build
-    # barrier at the end of each batch (the last, slowest compilations leave a core idle): 1.3x trials/s on
-    # GEMM 256^3 together with the 10 ms warm-up and the 1.5 cut-off (benchmarks/README.md)
-    batch_size = 16
+    batch_size = 16  # proposals do not depend on results: see Strategy.batch_size
     options = (
         Option("stride", 1, "visit indices 0, s, 2s, ... then 1, 1+s, ... (s=1: plain order)", int,
                check=lambda v: v >= 1, check_help="must be >= 1"),

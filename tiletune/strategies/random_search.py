@@ -11,10 +11,7 @@ from .base import Strategy, Trial, register
 class RandomSearch(Strategy):
     name = "random"
     summary = "uniform random sampling without replacement"
-    # proposals do not depend on results, so a batch can be larger at no cost in quality; it saves the build
-    # barrier at the end of each batch (the last, slowest compilations leave a core idle): 1.3x trials/s on
-    # GEMM 256^3 together with the 10 ms warm-up and the 1.5 cut-off (benchmarks/README.md)
-    batch_size = 16
+    batch_size = 16  # proposals do not depend on results: see Strategy.batch_size
 
     def __init__(self, space, **kw):
         super().__init__(space, **kw)
