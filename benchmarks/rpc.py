@@ -73,8 +73,9 @@ def _wait(what, deadline: float) -> None:
     raise TimeoutError("the RPC tracker or servers did not start")
 
 
-def start_farm(servers: int) -> tuple[str, list[subprocess.Popen]]:
-    """A tracker and ``servers`` servers on 127.0.0.1: (``HOST:PORT:KEY``, their processes)."""
+def start_farm(servers: int, server_args: tuple[str, ...] = ()) -> tuple[str, list[subprocess.Popen]]:
+    """A tracker and ``servers`` servers on 127.0.0.1: (``HOST:PORT:KEY``, their processes). ``server_args`` go
+    to each ``tvm.exec.rpc_server`` (e.g. ``("--no-fork",)``)."""
     port = _free_port()
     procs = [_start(["tvm.exec.rpc_tracker", "--host", HOST, "--port", str(port), "--port-end", str(port + 1),
                      "--silent"], 1)]
@@ -86,7 +87,7 @@ def start_farm(servers: int) -> tuple[str, list[subprocess.Popen]]:
         for _ in range(servers):
             sp = _free_port()
             procs.append(_start(["tvm.exec.rpc_server", "--host", HOST, "--port", str(sp), "--port-end", str(sp + 1),
-                                 "--tracker", f"{HOST}:{port}", "--key", KEY, "--silent"], threads))
+                                 "--tracker", f"{HOST}:{port}", "--key", KEY, "--silent", *server_args], threads))
         _wait(lambda: len(Tracker.parse(rpc).servers()) >= servers, deadline)
     except BaseException:
         _stop(procs)

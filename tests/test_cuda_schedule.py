@@ -81,6 +81,41 @@ def test_invalid_configurations_are_rejected_before_building():
     assert issubclass(cuda.InvalidGPUConfig, InvalidConfig)  # the measurers record these as "invalid"
 
 
+def test_the_space_keeps_to_the_limits():
+    """The limits are the space's constraint (LimitRule): the configurations ``check`` rejects are not in
+    the space (its size is unchanged), samples and constructions are within them, and a local search started
+    from Roller's constructions proposes only launchable kernels (before the rule, G-BFS, N-A2C and DGD
+    proposed none on an H200: benchmarks/out/gpu-h200/before-limit-rule)."""
+    from tiletune.construct import constructions
+    from tiletune.measure.synthetic import FunctionMeasurer
+    from tiletune.session import RunSpec, run
+
+    wl = parse("gemm:M=1024,N=1024,K=1024")
+    sp = make_space(wl, None, SM90)
+    assert isinstance(sp.constraint, cuda.LimitRule) and "1024 threads" in sp.constraint.describe()
+    assert sp.size == 899_756 * len(cuda.UNROLL_CHOICES)
+    bad = _cfg(sp, tile_m=[8, 2, 4, 16], tile_n=[32, 1, 4, 8], tile_k=[256, 4])
+    good = _cfg(sp, tile_m=[16, 2, 8, 4], tile_n=[16, 1, 16, 4], tile_k=[128, 8])
+    assert bad not in sp and good in sp
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        cuda.check(wl, sp, sp.sample(rng), SM90)
+    for how in ("roller", "gensor"):
+        built = constructions(how, sp, workload=wl, target=SM90, k=4, rng=np.random.default_rng(0))
+        assert built
+        for c in built:
+            cuda.check(wl, sp, c, SM90)
+
+    def cost(c):
+        info = cuda.check(wl, sp, c, SM90)  # raises on a configuration outside the limits
+        return 1e-4 * (1 + abs(math.log2(info.threads / 256)) + abs(math.log2(info.accumulators / 64)))
+
+    for strategy in ("gbfs", "na2c", "dgd-af"):
+        m = FunctionMeasurer(cost)
+        res = run(RunSpec(workload=wl, strategy=strategy, trials=16, seed=0, target=SM90), measurer=m)
+        assert res.trials == 16 and res.errors == 0 and len(m.calls) == 16
+
+
 def _lower(mod):
     import tvm
     import tvm.s_tir.transform as S

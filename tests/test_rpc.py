@@ -246,6 +246,18 @@ def test_the_tracker_command_names_the_extra_when_tornado_is_missing(monkeypatch
     assert capsys.readouterr().out.startswith("TVM_NUM_THREADS=$(nproc) python3 -m tvm.exec.rpc_server --host 127.0.0.1 ")
 
 
+@pytest.mark.parametrize("fork,gpu,spawned", [("auto", False, False), ("auto", True, True), ("no", False, True),
+                                              ("yes", True, False)])
+def test_the_server_spawns_its_sessions_on_a_gpu_machine(monkeypatch, capsys, fork, gpu, spawned):
+    """Forked sessions failed CUDA's initialization on an H200: ``--fork auto`` spawns them (TVM's --no-fork)
+    where an NVIDIA GPU is present, and forks elsewhere."""
+    import tiletune.commands.rpc as rpc_cmd
+
+    monkeypatch.setattr(rpc_cmd, "nvidia_gpu_here", lambda: gpu)
+    assert cli(["rpc", "server", "--tracker", "127.0.0.1:9190", "--key", "k", "--print", "--fork", fork]) == 0
+    assert capsys.readouterr().out.strip().endswith("--no-fork") == spawned
+
+
 def test_bench_through_rpc(farm, tmp_path, capsys):
     """``bench --rpc``: the runs measure on the devices (records name them), baselines default to none; asking
     for a baseline (measured here) is refused in one line."""

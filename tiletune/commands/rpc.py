@@ -14,7 +14,7 @@ import shlex
 import sys
 
 from ..errors import TiletuneError
-from ..measure.rpc import Tracker, _address, check_tornado, server_command, tracker_command
+from ..measure.rpc import Tracker, _address, check_tornado, nvidia_gpu_here, server_command, tracker_command
 from ..target import host_cores
 from .common import HelpFormatter
 
@@ -33,6 +33,10 @@ def add_parser(sub) -> None:
     s.add_argument("--key", required=True, help="the device kind, as tune/bench name it in --rpc HOST:PORT:KEY")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     s.add_argument("--port", type=int, default=9090, help="first port to try (default: %(default)s)")
+    s.add_argument("--fork", choices=("auto", "yes", "no"), default="auto",
+                   help="run each session in a fork of the server (yes) or a spawned process (no: TVM's --no-fork); "
+                        "auto: no on a machine with an NVIDIA GPU, where forked sessions failed CUDA's "
+                        "initialization (an H200: cudaErrorInitializationError), yes elsewhere (default: %(default)s)")
     s.add_argument("--print", action="store_true", help="print the command instead of running it")
     q = rs.add_parser("query", help="list the servers registered with a tracker")
     q.add_argument("tracker", metavar="HOST:PORT")
@@ -75,8 +79,9 @@ def run(args) -> int:
             check_tornado()
     else:
         tr = _tracker(args.tracker, args.key)
+        fork = args.fork == "yes" or (args.fork == "auto" and not nvidia_gpu_here())
         cmd = server_command(tr.where, tr.key, host=args.host, port=_port(args.port), port_end=_port(args.port) + 100,
-                             python="python3" if args.print else sys.executable)
+                             python="python3" if args.print else sys.executable, fork=fork)
         # TVM's runtime defaults to half the hardware threads on x86 (it assumes hyper-threads): a kernel tuned
         # for all cores would run on half of them on the device. All cores unless TVM_NUM_THREADS says otherwise
         # (printed: the device shell's own core count).

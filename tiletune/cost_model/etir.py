@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ..errors import TiletuneError
 from ..hardware import detect_cpu, for_target
 from ..schedules.cpu import RegisterTile
+from ..schedules.cuda import LimitRule
 from ..space import ChoiceKnob, Config, Space, SplitKnob
 from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_accesses, tensor_accesses,
                                 traffic_bytes)
@@ -84,6 +85,9 @@ class Model:
         # the CPU template's register-tile rule, where the space carries it (NHWC conv2d): constructed
         # register tiles obey it, and they pack the weight (see to_config)
         self.register_rule = space.constraint if isinstance(space.constraint, RegisterTile) else None
+        # the GPU template's per-block limits (threads, shared memory, registers per thread, vthreads), where the
+        # space carries them: a state whose configuration breaks one does not fit, as a cache overflow does not
+        self.limit_rule = space.constraint if isinstance(space.constraint, LimitRule) else None
 
     # ---- level modes ------------------------------------------------------------------------------
     def mode(self, i: int, l: int) -> str:
@@ -137,6 +141,8 @@ class Model:
 
     def fits(self, e: ETIR, upto: int) -> bool:
         if self.register_rule is not None and not self.register_fits(e):
+            return False
+        if self.limit_rule is not None and not self.limit_rule(self.space, self.to_config(e)):
             return False
         return all(self.footprint(e, l) <= self.capacity(l) for l in range(upto + 1))
 

@@ -503,10 +503,16 @@ def make_measurer(workload: Workload | str, space: Space, target: dict, settings
 
 
 def server_command(tracker: str, key: str, *, host: str = "0.0.0.0", port: int = 9090, port_end: int = 9199,
-                   python: str = "python3") -> list[str]:
-    """The command that starts a TVM RPC server registered with ``tracker`` (``HOST:PORT``) under ``key``."""
+                   python: str = "python3", fork: bool = True) -> list[str]:
+    """The command that starts a TVM RPC server registered with ``tracker`` (``HOST:PORT``) under ``key``.
+    ``fork=False`` adds ``--no-fork``: each session runs in a spawned process, not a fork of the server."""
     return [python, "-m", "tvm.exec.rpc_server", "--host", host, "--port", str(port), "--port-end", str(port_end),
-            "--tracker", tracker, "--key", key]
+            "--tracker", tracker, "--key", key, *(() if fork else ("--no-fork",))]
+
+
+def nvidia_gpu_here() -> bool:
+    """Does this machine have an NVIDIA GPU (its driver's device node or nvidia-smi)? Asks no CUDA API."""
+    return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
 
 
 def tracker_command(*, host: str = "0.0.0.0", port: int = 9190, port_end: int = 9199,

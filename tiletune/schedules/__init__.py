@@ -16,9 +16,9 @@ def _is_cuda(target: dict[str, Any] | None) -> bool:
 def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None) -> Space:
     """The default space of a workload for a target: (4, 2) levels and the template's choice knobs
     (unroll; pack for the CPU template where it applies); for NHWC conv2d on a CPU, the register-tile rule
-    of ``cpu.register_rule`` as the space's constraint."""
+    of ``cpu.register_rule`` as the space's constraint; on a GPU, its per-block limits (``cuda.LimitRule``)."""
     if _is_cuda(target):
-        return cuda.make_space(workload, levels)
+        return cuda.make_space(workload, levels, target)
     space = Space.from_axes(workload.axes(), levels=levels, choices=cpu.choice_knobs(workload))
     space.constraint = cpu.register_rule(workload, space, target)
     return space
