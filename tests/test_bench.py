@@ -284,6 +284,24 @@ def test_metaschedule_smoke(tmp_path):
     assert r.extra["failed"] == 0
 
 
+@pytest.mark.tvm
+def test_metaschedule_fills_index_tensors_with_zeros():
+    """MetaSchedule's runner gets valid indices: random ones made bert-small's ``take`` read outside its table
+    and crash the tuning process; float tensors keep the random fill."""
+    import numpy as np
+    import tvm
+
+    filled = []
+    f = metaschedule._index_safe_fill(lambda arr: filled.append(str(arr.dtype)))
+    idx = tvm.runtime.tensor(np.full((4, 3), 12345, dtype="int64"), tvm.cpu())
+    mask = tvm.runtime.tensor(np.ones((2,), dtype="bool"), tvm.cpu())
+    x = tvm.runtime.tensor(np.zeros((5,), dtype="float32"), tvm.cpu())
+    for a in (idx, mask, x):
+        f(a)
+    assert not idx.numpy().any() and not mask.numpy().any()
+    assert filled == ["float32"]
+
+
 def test_resume_keeps_finished_runs_and_redoes_cut_off_ones(tmp_path, monkeypatch):
     measured = []
 

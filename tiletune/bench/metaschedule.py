@@ -103,6 +103,21 @@ def _fast_frame_getmodule() -> None:
     inspect.getmodule = getmodule
 
 
+def _index_safe_fill(fill):
+    """MetaSchedule's random fill for float tensors; integer and boolean tensors are zeroed instead. In a
+    model's kernels those are indices (``take``/embedding lookups, ``index_tensor``) and masks, and random
+    indices read outside the table: tuning bert-small's ``take`` segfaulted the tuning process (exit -11)."""
+
+    def f(arr):
+        dtype = str(arr.dtype)
+        if dtype.startswith(("int", "uint", "bool")):
+            arr.copyfrom(np.zeros(tuple(int(d) for d in arr.shape), dtype=dtype))
+        elif fill is not None:
+            fill(arr)
+
+    return f
+
+
 def in_process_builder_runner(work_dir: str, settings: MeasureSettings, on_run=None) -> tuple:
     """(builder, runner) for MetaSchedule that compile and run in this process (see the module docstring):
     ``tvm.compile`` + ``export_library`` to a .tar in a fresh directory under ``work_dir`` per artifact;
@@ -134,7 +149,7 @@ def in_process_builder_runner(work_dir: str, settings: MeasureSettings, on_run=N
 
     evaluator = EvaluatorConfig(number=max(1, settings.number), repeat=max(1, settings.repeat),
                                 min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False)
-    fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure", allow_missing=True)
+    fill = _index_safe_fill(tvm.get_global_func("tvm.contrib.random.random_fill_for_measure", allow_missing=True))
 
     @derived_object
     class InProcessRunner(PyRunner):
