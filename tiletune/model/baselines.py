@@ -17,8 +17,8 @@ Methods:
 - ``tvm-default``: ``tvm.compile`` of the imported Relax module with TVM's default CPU pipeline (every
   operator legalized to an unscheduled kernel: what TVM does without tuning).
 - ``metaschedule``: MetaSchedule's ``tune_relax`` on the fused module with ``trials`` trials in total (the
-  in-process builder and runner of ``tiletune.bench.metaschedule``), then ``compile_relax``; its tuning
-  time is ``prepare_s``.
+  in-process builder and runner of ``tiletune.bench.metaschedule``; ``per_iter`` trials per iteration, so that
+  every task gets its round), then ``compile_relax``; its tuning time is ``prepare_s``.
 A method whose library is missing (onnxruntime, onnx, transformers) gives ``error="missing"`` and a one-line
 message naming the package.
 """
@@ -92,6 +92,14 @@ def _onnx_method(source, threads: int, tmp: str):
     return (lambda xs: dict(zip(names, xs))), (lambda feed: sess.run(None, feed)), list
 
 
+def per_iter(trials: int, tasks: int) -> int:
+    """MetaSchedule's ``num_trials_per_iter`` for a model: its default 64, but at most an equal share of the
+    budget per task. Its task scheduler first gives every task one iteration in turn; with 64 per iteration a
+    budget of tens of trials per task (bert-small: 250 for 18 tasks) reaches 4 tasks, and the kernels of the
+    others stay unscheduled (serial) in the compiled model."""
+    return max(1, min(64, trials // max(1, tasks)))
+
+
 def _ms_method(source, target: dict, trials: int, settings: MeasureSettings, tmp: str):
     _fast_frame_getmodule()
     import tvm
@@ -100,9 +108,10 @@ def _ms_method(source, target: dict, trials: int, settings: MeasureSettings, tmp
     fused = fuse(to_relax(source), target)
     builder, runner = in_process_builder_runner(tmp, settings)
     tgt = tvm.target.Target(target)
+    tasks = ms.relax_integration.extract_tasks(fused, tgt)
     db = ms.relax_integration.tune_relax(fused, params=None, target=tgt, work_dir=os.path.join(tmp, "ms"),
-                                         max_trials_global=trials, builder=builder, runner=runner,
-                                         database="memory")
+                                         max_trials_global=trials, num_trials_per_iter=per_iter(trials, len(tasks)),
+                                         builder=builder, runner=runner, database="memory")
     return ms.relax_integration.compile_relax(db, fused, tgt, params=None)
 
 
