@@ -204,13 +204,15 @@ def test_resume_measures_nothing_twice(model, tuned):
 
 
 def test_constructive_strategies_tune_a_model(model, tmp_path):
+    """One trial per task at the default round of 8: the rounds shrink to the per-task share, and every task
+    gets its construction (before, the budget went to the first tasks and the others ran unscheduled)."""
     from tiletune.model.tuner import tune_model
 
     _, tasks = model
     for strategy in ("gensor", "roller"):
         rec = tmp_path / f"{strategy}.jsonl"
-        res = tune_model(tasks, strategy=strategy, trials=len(tasks.tasks), records=str(rec), round_trials=1,
-                         batch_size=1, settings=SETTINGS)
+        res = tune_model(tasks, strategy=strategy, trials=len(tasks.tasks), records=str(rec), batch_size=1,
+                         settings=SETTINGS)
         assert sum(math.isfinite(st.best_s) for st in res.states) == len(tasks.tasks), [st.done for st in res.states]
 
 
