@@ -105,10 +105,11 @@ class LimitRule:
     def __init__(self, workload: Workload, limits: Limits):
         self.workload = workload
         self.limits = limits
+        self.accesses = tensor_accesses(workload)  # once: the rule is asked for every move of a walk
 
     def __call__(self, space: Space, config: Config) -> bool:
         try:
-            check(self.workload, space, config, limits=self.limits)
+            check(self.workload, space, config, limits=self.limits, accesses=self.accesses)
         except InvalidGPUConfig:
             return False
         return True
@@ -175,8 +176,9 @@ def _split_knobs(space: Space) -> tuple[list[SplitKnob], list[SplitKnob]]:
     return sp, rd
 
 
-def tile_info(workload: Workload, space: Space, config: Config) -> TileInfo:
-    """Threads, vthreads, accumulators, shared-memory bytes, fetch vector widths and register estimate."""
+def tile_info(workload: Workload, space: Space, config: Config, accesses=None) -> TileInfo:
+    """Threads, vthreads, accumulators, shared-memory bytes, fetch vector widths and register estimate
+    (``accesses``: the workload's ``tensor_accesses``, when the caller has them already)."""
     d = space.to_dict(config)
     sp, rd = _split_knobs(space)
     threads = vthreads = acc = 1
@@ -199,7 +201,7 @@ def tile_info(workload: Workload, space: Space, config: Config) -> TileInfo:
     smem = 0
     operands = 0
     vectors: dict[str, int] = {}
-    for t in tensor_accesses(workload):
+    for t in (accesses if accesses is not None else tensor_accesses(workload)):
         if t.role != "input":
             continue
         smem += t.tile_bytes(block_tiles)
@@ -225,10 +227,10 @@ def fetch_vector(access, block_tiles: dict[str, int], threads: int) -> int:
 
 
 def check(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None,
-          limits: Limits | None = None) -> TileInfo:
+          limits: Limits | None = None, accesses=None) -> TileInfo:
     """Raise InvalidGPUConfig for configurations over the per-block limits; returns the tile info."""
     lim = limits or limits_for(target)
-    info = tile_info(workload, space, config)
+    info = tile_info(workload, space, config, accesses)
     if info.threads > lim.max_threads:
         raise InvalidGPUConfig(f"{info.threads} threads per block > {lim.max_threads}")
     if info.smem_bytes > lim.max_smem:
