@@ -16,8 +16,8 @@ Methods:
   TorchScript exporter, opset 17), or on the ``.onnx`` file itself.
 - ``tvm-default``: ``tvm.compile`` of the imported Relax module with TVM's default CPU pipeline (every
   operator legalized to an unscheduled kernel: what TVM does without tuning).
-- ``metaschedule``: MetaSchedule's ``tune_relax`` on the fused module with ``trials`` trials in total (the
-  in-process builder and runner of ``tiletune.bench.metaschedule``; ``per_iter`` trials per iteration, so that
+- ``metaschedule``: MetaSchedule's ``tune_relax`` steps (extract, tune the tasks) on the fused module with
+  ``trials`` trials in total (the in-process builder and runner of ``tiletune.bench.metaschedule``; ``per_iter`` trials per iteration, so that
   every task gets its round), then the database applied to the tuned (fused) module and compiled without a
   second fusion (``compile_relax`` re-fuses, and its kernels no longer match the database); its tuning time is
   ``prepare_s``.
@@ -110,10 +110,13 @@ def _ms_method(source, target: dict, trials: int, settings: MeasureSettings, tmp
     fused = fuse(to_relax(source), target)
     builder, runner = in_process_builder_runner(tmp, settings)
     tgt = tvm.target.Target(target)
+    # tune_relax's own steps, so that the tasks are extracted once (their count sets the trials per iteration)
+    work_dir = os.path.join(tmp, "ms")
     tasks = ms.relax_integration.extract_tasks(fused, tgt)
-    db = ms.relax_integration.tune_relax(fused, params=None, target=tgt, work_dir=os.path.join(tmp, "ms"),
-                                         max_trials_global=trials, num_trials_per_iter=per_iter(trials, len(tasks)),
-                                         builder=builder, runner=runner, database="memory")
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir)
+    db = ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir, max_trials_global=trials,
+                       num_trials_per_iter=per_iter(trials, len(tasks)), builder=builder, runner=runner,
+                       database="memory")
     # the tuned kernels applied to the module that was tuned, then compiled without a second fusion:
     # ``compile_relax`` legalizes and fuses again, and re-fusing a fused module changes its kernels, so that
     # the database matched only the unfused ones (bert-small after 250 trials ran as slowly as TVM's
