@@ -83,10 +83,7 @@ def main() -> int:
             rec = out / f"{name}-{s}.jsonl"
             if tuned_before(out, model, s, budgets[s]) is None:
                 t0 = time.time()
-                # a constructive strategy's budget is its per-task share, given to every task in one round (at the
-                # default round of 8 trials, 4 per task reached half the tasks and left the rest unscheduled)
-                rnd = ["--round", str(a.constructive_per_task)] if s in CONSTRUCTIVE else []
-                tiletune("model", "tune", model, "-s", s, "--trials", str(budgets[s]), "-r", str(rec), "-q", *rnd)
+                tiletune("model", "tune", model, "-s", s, "--trials", str(budgets[s]), "-r", str(rec), "-q")
                 with open(out / "tuning.jsonl", "a") as f:
                     f.write(json.dumps({"model": model, "strategy": s, "trials": budgets[s], "tasks": n,
                                         "wall_s": time.time() - t0}) + "\n")
