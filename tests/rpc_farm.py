@@ -80,6 +80,15 @@ class Farm:
             time.sleep(0.5)
         raise TimeoutError(f"{n} servers did not register")
 
+    def wait_free(self, n: int) -> None:
+        """Until the tracker has ``n`` servers free (sessions of an earlier measurer ended); at most STARTUP_S."""
+        deadline = time.monotonic() + STARTUP_S
+        while time.monotonic() < deadline:
+            if Tracker.parse(self.rpc).summary().get("queue_info", {}).get(KEY, {}).get("free", 0) >= n:
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"{n} servers did not become free")
+
     def stop(self) -> None:
         for p in self.servers + [self.tracker]:
             _stop(p)

@@ -16,7 +16,7 @@ from tiletune.errors import TiletuneError
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.factory import make_measurer
 from tiletune.measure.local import LocalMeasurer, WorkerPool
-from tiletune.measure.rpc import RPCMeasurer, Tracker
+from tiletune.measure.rpc import RPCMeasurer
 from tiletune.records import load
 from tiletune.schedules import make_space
 from tiletune.session import RunSpec, run
@@ -144,12 +144,7 @@ def test_lost_devices_their_kernels_are_errors_and_the_run_goes_on(pool, request
     victim = next(p for p in f.servers if f.ports[p.pid] in left)
     # both servers free again (the first measurer's sessions closed) before the run: a server still busy ending
     # its session left the whole first batch to the other one now and then
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        queue = Tracker.parse(f.rpc).summary().get("queue_info", {}).get(KEY, {})
-        if queue.get("free", 0) >= 2:
-            break
-        time.sleep(0.2)
+    f.wait_free(2)
     m = RPCMeasurer(wl, space, host_target(), FAST, rpc=f.rpc, pool=pool, request_timeout=30.0)
     try:
         res = tune(space=space, strategy=create("random", space, seed=0), measurer=m, workload=wl.key,
