@@ -220,6 +220,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reference-seeds", type=int, default=1)
     ap.add_argument("--no-reference", action="store_true", help="skip the long reference runs")
     ap.add_argument("--no-paper", action="store_true", help="skip the paper-start runs (and random search)")
+    ap.add_argument("--paper-strategies", default=None, metavar="S,S",
+                    help="the strategies of the paper-start runs (default: --strategies); random search always runs")
     ap.add_argument("--no-default", action="store_true", help="skip the default-start runs (e.g. to add a variant "
                     "for fewer strategies: each setting directory keeps the strategy options it was made with)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:opt=v,...",
@@ -255,7 +257,10 @@ def main(argv=None) -> int:
 
         common = dict(budget=budget, seeds=seeds, batch_size=args.batch, resume=True, progress=True)
         if not args.no_paper:
-            names = strategies + ["random"]
+            paper = [s for s in (args.paper_strategies or ",".join(strategies)).split(",") if s]
+            for s in paper:
+                get(s)
+            names = [s for s in paper if s != "random"] + ["random"]
             run_bench(replace(suite, options={}), out / "paper", strategies=names, baselines=(),
                       options=paper_options(names), **common)
         if not args.no_default:
