@@ -49,6 +49,18 @@ def test_constructions_are_the_top_of_each_construction():
         constructions("ansor", sp)
 
 
+def test_construct_alternates_gensor_and_roller_tops():
+    wl, sp = gemm("gemm:M=128,N=96,K=64")
+    g = constructions("gensor", sp, workload=wl, hardware=cpu(), k=6, rng=np.random.default_rng(2))
+    r = constructions("roller", sp, workload=wl, hardware=cpu(), k=6)
+    both = constructions("construct", sp, workload=wl, hardware=cpu(), k=6, rng=np.random.default_rng(2))
+    want = []
+    for pair in zip(g, r):
+        want += [c for c in pair if c not in want]
+    assert both == want[:6] and len(set(both)) == len(both) == 6
+    assert both[0] == g[0] and r[0] in both[:2]
+
+
 def test_the_roofline_time_of_any_configuration_inverts_the_construction_map():
     wl, sp = gemm()
     m = Model(sp, wl, cpu())
@@ -176,3 +188,14 @@ def test_a_constructive_start_measures_what_the_constructive_strategy_would(meth
     for name in ("gbfs", "na2c", "xgb", "ga"):
         s = create(name, sp, seed=3, context=ctx, options={"start": method})
         assert s.ask(4) == top
+
+
+def test_start_construct_measures_the_gensor_strategys_top_among_its_first():
+    """start=construct with start_k=2k holds the top k of the strategy gensor (same seed) and of Roller."""
+    wl, sp = gemm("gemm:M=128,N=96,K=64")
+    ctx = TuneContext(workload=wl, hardware=cpu())
+    g = create("gensor", sp, seed=3, context=ctx, options={"k": 3, "after_topk": "stop"}).ask(3)
+    r = create("roller", sp, seed=3, context=ctx, options={"k": 3, "after_topk": "stop"}).ask(3)
+    for name in ("gbfs", "xgb"):
+        first = create(name, sp, seed=3, context=ctx, options={"start": "construct", "start_k": 6}).ask(6)
+        assert set(g) <= set(first) and set(r) <= set(first)

@@ -130,7 +130,7 @@ def test_generator_strategy_adapter():
 
 # ---- every start value of the local searches (issue 21) --------------------------------------------------
 START_NAMES = [n for n in NAMES if any(o.name == "start" for o in registry()[n].options)]
-START_VALUES = ["untiled", "random", "gensor", "roller", "json"]
+START_VALUES = ["untiled", "random", "gensor", "roller", "construct", "json"]
 
 
 def _first_states(name, start, space, seed):
@@ -143,7 +143,7 @@ def _first_states(name, start, space, seed):
 
     if start == "json":
         return [space.get(7)], json.dumps(space.to_dict(space.get(7)))
-    if start in ("gensor", "roller"):
+    if start in ("gensor", "roller", "construct"):
         return constructions(start, space, k=4, rng=np.random.default_rng(seed)), start
     if start == "untiled":
         return [space.untiled()], start
@@ -155,7 +155,7 @@ def _first_states(name, start, space, seed):
 def test_every_start_keeps_the_contract_and_measures_its_start_first(name, start):
     space = bowl_space()
     first, value = _first_states(name, start, space, seed=2)
-    if name.startswith("dgd") and start not in ("gensor", "roller"):
+    if name.startswith("dgd") and start not in ("gensor", "roller", "construct"):
         first = None  # DGD measures its random initial sample first and then descends from s0
     r, m, _ = run(name, seed=2, trials=24, batch_size=5, options={"start": value})
     assert len(m.calls) <= 24 and len(set(m.calls)) == len(m.calls)

@@ -33,8 +33,8 @@ NONNEGATIVE = dict(check=lambda v: v >= 0, check_help="must be >= 0")
 
 
 # ---- the start: s0, or the seeds of a population ------------------------------------------------------
-STARTS = ("untiled", "random", "gensor", "roller")
-CONSTRUCTIVE_STARTS = ("gensor", "roller")
+STARTS = ("untiled", "random", "gensor", "roller", "construct")
+CONSTRUCTIVE_STARTS = ("gensor", "roller", "construct")
 #: the default start of every local search (gbfs, na2c, dgd, xgb, evo, ga), chosen by measurement
 #: (benchmarks/construct_refine.py; README): construct, then refine
 DEFAULT_START = "roller"
@@ -56,17 +56,18 @@ def parse_start(raw: Any) -> str:
     return spec
 
 
-parse_start.__name__ = "start: untiled, random, gensor, roller or a JSON object of knob values"
+parse_start.__name__ = "start: untiled, random, gensor, roller, construct or a JSON object of knob values"
 
 
 def start_option(default: str, paper: str) -> Option:
     """``start``: where a local search begins; ``paper`` says what its paper does."""
     return Option("start", default, "where the search begins: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), "
-                  "'random', 'gensor' / 'roller' (their top start_k constructions, measured first), or a JSON "
+                  "'random', 'gensor' / 'roller' (their top start_k constructions, measured first), 'construct' "
+                  "(both tops, alternating: Gensor's first, Roller's first, Gensor's second, ...), or a JSON "
                   f"object of knob values; {paper}", parse_start)
 
 
-START_K_OPTION = Option("start_k", 4, "constructions measured first with start=gensor|roller", int,
+START_K_OPTION = Option("start_k", 4, "constructions measured first with start=gensor|roller|construct", int,
                         check=lambda v: 1 <= v <= 10, check_help="must be 1..10")
 
 
@@ -75,7 +76,7 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
     """The start of a local search, as a list of configurations measured first (s0 is its first member):
     'untiled' -> [the untiled state]; 'random' -> [one uniform state]; 'gensor' / 'roller' -> the top ``k``
     configurations that construction builds for this space (``tiletune.construct.constructions``, best
-    first by the analytic model; Gensor's walks draw from ``rng``); a JSON object {knob: value} -> [that
+    first by the analytic model; Gensor's walks draw from ``rng``; 'construct': both, alternating); a JSON object {knob: value} -> [that
     configuration]. What does not fit the space is a one-line TiletuneError, except that a construction
     that cannot apply (a space without tile knobs, a workload without an affine access model) falls back
     on the start ``fallback``, with a warning, when one is given (the strategies give their paper's start
