@@ -128,13 +128,13 @@ def test_nhwc_model_tuned_from_constructions_matches_torch(spec, nhwc, home, tmp
     result = tune_model(tasks, trials=MODEL_START_K * n_tasks, records=str(rec), round_trials=MODEL_START_K,
                         batch_size=4, settings=SETTINGS)
     assert result.trials == MODEL_START_K * n_tasks
-    # every task's first trials (its first round: the scheduler goes round robin first) are its top Roller
-    # constructions, before xgb proposes anything
+    # every task's first trials (its first round: the scheduler goes round robin first) are its top Gensor and
+    # Roller constructions (the model path's start=construct, with the run's seed), before xgb proposes anything
     lines = [json.loads(x) for x in rec.read_text().splitlines()]
     for k in tasks.tasks:
         space = make_space(k.workload, None, tasks.target)
-        want = [space.to_dict(c) for c in constructions("roller", space, workload=k.workload, target=tasks.target,
-                                                         k=MODEL_START_K)]
+        want = [space.to_dict(c) for c in constructions("construct", space, workload=k.workload, target=tasks.target,
+                                                         k=MODEL_START_K, rng=np.random.default_rng(0))]
         got = [r["config"] for r in lines if r["workload"] == k.workload.key][:len(want)]
         same = sorted(json.dumps(c, sort_keys=True) for c in got) == sorted(json.dumps(c, sort_keys=True) for c in want)
         assert want and same, (k.name, got, want)
@@ -156,13 +156,25 @@ def test_nhwc_model_tuned_from_constructions_matches_torch(spec, nhwc, home, tmp
     assert "the other --layout; this build is NCHW" in out
 
 
-def test_task_options_start_from_roller_top_k():
-    from tiletune.model.tuner import MODEL_START_K, task_options
+def test_task_defaults_start_from_both_constructions_and_still_fall_back():
+    import warnings
 
-    assert task_options("xgb", None) == {"start_k": MODEL_START_K}
-    assert task_options("gbfs", {"start": "random"}) == {"start": "random", "start_k": MODEL_START_K}
-    assert task_options("xgb", {"start_k": 2}) == {"start_k": 2}
-    assert task_options("random", {}) == {}  # no start option: nothing added
+    from tiletune.model.tuner import MODEL_START, MODEL_START_K, task_defaults
+    from tiletune.space import ChoiceKnob, Space
+    from tiletune.strategies import create
+
+    assert MODEL_START == "construct"
+    assert task_defaults("xgb") == {"start": MODEL_START, "start_k": MODEL_START_K}
+    assert task_defaults("random") == {}  # no start option: nothing added
+    sp = Space([ChoiceKnob("unroll", (0, 16, 64))])  # nothing to construct
+    s = create("gbfs", sp, options={"start_k": 2}, defaults=task_defaults("gbfs"))
+    assert s.opts["start"] == MODEL_START and s.opts["start_k"] == 2 and "start" not in s.given_options
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        g = create("gbfs", sp, defaults=task_defaults("gbfs"))  # a default: falls back on the paper's start
+    assert g.s0 == sp.untiled() and any("falls back" in str(x.message) for x in w)
+    with pytest.raises(TiletuneError, match="start=construct"):  # given: an error
+        create("gbfs", sp, options={"start": "construct"}, defaults=task_defaults("gbfs"))
 
 
 def test_bad_layout_is_one_line(capsys):

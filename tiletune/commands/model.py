@@ -16,7 +16,7 @@ from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
 from ..model.tasks import ModelTasks, load_model_tasks
-from ..model.tuner import DEFAULT_STRATEGY, MODEL_START_K, tune_model
+from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, tune_model
 from ..model.zoo import MODELS
 from ..paths import check_output
 from ..target import parse_target
@@ -55,7 +55,8 @@ def add_parser(sub) -> None:
                    help="records file to append to (one file for all tasks)")
     u.add_argument("--strategy", "-s", default=DEFAULT_STRATEGY,
                    help="strategy of every task (see 'tiletune strategies'); the local searches start from the "
-                   f"task's top {MODEL_START_K} Roller constructions (-O start=..., -O start_k=... change it)")
+                   f"task's top {MODEL_START_K} constructions (start={MODEL_START}: Gensor's and Roller's alternating; "
+                   "-O start=..., -O start_k=... change it)")
     add_option_argument(u, "an option of the strategy, e.g. k=3 or gensor.k=3 (repeatable)")
     u.add_argument("--scheduler", default="gradient", choices=sorted(SCHEDULERS),
                    help="task scheduler: Ansor's gradient-based one, or rounds in proportion to FLOPs x calls")

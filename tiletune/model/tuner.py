@@ -17,14 +17,18 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   seeded, and recalled results equal the measured ones), answering from the records file what was
   measured before; nothing is measured twice.
 - Construct, then refine (issue 21): every task's search starts from its constructed kernels. The default
-  strategy is ``xgb``, whose default start (``start=roller``, as for every local search) measures the
-  configurations Roller's construction ranks first before its cost model proposes any, and the task
-  scheduler's first rounds go to every task in turn (round robin), so the first trials of every task are
-  its constructions. In the model path the local searches' ``start_k`` defaults to ``MODEL_START_K`` = 10,
-  the top-k that the ``roller`` strategy measures (its tree often has fewer distinct leaves): with at least
-  that many trials per task, a tuned model has measured every kernel the Roller-constructed model chooses
-  from, so it is at least as fast as that model (up to timing noise). ``-O start_k=N`` or ``-O start=...``
-  change it, as for a single workload.
+  strategy is ``xgb``; in the model path every local search's start defaults to ``MODEL_START`` =
+  ``construct`` (Gensor's and Roller's top constructions alternating: ``tiletune.construct.constructions``)
+  and its ``start_k`` to ``MODEL_START_K`` = 10, which are measured before the cost model proposes anything,
+  and the task scheduler's first rounds go to every task in turn (round robin), so the first 10 trials of
+  every task are the top 5 of both constructions. Neither construction is good on every model (Roller's
+  MobileNetV2 is 5.6x slower than Gensor's, Gensor's ResNet-50 1.4x slower than Roller's), and a
+  single-workload search starts from Roller's alone (``DEFAULT_START``): on MobileNetV2 at 10 trials per task,
+  the ``construct`` start's kernels summed to 1.99 ms against 3.06 with ``roller`` (end to end 3.13 against
+  4.10 ms; ResNet-50 21.2 against 21.4; ``benchmarks/model_start.py``, one run). With the run's seed Gensor's
+  walk is that of ``-s gensor``, so a model tuned with 10 trials per task has measured every kernel the
+  Gensor-constructed model of 4 trials per task chooses from, and Roller's top 5. ``-O start=...`` or
+  ``-O start_k=N`` change it, as for a single workload.
 - A task whose round raises (a strategy or a TVM failure that the measurer does not turn into a failed
   trial) is finished with the reason; the other tasks go on and their records are kept.
 """
@@ -49,16 +53,16 @@ from .tasks import Kernel, ModelTasks
 
 
 DEFAULT_STRATEGY = "xgb"
-MODEL_START_K = 10  # Roller's top-k (the roller strategy's k): see the module docstring
+MODEL_START = "construct"  # see the module docstring
+MODEL_START_K = 10  # the roller strategy's top-k
 
 
-def task_options(strategy: str, options: dict | None) -> dict:
-    """The options of every task's strategy: ``options``, plus ``start_k=MODEL_START_K`` for a strategy that
-    has a ``start_k`` option the caller did not set."""
-    out = dict(options or {})
-    if "start_k" not in out and get_strategy(strategy).has_option("start_k"):
-        out["start_k"] = MODEL_START_K
-    return out
+def task_defaults(strategy: str) -> dict:
+    """The model path's defaults of a task's strategy: ``start=MODEL_START`` and ``start_k=MODEL_START_K`` for
+    a strategy with these options. Defaults, not options: a start the caller leaves alone still falls back
+    on the paper's start, with a warning, on a task that cannot be constructed (no affine access model)."""
+    cls = get_strategy(strategy)
+    return {k: v for k, v in (("start", MODEL_START), ("start_k", MODEL_START_K)) if cls.has_option(k)}
 
 
 def group_of(kernel: Kernel) -> str:
@@ -150,7 +154,8 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
         wl = st.kernel.workload
         st.space = make_space(wl, None, target)
         ctx = TuneContext(workload=wl, target=target, hardware=hw, transfer=(), levels=None)
-        st.strategy = create(strategy, st.space, seed=seed, context=ctx, options=task_options(strategy, options))
+        st.strategy = create(strategy, st.space, seed=seed, context=ctx, options=options,
+                             defaults=task_defaults(strategy))
     sched = make_scheduler(scheduler, seed)
     pool = None
     if measured_here(target) or rpc is not None:

@@ -120,12 +120,16 @@ class Strategy(ABC):
     #: trials/s on GEMM 256^3 together with the 10 ms warm-up and the 1.5 cut-off; benchmarks/README.md)
     batch_size: ClassVar[int] = 8
 
-    def __init__(self, space: Space, *, seed: int = 0, context: TuneContext | None = None, **options: Any):
+    def __init__(self, space: Space, *, seed: int = 0, context: TuneContext | None = None,
+                 defaults: dict[str, Any] | None = None, **options: Any):
+        """``options``: set by the caller; ``defaults``: replace declared defaults (a caller's own defaults,
+        such as the model path's start) without counting as set, so that what a default does where it
+        cannot apply (a constructive start's fallback) still happens."""
         self.space = space
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.context = context or TuneContext()
-        self.opts: dict[str, Any] = self.check_options(options)
+        self.opts: dict[str, Any] = self.check_options({**(defaults or {}), **options})
         self.given_options = frozenset(options)  # the options set by the caller (the rest are defaults)
 
     @classmethod
@@ -279,8 +283,10 @@ def get(name: str) -> type[Strategy]:
 
 
 def create(name: str, space: Space, *, seed: int = 0, context: TuneContext | None = None,
-           options: dict[str, Any] | None = None) -> Strategy:
-    return get(name)(space, seed=seed, context=context, **(options or {}))
+           options: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None) -> Strategy:
+    """Strategy ``name`` on ``space`` with the caller's ``options`` and its own ``defaults`` (see
+    ``Strategy.__init__``)."""
+    return get(name)(space, seed=seed, context=context, defaults=defaults, **(options or {}))
 
 
 def parse_options(items: Sequence[str]) -> dict[str, str]:
