@@ -42,7 +42,7 @@ from tiletune.bench.results import RunResult  # noqa: E402
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.errors import TiletuneError  # noqa: E402
 from tiletune.strategies import get  # noqa: E402
-from tiletune.strategies.common import DEFAULT_PRIOR, DEFAULT_START  # noqa: E402
+from tiletune.strategies.common import DEFAULT_PRIOR, DEFAULT_START, EVO_PRIOR  # noqa: E402
 
 LOCAL = ("gbfs", "na2c", "dgd", "xgb", "evo", "ga")
 PAPER_START = {"gbfs": "untiled", "na2c": "untiled"}  # the others: random
@@ -62,14 +62,19 @@ def paper_options(strategies) -> dict[str, dict]:
     return out
 
 
+def declared_default(strategy: str, name: str):
+    return next(o.default for o in get(strategy).options if o.name == name)
+
+
 def default_options(strategies, extra: dict | None = None) -> dict[str, dict]:
+    """Each strategy's current defaults of ``start`` and ``prior``, pinned (so that a directory made with
+    them resumes only with them), with ``extra`` on top."""
     out = {}
     for s in strategies:
         o = {}
-        if get(s).has_option("start"):
-            o["start"] = DEFAULT_START
-        if get(s).has_option("prior"):
-            o["prior"] = DEFAULT_PRIOR
+        for name in ("start", "prior"):
+            if get(s).has_option(name):
+                o[name] = declared_default(s, name)
         for k, v in (extra or {}).items():
             if get(s).has_option(k):
                 o[k] = v
@@ -141,8 +146,8 @@ def analyze(out: Path, budgets=BUDGETS) -> dict:
 def write_report(out: Path, result: dict) -> None:
     (out / "construct_refine.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     lines = ["# Construct, then refine: best GFLOPS at small budgets", "",
-             f"Default start: `{DEFAULT_START}`, default prior: `{DEFAULT_PRIOR}`. Seed means (min-max); "
-             "`/paper` = the paper's start, `/default` = the defaults, other suffixes = variants; "
+             f"Default start: `{DEFAULT_START}`, default prior: `{DEFAULT_PRIOR}` (evo: `{EVO_PRIOR}`). Seed means (min-max); "
+             "`/paper` = the paper's start, `/default` = the defaults when the directory was made (its bench.json pins them), other suffixes = variants; "
              "best any = the best of every run in this directory (900-trial reference runs included).", ""]
     for wl, row in result["workloads"].items():
         g = result["goals"][wl]

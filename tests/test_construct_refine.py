@@ -173,7 +173,8 @@ def test_transfer_records_warm_start_evo_and_dgd(tmp_path):
     for name in ("evo", "dgd"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # knob features of another shape transfer approximately
-            s = create(name, dst_space, seed=0, context=ctx, options={"feature": "knob", "start": "random"})
+            s = create(name, dst_space, seed=0, context=ctx, options={"feature": "knob", "start": "random",
+                                                                       "prior": "none"})
         assert [b.name for b in s.model.background] == ["transfer"] and s.model.background[0].groups == [40]
         assert len(s.model.predict(dst_space.sample_unique(rng, 3))) == 3 and s.model.fitted
 
@@ -199,3 +200,18 @@ def test_start_construct_measures_the_gensor_strategys_top_among_its_first():
     for name in ("gbfs", "xgb"):
         first = create(name, sp, seed=3, context=ctx, options={"start": "construct", "start_k": 6}).ask(6)
         assert set(g) <= set(first) and set(r) <= set(first)
+
+
+def test_evo_defaults_to_the_analytic_prior_and_falls_back_without_tiles():
+    wl, sp = gemm("gemm:M=128,N=96,K=64")
+    s = create("evo", sp, seed=0, context=TuneContext(workload=wl, hardware=cpu()), options={"feature": "knob"})
+    assert s.opts["prior"] == "analytic" and [b.name for b in s.model.background] == ["analytic prior"]
+    assert s.model.fitted or s.model.dirty  # scores from the model before the first measurement
+    flat = Space([ChoiceKnob("unroll", (0, 16, 64)), ChoiceKnob("pack", (0, 1))])
+    with pytest.warns(UserWarning, match="falls back on prior=none"):
+        e = create("evo", flat, options={"feature": "knob", "start": "random"})
+    assert e.model.background == []
+    with pytest.raises(TiletuneError, match="prior=analytic"):
+        create("evo", flat, options={"feature": "knob", "start": "random", "prior": "analytic"})
+    for name in ("xgb", "dgd"):
+        assert create(name, sp, options={"feature": "knob"} if name == "dgd" else {}).opts["prior"] == "none"

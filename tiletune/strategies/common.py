@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..construct import constructions
+from ..cost_model.etir import Model
 from ..cost_model.prior import PRIORS
 from ..cost_model.surrogate import FEATURES, Surrogate
 from ..errors import TiletuneError
@@ -38,8 +39,10 @@ CONSTRUCTIVE_STARTS = ("gensor", "roller", "construct")
 #: the default start of every local search (gbfs, na2c, dgd, xgb, evo, ga), chosen by measurement
 #: (benchmarks/construct_refine.py; README): construct, then refine
 DEFAULT_START = "roller"
-#: the default prior of the learned cost models (xgb, evo, dgd), chosen by measurement (README)
+#: the default prior of the learned cost models xgb and dgd, chosen by measurement (README); evo's is
+#: "analytic" (``EVO_PRIOR``): its model gives random scores until 100 results without one
 DEFAULT_PRIOR = "none"
+EVO_PRIOR = "analytic"
 
 
 def parse_start(raw: Any) -> str:
@@ -214,8 +217,15 @@ class SurrogateStrategy(Strategy):
     def __init__(self, space: Space, **kw: Any):
         super().__init__(space, **kw)
         o = self.opts
+        prior = o["prior"]
+        if prior == "analytic" and "prior" not in self.given_options:  # a default prior that cannot apply
+            try:
+                Model(space, self.context.workload, self.context.hardware, self.context.target)
+            except TiletuneError as e:
+                warnings.warn(f"prior=analytic: {e}; the default prior falls back on prior=none", stacklevel=2)
+                prior = "none"
         self.model = Surrogate(space, self.context, o["feature"], seed=self.seed, workers=o["workers"],
-                               nthread=o["nthread"], prior=o["prior"], prior_decay=o["prior_decay"],
+                               nthread=o["nthread"], prior=prior, prior_decay=o["prior_decay"],
                                transfer_decay=o["transfer_decay"])
         self.measured: dict[Config, float] = {}
 

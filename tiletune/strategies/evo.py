@@ -59,7 +59,12 @@ Choices where Ansor or the paper leaves a detail open here:
 - Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
   ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the
   model (``tiletune.cost_model.surrogate``); with either, the model's scores are used from the first round
-  instead of random ones until ``warmup``.
+  instead of random ones until ``warmup``. ``prior=analytic`` is the default (chosen by measurement): without
+  it the first round (64 trials, before any model) is the constructions and a random-scored evolution,
+  which at 48 trials ended below random search on 3 of the 7 workloads of ``construct-refine``; with it evo
+  was ahead of its prior-less self on 6 of 7 and of random search on all 7 (2 seeds, Zen 5;
+  benchmarks/README.md). Where the analytic model cannot apply (a space without tile knobs) the default
+  falls back on ``prior=none`` with a warning; ``prior=none`` is Ansor's (the paper benchmarks pin it).
 - A round shorter than ``measure_per_round`` happens when the space runs out of unmeasured points; when
   the whole space is measured ``ask`` returns [].
 """
@@ -74,7 +79,7 @@ import numpy as np
 from ..cost_model.surrogate import TVM_FEATURES
 from ..space import ChoiceKnob, Config, Space, divisors
 from .base import Option, Trial, register, with_default
-from .common import (DEFAULT_PRIOR, DEFAULT_START, NONNEGATIVE, POSITIVE, START_K_OPTION, TRANSFER_DECAY_OPTION,
+from .common import (DEFAULT_START, EVO_PRIOR, NONNEGATIVE, POSITIVE, START_K_OPTION, TRANSFER_DECAY_OPTION,
                      SurrogateStrategy, feature_options, prior_options, start_option, start_seeds)
 
 _PROB = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
@@ -157,7 +162,7 @@ class EvolutionarySearch(SurrogateStrategy):
                float, **_PROB),
         start_option(DEFAULT_START, "Ansor: random"),
         START_K_OPTION,
-    ) + feature_options("program") + prior_options(DEFAULT_PRIOR) + (TRANSFER_DECAY_OPTION,)
+    ) + feature_options("program") + prior_options(EVO_PRIOR) + (TRANSFER_DECAY_OPTION,)
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
