@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,13 +38,10 @@ from tiletune.model.source import short_name
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import host_target
 
+from cli_run import tiletune  # benchmarks/cli_run.py
+
 CONSTRUCTIVE = ("gensor", "roller")
 
-
-def tiletune(*args: str) -> None:
-    cmd = [sys.executable, "-m", "tiletune.cli", *args]
-    print("$ tiletune " + " ".join(args), flush=True)
-    subprocess.run(cmd, check=True)
 
 
 def tuned_before(out: Path, model: str, strategy: str, trials: int) -> dict | None:

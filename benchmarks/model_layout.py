@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,12 +33,10 @@ from tiletune.model.build import best_configs
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import host_target
 
+from cli_run import tiletune  # benchmarks/cli_run.py
+
 METHODS = {"roller": ("-s", "roller", "-O", "after_topk=stop"), "tuned": ()}
 
-
-def tiletune(*args: str) -> None:
-    print("$ tiletune " + " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "tiletune.cli", *args], check=True)
 
 
 def main() -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,10 +29,8 @@ from tiletune.model.source import short_name
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import host_target
 
+from cli_run import tiletune  # benchmarks/cli_run.py
 
-def tiletune(*args: str) -> None:
-    print("$ tiletune " + " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "tiletune.cli", *args], check=True)
 
 
 def main() -> int:
