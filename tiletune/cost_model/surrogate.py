@@ -17,6 +17,7 @@ rows the model exists before the first measurement.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -67,17 +68,27 @@ class Surrogate:
 
     def __init__(self, space: Space, context: TuneContext, feature: str, *, seed: int, workers: int = 2,
                  nthread: int = 1, model: XGBCostModel | None = None, prior: str = "none",
-                 prior_decay: float = 16.0, transfer_decay: float = 64.0):
+                 prior_decay: float = 16.0, transfer_decay: float = 64.0, prior_given: bool = True):
+        """``prior_given``: whether the caller chose ``prior`` (then a prior that cannot apply, a space
+        without tile knobs, is a one-line error) or left it at a default (then it falls back on none, with a
+        warning). The prior is built before the feature workers start, so a failure leaves none behind."""
         self.kind = resolve_feature(feature, context)
+        p = None
+        if prior == "analytic":
+            try:
+                p = analytic_prior(space, context, np.random.default_rng([seed, 1]),
+                                   n=64 if self.kind in TVM_FEATURES else 256)
+            except TiletuneError as e:
+                if prior_given:
+                    raise
+                warnings.warn(f"{e}; the default prior falls back on prior=none", stacklevel=3)
         self.features = make_features(self.kind, space, context, workers)
         self.model = model if model is not None else XGBCostModel("reg", seed=seed, nthread=nthread)
         self.costs: dict[Config, float] = {}
         self.fitted = False
         self.dirty = False  # results added since the last fit
         self.background: list[Background] = []
-        if prior == "analytic":
-            p = analytic_prior(space, context, np.random.default_rng([seed, 1]),
-                               n=64 if self.kind in TVM_FEATURES else 256)
+        if p is not None:
             self.background.append(Background(self.features.extract(p.configs), p.y, [len(p.y)], prior_decay,
                                               "analytic prior"))
         if context.transfer:

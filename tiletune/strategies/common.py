@@ -22,7 +22,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..construct import constructions
-from ..cost_model.etir import Model
 from ..cost_model.prior import PRIORS
 from ..cost_model.surrogate import FEATURES, Surrogate
 from ..errors import TiletuneError
@@ -217,16 +216,9 @@ class SurrogateStrategy(Strategy):
     def __init__(self, space: Space, **kw: Any):
         super().__init__(space, **kw)
         o = self.opts
-        prior = o["prior"]
-        if prior == "analytic" and "prior" not in self.given_options:  # a default prior that cannot apply
-            try:
-                Model(space, self.context.workload, self.context.hardware, self.context.target)
-            except TiletuneError as e:
-                warnings.warn(f"prior=analytic: {e}; the default prior falls back on prior=none", stacklevel=2)
-                prior = "none"
         self.model = Surrogate(space, self.context, o["feature"], seed=self.seed, workers=o["workers"],
-                               nthread=o["nthread"], prior=prior, prior_decay=o["prior_decay"],
-                               transfer_decay=o["transfer_decay"])
+                               nthread=o["nthread"], prior=o["prior"], prior_decay=o["prior_decay"],
+                               transfer_decay=o["transfer_decay"], prior_given="prior" in self.given_options)
         self.measured: dict[Config, float] = {}
 
     def tell(self, trials: Sequence[Trial]) -> None:
