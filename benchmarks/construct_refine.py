@@ -62,19 +62,13 @@ def paper_options(strategies) -> dict[str, dict]:
     return out
 
 
-def declared_default(strategy: str, name: str):
-    return next(o.default for o in get(strategy).options if o.name == name)
-
-
 def default_options(strategies, extra: dict | None = None) -> dict[str, dict]:
     """Each strategy's current defaults of ``start`` and ``prior``, pinned (so that a directory made with
     them resumes only with them), with ``extra`` on top."""
     out = {}
     for s in strategies:
-        o = {}
-        for name in ("start", "prior"):
-            if get(s).has_option(name):
-                o[name] = declared_default(s, name)
+        declared = get(s).check_options({})  # every option at its declared default
+        o = {name: declared[name] for name in ("start", "prior") if name in declared}
         for k, v in (extra or {}).items():
             if get(s).has_option(k):
                 o[k] = v

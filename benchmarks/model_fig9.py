@@ -43,7 +43,6 @@ from cli_run import tiletune  # benchmarks/cli_run.py
 CONSTRUCTIVE = ("gensor", "roller")
 
 
-
 def tuned_before(out: Path, model: str, strategy: str, trials: int) -> dict | None:
     for r in read_jsonl(out / "tuning.jsonl"):
         if r["model"] == model and r["strategy"] == strategy and r["trials"] == trials:

@@ -38,7 +38,6 @@ from cli_run import tiletune  # benchmarks/cli_run.py
 METHODS = {"roller": ("-s", "roller", "-O", "after_topk=stop"), "tuned": ()}
 
 
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)

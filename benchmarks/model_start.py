@@ -88,9 +88,8 @@ def summarize(out: Path, models: list[str], labels: list[str]) -> None:
             for d in sorted((out / f"{name}-{label}").glob("timing*")):
                 ms += [r["median_s"] * 1e3 for r in latest(read_jsonl(d / "results.jsonl"), model)
                        if not r.get("error")]
-            lines.append(f"| {model} | {label} | {t[-1]['trials'] if t else '-'} | "
-                         f"{t[-1]['wall_s']:.0f} | {', '.join(f'{v:.2f}' for v in ms) or '-'} |" if t else
-                         f"| {model} | {label} | - | - | {', '.join(f'{v:.2f}' for v in ms) or '-'} |")
+            trials, wall = (str(t[-1]["trials"]), f"{t[-1]['wall_s']:.0f}") if t else ("-", "-")
+            lines.append(f"| {model} | {label} | {trials} | {wall} | {', '.join(f'{v:.2f}' for v in ms) or '-'} |")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 
 

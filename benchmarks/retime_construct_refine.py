@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402
+from tiletune.space import parse_levels  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
 from tiletune.workloads import parse  # noqa: E402
 
@@ -34,7 +35,7 @@ def main() -> int:
     suite = load(a.suite)
     if a.workloads:
         suite = suite.select(a.workloads)
-    levels = tuple(int(x) for x in str(suite.levels or "4,2").split(","))
+    levels = parse_levels(suite.levels)  # as the harness builds the suite's spaces
     lines = []
     for key in suite.workloads:
         wl = parse(key)

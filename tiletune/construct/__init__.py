@@ -40,12 +40,14 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     except TiletuneError as e:
         raise TiletuneError(f"start={method}: {e}") from None
     rng = rng if rng is not None else np.random.default_rng(0)
-    if method == "gensor":
-        return [c for _, c in GensorWalk(space, model, rng).pool()[:k]]
-    if method == "roller":
-        return [c for _, c in RollerTree(space, model).construct()[:k]]
-    tops = [[c for _, c in GensorWalk(space, model, rng).pool()[:k]],
-            [c for _, c in RollerTree(space, model).construct()[:k]]]
+
+    def top(name: str) -> list[Config]:
+        ranked = GensorWalk(space, model, rng).pool() if name == "gensor" else RollerTree(space, model).construct()
+        return [c for _, c in ranked[:k]]
+
+    if method != "construct":
+        return top(method)
+    tops = [top("gensor"), top("roller")]  # Gensor first: its walks draw from rng as with "gensor"
     out: list[Config] = []
     for i in range(k):
         for top in tops:
