@@ -18,7 +18,10 @@ L_r-l; a reduction tile is 1 at level 0 and the whole extent at levels >= L_r.
 The analytic time is a roofline over the levels: max(compute, max_l Q(T^l) / BW_{l+1}, DRAM traffic /
 BW_DRAM), compute = FLOPs / (peak x load balance of the S0 tiles over the cores x vector-lane use of the
 innermost register tile x FMA-pipe use, min(1, V x accumulator vectors / (2 x FMA units)) (two independent
-accumulators per FMA pipe hide its latency)).
+accumulators per FMA pipe hide its latency)). On a CPU the lane use and the accumulators count the
+registers LLVM actually uses for the vectorised axis (``vector_registers``: 14 lanes are three registers,
+not one), and a register tile must fit the vector registers (``registers_fit``; NHWC conv2d has the
+template's own rule).
 
 The data-movement terms F(t) (footprint) and Q(t) (traffic) come from tiletune.workloads.access.
 """
@@ -33,7 +36,7 @@ from ..schedules.cpu import RegisterTile
 from ..schedules.cuda import LimitRule
 from ..space import ChoiceKnob, Config, Space, SplitKnob
 from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_accesses, tensor_accesses,
-                                traffic_bytes)
+                                tile_counts, traffic_bytes)
 from ..workloads.base import Axis
 
 
@@ -88,6 +91,9 @@ class Model:
         # the GPU template's per-block limits (threads, shared memory, registers per thread, vthreads), where the
         # space carries them: a state whose configuration breaks one does not fit, as a cache overflow does not
         self.limit_rule = space.constraint if isinstance(space.constraint, LimitRule) else None
+        # a CPU space without either rule: the register tile must fit the vector registers (registers_fit)
+        self.cpu_registers = (self.hw.vector_registers if self.hw.kind == "cpu" and self.register_rule is None
+                              and self.limit_rule is None else 0)
 
     # ---- level modes ------------------------------------------------------------------------------
     def mode(self, i: int, l: int) -> str:
@@ -134,13 +140,25 @@ class Model:
         return footprint_bytes(self.accesses, self.tile_map(e, l), self.unit(l))
 
     def traffic(self, e: ETIR, l: int) -> int:
-        return traffic_bytes(self.accesses, self.axes, self.tile_map(e, l), self.unit(l))
+        q = traffic_bytes(self.accesses, self.axes, self.tile_map(e, l), self.unit(l))
+        if l == 0 and self.hw.kind == "cpu" and self.n > 1:
+            # the CPU template keeps the accumulators in registers across R1 only: they go back to the
+            # local buffer (L1) and return once per R0 iteration, not once per spatial tile
+            rounds = math.prod(-(-a.extent // e.tiles[i][1]) for i, a in enumerate(self.axes) if a.kind == "R")
+            if rounds > 1:
+                tiles = self.tile_map(e, 0)
+                out = sum(t.tile_bytes(tiles, self.unit(0)) for t in self.accesses if t.role != "input")
+                _, sp = tile_counts(self.axes, tiles)
+                q += 2 * out * sp * (rounds - 1)
+        return q
 
     def capacity(self, l: int) -> int:
         return int(self.mem[l].size_bytes)
 
     def fits(self, e: ETIR, upto: int) -> bool:
         if self.register_rule is not None and not self.register_fits(e):
+            return False
+        if self.cpu_registers and not self.registers_fit(e):
             return False
         if self.limit_rule is not None and not self.limit_rule(self.space, self.to_config(e)):
             return False
@@ -152,6 +170,33 @@ class Model:
         pixels = math.prod(e.tiles[i][0] for i in self.spatial if i != self.inner)
         channels = e.tiles[self.inner][0] if self.inner is not None else 1
         return self.register_rule.fits(pixels, channels)
+
+    def vector_registers(self, x: int) -> int:
+        """The vector registers one row of ``x`` lanes of the vectorised axis occupies. On a CPU LLVM
+        splits a vector whose length is not a multiple of the register width into power-of-two pieces:
+        whole registers, then one of each power of two in the remainder (x = 14 with 16 lanes: 8 + 4 + 2,
+        a ymm and two xmm registers, three FMAs for 14 lanes; seen in the assembly of an NCHW conv2d on
+        znver5). Elsewhere (a GPU's lanes are threads) ceil(x / lanes)."""
+        lanes = self.hw.simd_lanes
+        if self.hw.kind != "cpu":
+            return -(-x // lanes)
+        return x // lanes + bin(x % lanes).count("1")
+
+    def registers_fit(self, e: ETIR) -> bool:
+        """The register tile of a CPU space without the template's own rule (GEMM, NCHW and depthwise
+        conv2d, ...): its P x V accumulators (P = points of the other spatial axes, V =
+        ``vector_registers`` of the vectorised axis' tile) and one reduction step's operands, P broadcasts
+        and V vector loads, all in registers: P V + P + V + 1 <= the architectural vector registers. A
+        choice: the operands are counted in full because LLVM hoists them ahead of the FMAs (znver5, NCHW
+        conv2d 128 -> 256 at 14 x 14: with P = 8, V = 3 the kernel spilled 15 registers and ran at 72
+        GFLOPS, with P = 4 it spilled 4 and ran at 147; GEMM's 8 x 32 tile, P V + P + V + 1 = 27 on
+        AVX-512, runs at 490)."""
+        if self.inner is None:
+            return True
+        x = e.tiles[self.inner][0]
+        P = e.vthread * math.prod(e.tiles[i][0] for i in self.spatial if i != self.inner)
+        V = self.vector_registers(x)
+        return P * V + P + V + 1 <= self.cpu_registers
 
     # ---- moves along divisors ---------------------------------------------------------------------
     def step_tile(self, e: ETIR, i: int, direction: int, align: int = 1) -> int | None:
@@ -184,13 +229,17 @@ class Model:
         balance = P / (cores * -(-P // cores))
         active = min(cores, P)
         lanes = hw.simd_lanes
+        points = math.prod(e.tiles[i][0] for i in self.spatial) if self.spatial else 1
         if self.inner is not None:
             x = e.tiles[self.inner][0]
-            vec = x / (lanes * -(-x // lanes))
+            regs = self.vector_registers(x)
+            vec = x / (lanes * regs)
+            # accumulator registers (a GPU: points per lane group, as before)
+            acc_vectors = (e.vthread * (points // x) * regs if self.hw.kind == "cpu"
+                           else e.vthread * max(1.0, points / lanes))
         else:
             vec = 1.0 / lanes
-        points = math.prod(e.tiles[i][0] for i in self.spatial) if self.spatial else 1
-        acc_vectors = e.vthread * max(1.0, points / lanes)
+            acc_vectors = e.vthread * max(1.0, points / lanes)
         pipes = min(1.0, acc_vectors / (2 * max(1, hw.fma_units)))
         t_comp = self.flops / (hw.peak_gflops * balance * vec * pipes)  # ns (GFLOP/s = FLOP/ns)
         times = [t_comp]

@@ -1,0 +1,90 @@
+"""The analytic model's register tile on a CPU: the registers LLVM uses for a vectorised row, the register fit
+of spaces without the template's own rule, and the accumulators' round trips per R0 iteration."""
+import math
+
+from tiletune.construct import constructions
+from tiletune.cost_model.etir import Model
+from tiletune.hardware import HardwareSpec, MemoryLevel, preset
+from tiletune.space import Config, Space
+from tiletune.workloads import parse
+from tiletune.workloads.access import traffic_bytes
+
+
+def avx512() -> HardwareSpec:
+    """A fixed AVX-512 machine (32 registers of 16 fp32 lanes), so that the tests do not depend on this CPU."""
+    g = 2.5
+    return HardwareSpec(
+        name="test-avx512", kind="cpu", cores=2, simd_lanes=16, fma_units=2, freq_ghz=g,
+        peak_gflops=2 * 16 * 2 * 2 * g,
+        memory=(MemoryLevel("register", 2048, 192 * g, 1 / g, 64), MemoryLevel("L1", 49152, 128 * g, 4 / g, 64),
+                MemoryLevel("L2", 1 << 20, 32 * g, 14 / g, 64), MemoryLevel("L3", 32 << 20, 64 * g, 20, 64, True),
+                MemoryLevel("DRAM", None, 20.0, 90.0, 64, True)),
+        vector_registers=32, bank_count=16)
+
+
+def model(spec: str, hw=None):
+    wl = parse(spec)
+    sp = Space.from_axes(wl.axes_no_tvm(), levels=(4, 2), choices={"unroll": (0, 16, 64, 512)})
+    return wl, sp, Model(sp, wl, hw or avx512())
+
+
+def config(sp: Space, **tiles) -> Config:
+    d = sp.to_dict(sp.untiled())
+    d.update(tiles)
+    return sp.from_dict(d)
+
+
+def test_vector_registers_split_a_row_into_power_of_two_pieces():
+    _, _, m = model("gemm:M=64,N=64,K=64")
+    assert [m.vector_registers(x) for x in (1, 2, 8, 14, 16, 32, 56, 7)] == [1, 1, 1, 3, 1, 2, 4, 3]
+    # a GPU's lanes are threads: whole lane groups, as before
+    _, _, g = model("gemm:M=64,N=64,K=64", preset("a100"))
+    assert [g.vector_registers(x) for x in (14, 32, 33)] == [1, 1, 2]
+
+
+def test_lane_use_counts_the_pieces():
+    """14 lanes in three registers use 14 of 48 lanes: an x of 16 is faster in the model, all else equal."""
+    _, sp, m = model("gemm:M=64,N=112,K=64")
+    t14 = m.config_time(config(sp, tile_m=(16, 1, 1, 4), tile_n=(8, 1, 1, 14), tile_k=(8, 8)))
+    _, sp16, m16 = model("gemm:M=64,N=128,K=64")
+    t16 = m16.config_time(config(sp16, tile_m=(16, 1, 1, 4), tile_n=(8, 1, 1, 16), tile_k=(8, 8)))
+    # per FLOP (the GEMMs differ in N by 112 : 128)
+    assert t14 / 112 > 2 * t16 / 128
+
+
+def test_register_tile_must_fit_the_vector_registers():
+    _, sp, m = model("gemm:M=64,N=64,K=64")
+    fits = lambda **t: m.registers_fit(m.from_config(config(sp, **t)))  # noqa: E731
+    assert fits(tile_m=(8, 1, 1, 8), tile_n=(2, 1, 1, 32), tile_k=(8, 8))      # 8 x 2: 16 + 8 + 2 + 1 = 27
+    assert not fits(tile_m=(4, 1, 1, 16), tile_n=(2, 1, 1, 32), tile_k=(8, 8))  # 16 x 2: 51 > 32
+    # the NCHW conv2d of the assembly: 4 x 3 (14 lanes) fits, 8 x 3 does not
+    _, sp, m = model("conv2d:N=1,C=32,H=28,W=28,K=64,R=3,S=3,stride=2,pad=1")
+    assert m.registers_fit(m.from_config(config(sp, tile_k=(16, 1, 1, 4), tile_q=(1, 1, 1, 14))))
+    assert not m.registers_fit(m.from_config(config(sp, tile_k=(8, 1, 1, 8), tile_q=(1, 1, 1, 14))))
+    # a GPU space is not held to it
+    _, _, g = model("gemm:M=64,N=64,K=64", preset("a100"))
+    assert g.cpu_registers == 0
+
+
+def test_constructed_register_tiles_fit():
+    for spec in ("gemm:M=128,N=128,K=64", "conv2d:N=1,C=32,H=28,W=28,K=64,R=3,S=3,stride=2,pad=1"):
+        wl, sp, m = model(spec)
+        for method in ("gensor", "roller"):
+            for c in constructions(method, sp, workload=wl, hardware=avx512(), k=4):
+                e = m.from_config(c)
+                x = e.tiles[m.inner][0]
+                P = math.prod(e.tiles[i][0] for i in m.spatial if i != m.inner)
+                V = m.vector_registers(x)
+                assert P * V + P + V + 1 <= 32, (method, sp.to_dict(c))
+
+
+def test_accumulators_return_once_per_r0_iteration():
+    """Level-0 traffic: a longer R1 (c1 = 32 against 1) keeps the accumulators in registers longer."""
+    _, sp, m = model("conv2d:N=1,C=32,H=28,W=28,K=64,R=3,S=3,stride=2,pad=1")
+    base = dict(tile_k=(16, 1, 1, 4), tile_q=(1, 1, 1, 14))
+    short = m.from_config(config(sp, tile_c=(32, 1), **base))
+    long = m.from_config(config(sp, tile_c=(1, 32), **base))
+    assert m.traffic(short, 0) > m.traffic(long, 0)
+    # with the whole reduction in R1 the accumulators never leave the registers: the old count, once per tile
+    whole = m.from_config(config(sp, tile_c=(1, 32), tile_r=(1, 3), tile_s=(1, 3), **base))
+    assert m.traffic(whole, 0) == traffic_bytes(m.accesses, m.axes, m.tile_map(whole, 0), m.unit(0))
