@@ -24,7 +24,7 @@ of the issue (at 48 trials every local search >= random on every workload; the b
 the best: checked against the best of any run, the stricter of the two), and ``curves_<workload>.png``: best GFLOPS against trials, seed means, solid
 for the default start and dashed for the paper's.
 
-    python benchmarks/construct_refine.py --out cr                       # the whole suite: 4-5 hours
+    python benchmarks/construct_refine.py --out cr                       # the whole suite: ~3.5 h (Zen 5)
     python benchmarks/construct_refine.py --out cr --workloads 1 --seeds 2 --budget 48 --no-reference
     python benchmarks/construct_refine.py --analyze cr                   # the report from what is there
     python benchmarks/construct_refine.py --tiny --out /tmp/cr-tiny      # minutes: proves the pipeline
