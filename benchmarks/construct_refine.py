@@ -138,13 +138,13 @@ def analyze(out: Path, budgets=BUDGETS) -> dict:
         at48 = {m: v[str(goal)]["mean"] for m, v in row["methods"].items() if str(goal) in v}
         rnd = at48.get("random")
         default_local = {m: g for m, g in at48.items() if m.endswith("/default")}
+        best = max(at48.values(), default=0.0)
         goals[wl] = {
             "local_below_random_at_48": sorted(m for m, g in default_local.items() if rnd is not None and g < rnd),
-            "best_at_48": max(at48.values(), default=0.0),
-            "within_10pct_of_best_any": bool(at48) and max(at48.values()) >= 0.9 * row["best_any"],
-            "best_at_48_vs_best_any": max(at48.values(), default=0.0) / row["best_any"] if row["best_any"] else 0.0,
-            "best_at_48_vs_reference": (max(at48.values(), default=0.0) / row["best_reference"]
-                                        if row["best_reference"] else None),
+            "best_at_48": best,
+            "within_10pct_of_best_any": bool(at48) and best >= 0.9 * row["best_any"],
+            "best_at_48_vs_best_any": best / row["best_any"] if row["best_any"] else 0.0,
+            "best_at_48_vs_reference": best / row["best_reference"] if row["best_reference"] else None,
         }
     return {"budgets": list(budgets), "goal_trials": goal, "workloads": table, "goals": goals}
 

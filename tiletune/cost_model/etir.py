@@ -36,7 +36,7 @@ from ..schedules.cpu import RegisterTile
 from ..schedules.cuda import LimitRule
 from ..space import ChoiceKnob, Config, Space, SplitKnob
 from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_accesses, tensor_accesses,
-                                tile_counts, traffic_bytes)
+                                traffic_bytes)
 from ..workloads.base import Axis
 
 
@@ -140,17 +140,13 @@ class Model:
         return footprint_bytes(self.accesses, self.tile_map(e, l), self.unit(l))
 
     def traffic(self, e: ETIR, l: int) -> int:
-        q = traffic_bytes(self.accesses, self.axes, self.tile_map(e, l), self.unit(l))
+        trips = 1
         if l == 0 and self.hw.kind == "cpu" and self.n > 1:
             # the CPU template keeps the accumulators in registers across R1 only: they go back to the
-            # local buffer (L1) and return once per R0 iteration, not once per spatial tile
+            # local buffer (L1) and return once per R0 iteration (a store and a load each time but the last)
             rounds = math.prod(-(-a.extent // e.tiles[i][1]) for i, a in enumerate(self.axes) if a.kind == "R")
-            if rounds > 1:
-                tiles = self.tile_map(e, 0)
-                out = sum(t.tile_bytes(tiles, self.unit(0)) for t in self.accesses if t.role != "input")
-                _, sp = tile_counts(self.axes, tiles)
-                q += 2 * out * sp * (rounds - 1)
-        return q
+            trips = 2 * rounds - 1
+        return traffic_bytes(self.accesses, self.axes, self.tile_map(e, l), self.unit(l), output_trips=trips)
 
     def capacity(self, l: int) -> int:
         return int(self.mem[l].size_bytes)
@@ -230,16 +226,14 @@ class Model:
         active = min(cores, P)
         lanes = hw.simd_lanes
         points = math.prod(e.tiles[i][0] for i in self.spatial) if self.spatial else 1
+        acc_vectors = e.vthread * max(1.0, points / lanes)  # points per lane group (a GPU)
+        vec = 1.0 / lanes
         if self.inner is not None:
             x = e.tiles[self.inner][0]
             regs = self.vector_registers(x)
             vec = x / (lanes * regs)
-            # accumulator registers (a GPU: points per lane group, as before)
-            acc_vectors = (e.vthread * (points // x) * regs if self.hw.kind == "cpu"
-                           else e.vthread * max(1.0, points / lanes))
-        else:
-            vec = 1.0 / lanes
-            acc_vectors = e.vthread * max(1.0, points / lanes)
+            if self.hw.kind == "cpu":  # the accumulator registers LLVM uses
+                acc_vectors = e.vthread * (points // x) * regs
         pipes = min(1.0, acc_vectors / (2 * max(1, hw.fma_units)))
         t_comp = self.flops / (hw.peak_gflops * balance * vec * pipes)  # ns (GFLOP/s = FLOP/ns)
         times = [t_comp]

@@ -188,10 +188,12 @@ def tile_counts(axes: Sequence[Axis], tiles: Mapping[str, int]) -> tuple[int, in
 
 
 def traffic_bytes(accesses: Sequence[TensorAccess], axes: Sequence[Axis], tiles: Mapping[str, int],
-                  unit: int = 1) -> int:
-    """Q(t): bytes moved into the memory holding one tile over the whole computation (see module doc)."""
+                  unit: int = 1, output_trips: int = 1) -> int:
+    """Q(t): bytes moved into the memory holding one tile over the whole computation (see module doc).
+    ``output_trips``: times each output tile is moved (1: accumulated in place across the whole reduction;
+    more where a schedule moves its accumulators out and back in during the reduction)."""
     allt, sp = tile_counts(axes, tiles)
-    return sum(t.tile_bytes(tiles, unit) * (allt if t.role == "input" else sp) for t in accesses)
+    return sum(t.tile_bytes(tiles, unit) * (allt if t.role == "input" else sp * output_trips) for t in accesses)
 
 
 def compulsory_bytes(accesses: Sequence[TensorAccess]) -> int:
