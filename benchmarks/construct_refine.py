@@ -7,8 +7,8 @@ measurements, warm workers, one records/traces directory per setting) in setting
 interrupted run goes on where it stopped and a repeated command does nothing twice):
 
     paper/      every strategy with its paper's start: gbfs/na2c start=untiled, the others start=random and
-                prior=none; plus random search
-    default/    every local search with the current defaults (start, prior), pinned explicitly
+                prior=none, GA with AutoTVM's pop_size 100; plus random search
+    default/    every local search with the current defaults (start, prior, GA's pop_size), pinned explicitly
     reference/  ``--reference`` strategies (default: xgb, random) with the defaults for ``--reference-budget``
                 trials (default 900), ``--reference-seeds`` seeds, and the vendor baseline; another name
                 starting with ``reference`` (``--reference-name``) adds reference runs of other strategies
@@ -49,6 +49,11 @@ from tiletune.strategies.common import DEFAULT_PRIOR, DEFAULT_START, EVO_PRIOR  
 
 LOCAL = ("gbfs", "na2c", "dgd", "xgb", "evo", "ga")
 PAPER_START = {"gbfs": "untiled", "na2c": "untiled"}  # the others: random
+PAPER_EXTRA = {"ga": {"pop_size": 100}}  # AutoTVM's GATuner
+#: options besides start and prior whose defaults were chosen by measurement: pinned in every setting, so
+#: that a directory resumes only with what it was measured with (directories made before GA's pop_size
+#: was pinned were measured with 100, which their bench.json now says)
+PINNED = ("start", "prior", "pop_size")
 BUDGETS = (16, 48, 128)
 
 
@@ -60,18 +65,19 @@ def paper_options(strategies) -> dict[str, dict]:
             o["start"] = PAPER_START.get(s, "random")
         if get(s).has_option("prior"):
             o["prior"] = "none"
+        o.update(PAPER_EXTRA.get(s, {}))
         if o:
             out[s] = o
     return out
 
 
 def default_options(strategies, extra: dict | None = None) -> dict[str, dict]:
-    """Each strategy's current defaults of ``start`` and ``prior``, pinned (so that a directory made with
+    """Each strategy's current defaults of the ``PINNED`` options, pinned (so that a directory made with
     them resumes only with them), with ``extra`` on top."""
     out = {}
     for s in strategies:
         declared = get(s).check_options({})  # every option at its declared default
-        o = {name: declared[name] for name in ("start", "prior") if name in declared}
+        o = {name: declared[name] for name in PINNED if name in declared}
         for k, v in (extra or {}).items():
             if get(s).has_option(k):
                 o[k] = v
@@ -89,7 +95,8 @@ def parse_variant(text: str) -> tuple[str, dict]:
         k, eq, v = item.partition("=")
         if not eq:
             raise TiletuneError(f"--variant {text!r}: {item!r} is not opt=value")
-        d[k.strip()] = v.strip()
+        v = v.strip()
+        d[k.strip()] = int(v) if v.lstrip("-").isdigit() else v  # pop_size=16 pins 16, as the defaults do
     return name, d
 
 
