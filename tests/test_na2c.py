@@ -42,8 +42,8 @@ def test_na2c_improves_on_a_synthetic_cost():
     bests, random_bests = [], []
     for seed in range(2):
         m = FunctionMeasurer(cost)
-        r = tune(space=space, strategy=create("na2c", space, seed=seed), measurer=m, workload="synthetic",
-                 flops=1, trials=120, batch_size=8)
+        r = tune(space=space, strategy=create("na2c", space, seed=seed, options={"start": "untiled"}), measurer=m,
+                 workload="synthetic", flops=1, trials=120, batch_size=8)
         bests.append(r.best.median_s)
         m2 = FunctionMeasurer(cost)
         r2 = tune(space=space, strategy=create("random", space, seed=seed), measurer=m2, workload="synthetic",
