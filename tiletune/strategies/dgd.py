@@ -66,7 +66,8 @@ Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo
 - The start (option ``start``, shared with the other local searches): ``random`` is the paper's (the
   initial sample of ``sample_size`` random configurations, every descent from a random point);
   ``untiled`` or a JSON object: the paper's initial sample, then the first descent from that state;
-  ``gensor`` / ``roller`` (construct, then refine; the default, chosen by measurement): the top ``start_k``
+  ``gensor`` / ``roller`` / ``construct`` (construct, then refine; ``construct`` is the default, chosen by
+  measurement): the top ``start_k``
   constructions of that method are measured first and are the initial sample (no random sample: at small
   budgets 64 random measurements would be the whole run), and the first descents start from them, the
   fastest measured first; random restarts follow. The benchmarks that reproduce the paper pin

@@ -18,8 +18,8 @@ A gene is a configuration written as one option index per knob. AutoTVM's GATune
             genes <- the children (no duplicates)
 
 The start (option ``start``, shared with the other local searches): ``random`` is AutoTVM's (a uniform
-first generation); ``gensor`` / ``roller`` (construct, then refine; the default, chosen by measurement)
-put the top ``start_k`` constructions of that method first in the first generation (the rest uniform), so
+first generation); ``gensor`` / ``roller`` / ``construct`` (construct, then refine; ``construct``, both tops alternating,
+is the default, chosen by measurement) put the top ``start_k`` constructions of that method first in the first generation (the rest uniform), so
 they are measured first and breed; ``untiled`` or a JSON object does the same with that one state.
 
 AutoTVM's defaults are pop_size 100, elite_num 3, mutation_prob 0.1; ours keep elite_num and

@@ -38,12 +38,13 @@ Choices where the paper leaves a detail open:
   budget (the paper's T_max).
 - The start (option ``start``, ``common.start_states``): ``untiled`` is the paper's s0, the untiled state
   [[m,1,1,1],[k,1],[n,1,1,1]] (choice knobs at their first value); ``random`` draws s0 uniformly; a JSON
-  object (knob name -> value) gives it by hand; ``gensor`` / ``roller`` (construct, then refine) make the
-  first B the top ``start_k`` constructions of that method (``tiletune.construct``): all of them are tested
-  first and join S_v and Q, so the search expands the best of them first. The default is ``roller``,
-  chosen by measurement: from the untiled s0 the search spends its first ~100 trials leaving the slow
-  region, so at small budgets it ends below random search (benchmarks/construct_refine.py); the
-  benchmarks that reproduce the paper pin ``start=untiled``.
+  object (knob name -> value) gives it by hand; ``gensor`` / ``roller`` / ``construct`` (construct, then
+  refine; ``construct``: both tops alternating) make the first B the top ``start_k`` constructions of that
+  method (``tiletune.construct``): all of them are tested first and join S_v and Q, so the search expands
+  the best of them first. The default is ``construct``, chosen by measurement: from the untiled s0 the
+  search spends its first ~100 trials leaving the slow region, so at small budgets it ends below random
+  search, and Gensor's and Roller's tops together did better than Roller's alone
+  (benchmarks/construct_refine.py); the benchmarks that reproduce the paper pin ``start=untiled``.
 """
 from __future__ import annotations
 
