@@ -37,7 +37,7 @@ STARTS = ("untiled", "random", "gensor", "roller", "construct")
 CONSTRUCTIVE_STARTS = ("gensor", "roller", "construct")
 #: the default start of every local search (gbfs, na2c, dgd, xgb, evo, ga), chosen by measurement
 #: (benchmarks/construct_refine.py; README): construct, then refine, from Gensor's and Roller's tops. At 16,
-#: 48 and 128 trials on the seven construct-refine workloads it was 1.04-1.05x ahead of Roller's tops alone
+#: 48 and 128 trials on the seven construct-refine workloads it was 1.06-1.08x ahead of Roller's tops alone
 #: (geometric mean over workloads and strategies, znver5): 2x on the ResNet C7 conv, where Roller's tops
 #: are poor; behind on the depthwise and 56x56 convs for some strategies, where Gensor's are
 DEFAULT_START = "construct"

@@ -102,7 +102,7 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
     summary = "TVM-AF-DS dynamic gradient descent over n-hop tile neighbours, XGBoost-ranked, windows of 3"
     options = (
         Option("sample_size", 64, "random configurations measured to build the initial model (paper: 64; with "
-               "start=gensor|roller the constructions are the initial sample instead)", int, **NONNEGATIVE),
+               "a constructive start the constructions are the initial sample instead)", int, **NONNEGATIVE),
         Option("hop_threshold", 3, "largest hop distance n tried before declaring a local minimum", int,
                **POSITIVE),
         Option("window", 3, "sliding-window size: candidates measured per batch (paper: 3)", int, **POSITIVE),
