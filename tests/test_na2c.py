@@ -97,7 +97,7 @@ def test_centre_moves_to_the_best_state():
 
 def test_memory_stores_every_predecessor_of_a_measured_state():
     space = bowl_space()
-    s = create("na2c", space, seed=0, options={"memory": 10_000, "train_steps": 0})
+    s = create("na2c", space, seed=0, options={"memory": 10_000, "train_steps": 0, "start": "untiled"})
     s0 = space.untiled()
     s.ask(1)
     s.tell([Trial(s0, 2.0)])
@@ -106,7 +106,7 @@ def test_memory_stores_every_predecessor_of_a_measured_state():
     assert all(m[2] == 0.5 for m in s.M)
     inv = inverse_actions(space)
     assert all(inv[inv[i]] == i for i in range(len(inv)))
-    w = create("na2c", space, seed=0, options={"predecessors": "walked", "train_steps": 0})
+    w = create("na2c", space, seed=0, options={"predecessors": "walked", "train_steps": 0, "start": "untiled"})
     w.ask(1)
     w.tell([Trial(s0, 2.0)])
     assert len(w.M) == 0  # s0 was not reached by a walked transition
