@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.construct import constructions  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
+from tiletune.records import config_key  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402
 from tiletune.space import parse_levels  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
@@ -65,9 +66,9 @@ def measure(files: list[Path], out: Path, rounds: int) -> list[dict]:
     for key in suite.workloads:
         wl = parse(key)
         space = make_space(wl, levels, tgt)
-        items = [(name, m, i, c) for name, s in sets.items() for m in METHODS
+        items = [(name, m, i, c, config_key(c)) for name, s in sets.items() for m in METHODS
                  for i, c in enumerate(s["tops"].get(wl.key, {}).get(m, []))]
-        unique = list(dict.fromkeys(json.dumps(c, sort_keys=True) for *_, c in items))
+        unique = list(dict.fromkeys(ck for *_, ck in items))
         configs = [space.from_dict(json.loads(u)) for u in unique]
         times: list[list[float]] = [[] for _ in configs]
         with make_measurer(wl, space, tgt) as meas:
@@ -77,9 +78,9 @@ def measure(files: list[Path], out: Path, rounds: int) -> list[dict]:
                     if res.costs and (r > 0 or rounds == 1):
                         times[j].append(statistics.median(res.costs))
         gflops = {u: (wl.flops / statistics.median(t) / 1e9 if t else 0.0) for u, t in zip(unique, times)}
-        for name, m, i, c in items:
+        for name, m, i, c, ck in items:
             line = {"workload": wl.key, "file": name, "method": m, "rank": i, "config": c,
-                    "gflops": round(gflops[json.dumps(c, sort_keys=True)], 1)}
+                    "gflops": round(gflops[ck], 1)}
             lines.append(line)
             print(json.dumps(line), flush=True)
     (out / "measured.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
@@ -110,7 +111,7 @@ def rank(paths: list[Path], top: int) -> list[dict]:
         for r in load_records(p):
             if r.gflops:
                 d = best.setdefault(r.workload, {})
-                k = json.dumps(r.config, sort_keys=True)
+                k = config_key(r.config)
                 d[k] = max(d.get(k, 0.0), r.gflops)
     out = []
     for key, d in best.items():

@@ -67,11 +67,10 @@ Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo
   initial sample of ``sample_size`` random configurations, every descent from a random point);
   ``untiled`` or a JSON object: the paper's initial sample, then the first descent from that state;
   ``gensor`` / ``roller`` / ``construct`` (construct, then refine; ``construct`` is the default, chosen by
-  measurement): the top ``start_k``
-  constructions of that method are measured first and are the initial sample (no random sample: at small
-  budgets 64 random measurements would be the whole run), and the first descents start from them, the
-  fastest measured first; random restarts follow. The benchmarks that reproduce the paper pin
-  ``start=random``.
+  measurement): the top ``start_k`` constructions of that method are measured first and are the initial
+  sample (no random sample: at small budgets 64 random measurements would be the whole run), and the first
+  descents start from them, the fastest measured first; random restarts follow. The benchmarks that
+  reproduce the paper pin ``start=random``.
 
 - Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
   ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the

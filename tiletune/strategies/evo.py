@@ -53,9 +53,10 @@ Choices where Ansor or the paper leaves a detail open here:
   measurements. ``timing()`` reports the seconds spent in features, fitting and prediction.
 - The start (option ``start``, shared with the other local searches): ``random`` is Ansor's (the first
   round from a random population); ``gensor`` / ``roller`` / ``construct`` (construct, then refine;
-  ``construct`` is the default, chosen by measurement) measure the top ``start_k`` constructions of that method first, as a round of their own,
-  and the measured ones seed the next populations (``use_measured_ratio``); ``untiled`` or a JSON object
-  does the same with that one state. The benchmarks that reproduce the paper pin ``start=random``.
+  ``construct`` is the default, chosen by measurement) measure the top ``start_k`` constructions of that
+  method first, as a round of their own, and the measured ones seed the next populations
+  (``use_measured_ratio``); ``untiled`` or a JSON object does the same with that one state. The
+  benchmarks that reproduce the paper pin ``start=random``.
 - Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
   ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the
   model (``tiletune.cost_model.surrogate``); with either, the model's scores are used from the first round

@@ -18,9 +18,10 @@ A gene is a configuration written as one option index per knob. AutoTVM's GATune
             genes <- the children (no duplicates)
 
 The start (option ``start``, shared with the other local searches): ``random`` is AutoTVM's (a uniform
-first generation); ``gensor`` / ``roller`` / ``construct`` (construct, then refine; ``construct``, both tops alternating,
-is the default, chosen by measurement) put the top ``start_k`` constructions of that method first in the first generation (the rest uniform), so
-they are measured first and breed; ``untiled`` or a JSON object does the same with that one state.
+first generation); ``gensor`` / ``roller`` / ``construct`` (construct, then refine; ``construct``, both
+tops alternating, is the default, chosen by measurement) put the top ``start_k`` constructions of that
+method first in the first generation (the rest uniform), so they are measured first and breed;
+``untiled`` or a JSON object does the same with that one state.
 
 AutoTVM's defaults are pop_size 100, elite_num 3, mutation_prob 0.1; ours keep elite_num and
 mutation_prob and take pop_size 16, chosen by measurement (benchmarks/construct_refine.py, setting
@@ -47,7 +48,8 @@ class GATuner(Strategy):
     name = "ga"
     summary = "AutoTVM's genetic algorithm: elitism, one-point crossover of knobs, mutation"
     options = (
-        Option("pop_size", 16, "genes per generation (AutoTVM: 100)", int, check=lambda v: v >= 2, check_help="must be >= 2"),
+        Option("pop_size", 16, "genes per generation (AutoTVM: 100)", int,
+               check=lambda v: v >= 2, check_help="must be >= 2"),
         Option("elite_num", 3, "best genes carried into the next selection pool", int,
                check=lambda v: v >= 0, check_help="must be >= 0"),
         Option("mutation_prob", 0.1, "probability to reset each knob of a child", float,

@@ -36,10 +36,10 @@ transfer data the model exists before the first measurement, so the first batch 
 
 The start (option ``start``, shared with the other local searches): ``random`` is AutoTVM's (random first
 batches, SA chains from uniform points); ``gensor`` / ``roller`` / ``construct`` (construct, then refine;
-``construct`` is the default, chosen by measurement) measure the top ``start_k`` constructions of that method first (then random points
-until ``min_train`` results) and seed the first SA chains with them, so the annealing explores around
-them; ``untiled`` or a JSON object does the same with that one state. The benchmarks that reproduce the
-papers pin ``start=random``.
+``construct`` is the default, chosen by measurement) measure the top ``start_k`` constructions of that
+method first (then random points until ``min_train`` results) and seed the first SA chains with them, so
+the annealing explores around them; ``untiled`` or a JSON object does the same with that one state. The
+benchmarks that reproduce the papers pin ``start=random``.
 
 Analytic prior (option ``prior=analytic``, ``tiletune.cost_model.prior``): 256 uniform configurations
 (64 for the TVM features) and Roller's constructed leaves, labelled with the normalised throughput that
