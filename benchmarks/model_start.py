@@ -11,14 +11,22 @@ latencies to ``OUT/<model>-<setting>/results.jsonl``, the table to ``OUT/summary
 tuning run is skipped; a timing made in an earlier invocation is kept unless ``--retime N`` asks for the
 N-th timing (a new directory per N). Run on an idle machine.
 
+Confirmation (``tiletune model tune --confirm K``, ``tiletune.model.confirm``): ``--confirm 3,0`` runs every
+setting with the default confirmation and again without it (``-confirm0``); with ``--records-from DIR`` both
+start from the records of an earlier run, so their tuning is recalled, not measured again, and the two builds
+choose among the same measured kernels.
+
     python benchmarks/model_start.py --out benchmarks/out/model-start
     python benchmarks/model_start.py --out /tmp/ms-quick --models tiny --per-task 3     # minutes: a check
+    python benchmarks/model_start.py --out benchmarks/out/model-confirm --records-from benchmarks/out/model-start-2 \
+        --starts construct --constructive gensor --confirm 3,0
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -42,6 +50,11 @@ def main() -> int:
     p.add_argument("--per-task", type=int, default=10)
     p.add_argument("--constructive", default="gensor,roller", help="constructive strategies to compare with")
     p.add_argument("--constructive-per-task", type=int, default=4)
+    p.add_argument("--confirm", default="0", help="--confirm values of 'model tune' (comma-separated; every "
+                   "setting once per value; a value other than the first adds '-confirmK' to the setting's name)")
+    p.add_argument("--records-from", default=None, metavar="DIR",
+                   help="start from the records of an earlier run of this script (copied where this one has none): "
+                   "its tuning is recalled, not measured again")
     p.add_argument("--retime", type=int, default=1, help="which timing this is (a new directory per value)")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--min-repeat-ms", type=int, default=200)
@@ -49,15 +62,19 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     models = [m for m in a.models.split(",") if m]
-    settings = [(f"{a.strategy}-{s}", a.strategy, ["-O", f"start={s}"], a.per_task)
-                for s in a.starts.split(",") if s]
-    settings += [(c, c, [], a.constructive_per_task) for c in a.constructive.split(",") if c]
+    base = [(f"{a.strategy}-{s}", a.strategy, ["-O", f"start={s}"], a.per_task) for s in a.starts.split(",") if s]
+    base += [(c, c, [], a.constructive_per_task) for c in a.constructive.split(",") if c]
+    confirms = [int(v) for v in a.confirm.split(",") if v]
+    settings = [(label if i == 0 else f"{label}-confirm{k}", strategy, opts + ["--confirm", str(k)], per_task, label)
+                for i, k in enumerate(confirms) for label, strategy, opts, per_task in base]
     for model in models:
         _, tasks = load_model_tasks(model, host_target())
         n = len(tasks.tasks)
         name = short_name(model)
-        for label, strategy, opts, per_task in settings:
+        for label, strategy, opts, per_task, origin in settings:
             rec = out / f"{name}-{label}.jsonl"
+            if a.records_from and not rec.exists() and (Path(a.records_from) / f"{name}-{origin}.jsonl").exists():
+                shutil.copyfile(Path(a.records_from) / f"{name}-{origin}.jsonl", rec)
             done = [r for r in read_jsonl(out / "tuning.jsonl") if r["model"] == model and r["setting"] == label
                     and r["trials"] == n * per_task]
             if not done:

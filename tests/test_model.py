@@ -86,7 +86,7 @@ def tuned(model, home):
     _, tasks = model
     rec = home / "small.jsonl"
     result = tune_model(tasks, strategy="random", trials=3 * len(tasks.tasks), records=str(rec), round_trials=3,
-                        batch_size=3, settings=SETTINGS)
+                        batch_size=3, settings=SETTINGS, confirm=3)
     return rec, result
 
 
@@ -198,9 +198,12 @@ def test_resume_measures_nothing_twice(model, tuned):
     rec, first = tuned
     lines = rec.read_text().splitlines()
     again = tune_model(tasks, strategy="random", trials=first.trials, records=str(rec), round_trials=3, batch_size=3,
-                       settings=SETTINGS)
+                       settings=SETTINGS, confirm=3)
     assert again.measured == 0 and again.recalled == first.trials
     assert rec.read_text().splitlines() == lines
+    # the first run confirmed its tasks' top kernels; the resumed run found them confirmed already
+    assert first.confirmed > 0 and again.confirmed == 0
+    assert any('"strategy": "confirm"' in line for line in lines)
 
 
 def test_constructive_strategies_tune_a_model(model, tmp_path):
@@ -260,6 +263,8 @@ def test_bad_input_is_one_line(spec, model, tuned, tmp_path, capsys):
     assert "another model" in err(["model", "build", spec, "-r", str(other), "-o", str(tmp_path / "x.so")])
     assert "another model" in err(["model", "tune", spec, "-r", str(other), "--trials", "2"])
     assert "give a budget" in err(["model", "tune", spec, "-r", str(tmp_path / "n.jsonl")])
+    assert "--confirm must be 0" in err(["model", "tune", spec, "-r", str(tmp_path / "n.jsonl"), "-n", "2",
+                                         "--confirm", "1"])
 
 
 def test_model_tasks_command_measures_latency_shares(spec, tuned, capsys):

@@ -23,6 +23,9 @@ from typing import Any, Iterable, Iterator
 from .errors import TiletuneError
 
 SCHEMA = 1
+#: the ``strategy`` of a record that re-measures a candidate before a model is built
+#: (``tiletune.model.confirm``); the tuning loop never recalls such a record
+CONFIRM = "confirm"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Protocol, Sequence
 
 from .errors import TiletuneError
 from .measure.base import MeasureResult, Measurer
-from .records import Record, RecordWriter, load, now
+from .records import CONFIRM, Record, RecordWriter, load, now
 from .space import Config, Space
 from .strategies.base import Strategy, Trial
 
@@ -73,13 +73,16 @@ def known_from_records(path: str | Path | None, space: Space, workload: str, tar
     """Configurations of this workload/target already in a records file (the last record wins).
 
     With ``measurer``, only records produced by that kind of measurer count: a simulated (replay) cost
-    is never recalled as a hardware measurement, nor the other way round."""
+    is never recalled as a hardware measurement, nor the other way round. Confirmation records
+    (``tiletune.model.confirm``) are never recalled."""
     if path is None or not Path(path).exists():
         return {}
     known: dict[Config, Record] = {}
     for r in load(path, workload=workload, target=target):
         if measurer is not None and r.measurer != measurer:
             continue
+        if r.strategy == CONFIRM:
+            continue  # a re-measurement before a model build: recalled, it could change a replayed decision
         try:
             known[space.from_dict(r.config)] = r
         except TiletuneError:

@@ -16,6 +16,7 @@ from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
 from ..model.tasks import ModelTasks, load_model_tasks
+from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
 from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, tune_model
 from ..model.zoo import MODELS
 from ..paths import check_output
@@ -63,6 +64,10 @@ def add_parser(sub) -> None:
     u.add_argument("--round", type=int, default=8, dest="round_trials", help="trials per round of one task")
     u.add_argument("--seed", type=int, default=0, help="seed of the strategies and the scheduler")
     u.add_argument("--hardware", default=None, metavar="SPEC.json", help="HardwareSpec for gensor/roller/*-af")
+    u.add_argument("--confirm", type=int, default=CONFIRM_DEFAULT, metavar="K",
+                   help=f"after the budget, measure every task's K fastest kernels again, side by side (2 rounds, "
+                   f"no early cut-off; e.g. {CONFIRM_TOP}), and build with the fastest of these measurements; 0 (the "
+                   "default: it did not make the measured models faster end to end): off")
     add_measure_arguments(u, batch_size=8)
     u.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     u.set_defaults(func=run_tune)
@@ -175,6 +180,7 @@ def run_tune(args) -> int:
         raise TiletuneError(f"--trials must be >= 1, got {args.trials}")
     if args.seconds is not None and not args.seconds > 0:
         raise TiletuneError(f"--seconds must be > 0, got {args.seconds:g}")
+    check_top(args.confirm)
     check_output(args.records, "records file")
     rpc = rpc_address(args)  # a bad --rpc or an unreachable tracker: one line before the model is imported
     source, tasks = _load(args)
@@ -191,17 +197,25 @@ def run_tune(args) -> int:
         if progress is not None:
             progress.round_done(state, run, total, len(tuned))
 
+    def on_confirm(state, n):
+        if progress is not None and n:
+            progress.note(f"  confirmed {state.kernel.name}: {n} measurements, best {state.best_gflops:.1f} GFLOPS")
+
     try:
         result = tune_model(tasks, strategy=args.strategy, trials=args.trials, seconds=args.seconds,
                             records=args.records, scheduler=args.scheduler, round_trials=args.round_trials,
                             batch_size=args.batch_size, settings=settings, seed=args.seed,
                             options=options_for(args.option, args.strategy), hardware=args.hardware, rpc=rpc,
-                            on_round=on_round, callbacks=(progress,) if progress is not None else ())
+                            on_round=on_round, callbacks=(progress,) if progress is not None else (),
+                            confirm=args.confirm, on_confirm=on_confirm)
     finally:
         if progress is not None:
             progress.close()
     print(f"{result.trials} trials ({result.measured} measured, {result.recalled} from records) in "
           f"{result.elapsed:.1f} s; stopped: {result.stopped}")
+    if result.confirmed:
+        print(f"confirmed the top {args.confirm} kernels of the tasks: {result.confirmed} measurements in "
+              f"{result.confirm_s:.1f} s (the build takes the fastest of these)")
     rows = [("task", "calls", "trials", "best GFLOPS", "us/call", "state")]
     for st in sorted(result.states, key=lambda s: -s.flops * s.calls):
         rows.append((st.kernel.name[:55], str(st.calls), str(st.trials), f"{st.best_gflops:.1f}",

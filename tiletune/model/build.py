@@ -1,8 +1,10 @@
 """The whole model with the best kernel of every task: compile, check against the original framework,
 export one library, and export the kernels as a MetaSchedule database.
 
-- ``best_configs(tasks, records)``: per task, the best successful record of its workload key for this
-  target (a records file with no record of any of the model's tasks is refused: it belongs to another model).
+- ``best_configs(tasks, records)``: per task, the kernel of its workload key for this target that
+  ``tiletune.model.confirm.chosen`` takes: the fastest of its last confirmation, else the best successful
+  record (a records file with no record of any of the model's tasks is refused: it belongs to another
+  model).
 - ``scheduled_module``: the fused module with every task that has a best record replaced by the CPU
   template's schedule of that configuration, and every other kernel by the default schedule
   (``tiletune.model.default_schedule.checked``).
@@ -29,10 +31,11 @@ import numpy as np
 from ..api import c_compiler
 from ..errors import TiletuneError
 from ..measure.timing import time_callable
-from ..records import best, load
+from ..records import load
 from ..schedules import make_space
 from ..schedules.cpu import schedule
 from ..target import target_key
+from .confirm import chosen
 from .default_schedule import checked
 from .tasks import Kernel, ModelTasks
 
@@ -49,7 +52,8 @@ class Chosen:
 
 
 def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
-    """The best record of each task (by kernel hash) in ``records`` for the tasks' target."""
+    """The chosen kernel of each task (by kernel hash) in ``records`` for the tasks' target (the module
+    docstring)."""
     if records is None:
         return {}
     if not Path(records).exists():
@@ -64,15 +68,16 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
                             f"or with the other layout (this is {tasks.layout}; see --layout)")
     out: dict[str, Chosen] = {}
     for k in tasks.tasks:
-        b = best(mine, k.workload.key)
-        if b is None:
+        pick = chosen(mine, k.workload.key)
+        if pick is None:
             continue
+        config, median_s, gflops = pick
         space = make_space(k.workload, None, tasks.target)
         try:
-            cfg = space.from_dict(b.config)
+            cfg = space.from_dict(config)
         except TiletuneError:
             continue  # recorded with other levels
-        out[k.hash] = Chosen(k, cfg, space, b.median_s, b.gflops)
+        out[k.hash] = Chosen(k, cfg, space, median_s, gflops)
     return out
 
 

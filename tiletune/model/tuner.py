@@ -32,12 +32,18 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   so a model tuned with 10 trials per task has measured every kernel the Gensor-constructed model of 4
   trials per task chooses from, and Roller's top 5. ``-O start=...`` or ``-O start_k=N`` change it, as for
   a single workload.
+- Confirmation (``tiletune.model.confirm``; off by default, by measurement): with ``confirm=K``, after the
+  budget each task's K fastest configurations are measured again side by side, in 2 interleaved rounds
+  without the early cut-off, and the build takes the fastest of these measurements instead of the luckiest
+  single one. It costs ``2 x K`` measurements per task on top of the budget (its time is part of
+  ``elapsed``); a task whose top candidates are already confirmed is not measured again.
 - A task whose round raises (a strategy or a TVM failure that the measurer does not turn into a failed
   trial) is finished with the reason; the other tasks go on and their records are kept.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -47,10 +53,12 @@ from ..hardware import load as load_hardware
 from ..measure.base import MeasureSettings, Measurer
 from ..measure.factory import make_measurer, measured_here
 from ..measure.local import WorkerPool
+from ..records import load
 from ..schedules import make_space
 from ..strategies import TuneContext, create, get as get_strategy
 from ..target import host_cores, target_key
 from ..tune import TuneRun, tune
+from .confirm import CONFIRM_DEFAULT, check_top, chosen, confirm_settings, confirm_task
 from .scheduler import make_scheduler
 from .tasks import Kernel, ModelTasks
 
@@ -117,6 +125,8 @@ class ModelTuneResult:
     trials: int
     elapsed: float
     stopped: str
+    confirmed: int = 0  # re-measurements of the tasks' top candidates (tiletune.model.confirm)
+    confirm_s: float = 0.0  # their wall time, included in ``elapsed``
 
     @property
     def measured(self) -> int:
@@ -132,17 +142,20 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                round_trials: int = 8, batch_size: int = 8, settings: MeasureSettings | None = None, seed: int = 0,
                options: dict | None = None, hardware: str | None = None, rpc: str | None = None,
                on_round: Callable[[TaskState, TuneRun | None, int], None] | None = None,
-               callbacks: tuple = ()) -> ModelTuneResult:
+               callbacks: tuple = (), confirm: int = CONFIRM_DEFAULT,
+               on_confirm: Callable[[TaskState, int], None] | None = None) -> ModelTuneResult:
     """Tune ``tasks`` (see the module docstring); ``on_round(state, run, total_trials)`` after each round
     (``run`` None when the round failed), ``callbacks`` go to every round's tuning loop. ``rpc``
     (``HOST:PORT:KEY``): measure on the devices of that TVM RPC tracker (``tiletune.measure.rpc``); the
     kernels are still built here in the one shared pool, and a task's measurer (which holds sessions on the
     devices) is closed when the next round goes to another task, so two tasks never wait for the same
-    devices."""
+    devices. ``confirm``: after the budget, re-measure every task's ``confirm`` fastest candidates
+    (``tiletune.model.confirm``; 0: off), ``on_confirm(state, measurements)`` after each task."""
     if trials is None and seconds is None:
         raise TiletuneError("give a budget: --trials (the whole model's) or --seconds")
     if round_trials < 1:
         raise TiletuneError(f"--round must be >= 1 trial, got {round_trials}")
+    check_top(confirm)
     target = tasks.target
     tkey = target_key(target)
     hw = load_hardware(hardware) if hardware else None
@@ -168,6 +181,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
     total = 0
     stopped = "trials"
     prev = None
+    confirmed, confirm_s = 0, 0.0
     try:
         while True:
             if trials is not None and total >= trials:
@@ -219,6 +233,15 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
             st.history.append(st.best_s)
             if on_round is not None:
                 on_round(st, run, total)
+        if prev is not None:  # the last task's feature workers and device sessions are not needed any more
+            prev.strategy.close()
+            if rpc is not None and prev.measurer is not None:
+                prev.measurer.close()
+                prev.measurer = None
+        if confirm and pool is not None:
+            t0 = time.monotonic()
+            confirmed = _confirm(states, records, tkey, target, settings, pool, rpc, confirm, on_confirm)
+            confirm_s = time.monotonic() - t0
     finally:
         for st in states:
             if st.measurer is not None:
@@ -227,4 +250,38 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                 st.strategy.close()
         if pool is not None:
             pool.close()
-    return ModelTuneResult(states, total, time.monotonic() - started, stopped)
+    return ModelTuneResult(states, total, time.monotonic() - started, stopped, confirmed, confirm_s)
+
+
+def _confirm(states: list[TaskState], records: str, tkey: str, target: dict, settings: MeasureSettings | None,
+             pool: WorkerPool | None, rpc: str | None, top: int,
+             on_confirm: Callable[[TaskState, int], None] | None) -> int:
+    """Confirm every task with results (``tiletune.model.confirm``); a task's best becomes its confirmed
+    kernel. Returns the number of measurements."""
+    if not os.path.exists(records):
+        return 0
+    recs = load(records, target=tkey, warn=False)
+    made = 0
+    for st in states:
+        if not math.isfinite(st.best_s):
+            continue
+        mine = [r for r in recs if r.workload == st.key]
+        measurer = make_measurer(st.kernel.workload, st.space, target, settings=confirm_settings(settings), pool=pool,
+                                 rpc=rpc)
+        try:
+            n = confirm_task(records=mine, records_path=records, workload=st.key, target=tkey, space=st.space,
+                             measurer=measurer, flops=st.kernel.flops, top=top)
+        except TiletuneError as e:
+            n = 0
+            st.done = st.done or f"confirmation failed: {e}"
+        finally:
+            measurer.close()
+        if n:
+            mine = load(records, workload=st.key, target=tkey, warn=False)
+        pick = chosen(mine, st.key)
+        if pick is not None:
+            st.best_s, st.best_gflops = pick[1], pick[2]
+        made += n
+        if on_confirm is not None:
+            on_confirm(st, n)
+    return made
