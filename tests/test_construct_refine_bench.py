@@ -37,3 +37,23 @@ def test_the_default_setting_pins_the_current_defaults_and_variants_override_the
 def test_a_bad_variant_is_one_line(text):
     with pytest.raises(TiletuneError, match="--variant"):
         bench.parse_variant(text)
+
+
+def test_the_goals_are_judged_for_the_setting_that_pins_the_current_defaults(tmp_path):
+    import json
+
+    from tiletune.bench.results import RunResult
+
+    def setting(name, options):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "bench.json").write_text(json.dumps({"options": options}))
+        return [RunResult(workload="w", strategy=s, seed=0, trials=1, measured=1, errors=0, best_gflops=1.0,
+                          best_median_s=1.0, best_trial=1, best_config={}, elapsed_s=0.0, stopped="trials",
+                          space_size=1) for s in options]
+
+    old = {"ga": {"start": "roller", "pop_size": 100}, "gbfs": {"start": "roller"}}
+    runs = {"default": setting("default", old), "paper": setting("paper", bench.paper_options(["ga", "gbfs"])),
+            "zz": setting("zz", bench.default_options(["ga", "gbfs"]))}
+    assert bench.current_setting(tmp_path, runs) == "zz"  # default/ pins what the defaults were
+    (tmp_path / "default" / "bench.json").write_text(json.dumps({"options": bench.default_options(["ga", "gbfs"])}))
+    assert bench.current_setting(tmp_path, runs) == "default"
