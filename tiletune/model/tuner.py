@@ -27,8 +27,9 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   to end 3.13 against 4.10 ms; ResNet-50 21.2 against 21.4; ``benchmarks/model_start.py``, one run). A
   single-workload search starts from the same two constructions (``DEFAULT_START``), their top 4. Measured
   again after the register-counting model (``benchmarks/out/model-start-2``, two timings each): ResNet-50
-  tuned so is 1.3x faster than the Gensor-constructed model; MobileNetV2 4-5% slower, from noisy single
-  measurements of the same candidate kernels. With the run's seed Gensor's walk is that of ``-s gensor``,
+  tuned so is 1.3x faster than the Gensor-constructed model; MobileNetV2 4-5% slower, and level or 0-4%
+  faster in three later timings of the same builds (``benchmarks/out/model-confirm``): level within the
+  timing noise. With the run's seed Gensor's walk is that of ``-s gensor``,
   so a model tuned with 10 trials per task has measured every kernel the Gensor-constructed model of 4
   trials per task chooses from, and Roller's top 5. ``-O start=...`` or ``-O start_k=N`` change it, as for
   a single workload.

@@ -39,7 +39,8 @@ CONSTRUCTIVE_STARTS = ("gensor", "roller", "construct")
 #: (benchmarks/construct_refine.py; README): construct, then refine, from Gensor's and Roller's tops. At 16,
 #: 48 and 128 trials on the seven construct-refine workloads it was 1.06-1.08x ahead of Roller's tops alone
 #: (geometric mean over workloads and strategies, znver5): 2x on the ResNet C7 conv, where Roller's tops
-#: are poor; behind on the depthwise and 56x56 convs for some strategies, where Gensor's are
+#: are poor. Behind on the depthwise conv for DGD and N-A2C in that run, not in an idle re-run with GA's 16
+#: genes (5 seeds: 57 and 60 GFLOPS at 48 trials against Roller's start's 57)
 DEFAULT_START = "construct"
 #: the default prior of the learned cost models xgb and dgd, chosen by measurement (README); evo's is
 #: "analytic" (``EVO_PRIOR``): its model gives random scores until 100 results without one
