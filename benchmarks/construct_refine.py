@@ -14,7 +14,9 @@ interrupted run goes on where it stopped and a repeated command does nothing twi
                 starting with ``reference`` (``--reference-name``) adds reference runs of other strategies
                 to a directory whose ``reference/`` pins the options of the first ones
     <name>/     each ``--variant NAME:opt=v,opt=v`` (e.g. gensor:start=gensor, prior:prior=analytic): the
-                defaults with these options on every local search that has them
+                defaults with these options on every local search that has them; with ``--transfer`` the
+                learned cost models of its runs also start from the reference runs' records of the other
+                workloads of the same operator (``transfer_files``; written to ``<name>/transfer/``)
 
 Each run goes to the largest budget; the result at 16 / 48 trials is the prefix of that run (no strategy
 looks at the budget). Then ``construct_refine.md`` / ``.json`` in ``--out``: per workload and budget the
@@ -103,6 +105,33 @@ def parse_variant(text: str) -> tuple[str, dict]:
     return name, d
 
 
+def transfer_files(out: Path, where: Path, workloads) -> dict[str, list[str]]:
+    """Per workload, one records file in ``where`` holding the records of every reference run (the
+    ``reference*`` settings of ``out``) of the other workloads of the same operator (``gemm``, ``conv2d``,
+    ...): what ``--transfer`` gives that workload's runs. Workloads without such records are left out."""
+    from tiletune.records import iter_records
+    from tiletune.workloads import parse
+
+    keys = [parse(w).key for w in workloads]
+    by_workload: dict[str, list[str]] = {}
+    for d in sorted(p for p in out.iterdir() if is_reference(p.name) and (p / "records.jsonl").exists()):
+        for r in iter_records(d / "records.jsonl", warn=False):
+            by_workload.setdefault(r.workload, []).append(r.to_json())
+    where.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for k in keys:
+        peers = [w for w in by_workload if w != k and w.split(":")[0] == k.split(":")[0]]
+        if not peers:
+            continue
+        path = where / ("".join(ch if ch.isalnum() else "_" for ch in k)[:80] + ".jsonl")
+        lines = [line for w in sorted(peers) for line in by_workload[w]]
+        text = "\n".join(lines) + "\n"
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+        files[k] = [str(path)]
+    return files
+
+
 # ---- analysis ---------------------------------------------------------------------------------------
 def is_reference(setting: str) -> bool:
     return setting.startswith("reference")
@@ -119,16 +148,17 @@ def load_runs(out: Path) -> dict[str, list[RunResult]]:
 
 
 def current_setting(out: Path, runs: dict[str, list[RunResult]]) -> str:
-    """The setting whose pinned options (its bench.json) are this checkout's defaults for its strategies:
-    ``default`` when it still is, else the first variant that is; ``default`` when none is."""
+    """The setting whose pinned options (its bench.json) are this checkout's defaults for its strategies,
+    without transfer data: ``default`` when it still is, else the first variant that is; ``default`` when
+    none is."""
     names = sorted((n for n in runs if not is_reference(n) and n != "paper"), key=lambda n: (n != "default", n))
     for name in names:
         try:
-            pinned = json.loads((out / name / "bench.json").read_text(encoding="utf-8")).get("options", {})
+            manifest = json.loads((out / name / "bench.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         strategies = sorted({r.strategy for r in runs[name]} & set(LOCAL))
-        if strategies and pinned == default_options(strategies):
+        if strategies and manifest.get("options", {}) == default_options(strategies) and not manifest.get("transfer"):
             return name
     return "default"
 
@@ -279,6 +309,10 @@ def main(argv=None) -> int:
                     "for fewer strategies: each setting directory keeps the strategy options it was made with)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:opt=v,...",
                     help="one more setting: the defaults with these options (repeatable)")
+    ap.add_argument("--transfer", action="store_true",
+                    help="the --variant settings warm-start the learned cost models (xgb, evo, dgd) from the records "
+                    "of the reference runs of the other workloads of the same operator (leave one out; a workload "
+                    "without such a peer runs without)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--analyze", metavar="DIR", help="only write the report and plots of DIR")
     ap.add_argument("--tiny", action="store_true", help="a few minutes: 2 small workloads, gbfs/xgb, 1 seed, "
@@ -322,8 +356,9 @@ def main(argv=None) -> int:
             run_bench(replace(suite, options={}), out / "default", strategies=strategies, baselines=(),
                       options=default_options(strategies), **common)
         for name, extra in variants:
+            transfer = transfer_files(out, out / name / "transfer", suite.workloads) if args.transfer else None
             run_bench(replace(suite, options={}), out / name, strategies=strategies, baselines=(),
-                      options=default_options(strategies, extra), **common)
+                      options=default_options(strategies, extra), transfer=transfer, **common)
         if not args.no_reference:
             refs = [s for s in reference.split(",") if s]
             run_bench(replace(suite, options={}), out / args.reference_name, strategies=refs, baselines=("vendor",),

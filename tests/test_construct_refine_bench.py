@@ -55,5 +55,30 @@ def test_the_goals_are_judged_for_the_setting_that_pins_the_current_defaults(tmp
     runs = {"default": setting("default", old), "paper": setting("paper", bench.paper_options(["ga", "gbfs"])),
             "zz": setting("zz", bench.default_options(["ga", "gbfs"]))}
     assert bench.current_setting(tmp_path, runs) == "zz"  # default/ pins what the defaults were
+    runs["aa"] = setting("aa", bench.default_options(["ga", "gbfs"]))  # the defaults, with transfer data
+    manifest = json.loads((tmp_path / "aa" / "bench.json").read_text())
+    (tmp_path / "aa" / "bench.json").write_text(json.dumps({**manifest, "transfer": {"w": ["x.jsonl"]}}))
+    assert bench.current_setting(tmp_path, runs) == "zz"
     (tmp_path / "default" / "bench.json").write_text(json.dumps({"options": bench.default_options(["ga", "gbfs"])}))
     assert bench.current_setting(tmp_path, runs) == "default"
+
+
+def test_transfer_gives_each_workload_the_reference_records_of_its_operators_other_shapes(tmp_path):
+    from tiletune.records import Record, RecordWriter, load
+
+    from tiletune.workloads import parse
+
+    a, b, c = (parse(w).key for w in ("gemm:M=8,N=8,K=8", "gemm:M=16,N=8,K=8",
+                                      "conv2d:N=1,C=4,H=8,W=8,K=4,R=3,S=3,stride=1,pad=1"))
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference-random").mkdir()
+    with RecordWriter(tmp_path / "reference" / "records.jsonl") as w:
+        for wl in (a, b, c):
+            w.write(Record(workload=wl, target="t", config={"x": 1}, median_s=1.0))
+    with RecordWriter(tmp_path / "reference-random" / "records.jsonl") as w:
+        w.write(Record(workload=b, target="t", config={"x": 2}, median_s=2.0))
+    files = bench.transfer_files(tmp_path, tmp_path / "v" / "transfer", [a, b, c])
+    assert set(files) == {a, b}  # the conv has no other shape of its operator
+    assert [r.workload for r in load(files[a][0])] == [b, b]
+    assert [r.workload for r in load(files[b][0])] == [a]
+    assert files == bench.transfer_files(tmp_path, tmp_path / "v" / "transfer", [a, b, c])  # idempotent

@@ -102,13 +102,16 @@ def run_bench(
     console=None,
     resume: bool = False,
     rpc: str | None = None,
+    transfer: dict[str, Sequence[str]] | None = None,
 ) -> BenchResult:
     """Run the suite; arguments left as None take the suite's values (``budget_seconds=0``: no wall-time
     limit even if the suite has one). ``options`` maps a strategy name to
     its options (merged over the suite's ``options``); ``hardware`` is a HardwareSpec JSON file for the
     strategies that use one. ``resume``: keep the finished runs and baselines of ``out_dir`` (made with
     the same settings) and do only the rest. ``rpc`` (``HOST:PORT:KEY``): measure on the devices of that TVM
-    RPC tracker; the baselines, measured on this machine, are refused with it."""
+    RPC tracker; the baselines, measured on this machine, are refused with it. ``transfer``: workload key ->
+    records files of other workloads that warm-start the learned cost models of that workload's runs
+    (``--transfer`` of ``tiletune tune``; a workload not in it runs without)."""
     strategies = suite.check_strategies(list(strategies) if strategies else None)
     # the suite's options of strategies not run this time are dropped (a suite pins, e.g., its paper's starts)
     suite_options = {k: v for k, v in suite.options.items() if k in strategies}
@@ -141,7 +144,8 @@ def run_bench(
     manifest = {"budget": budget,
                 "budget_seconds": budget_seconds, "levels": levels_text, "target": tgt, "replay": replay,
                 "options": strat_options, "batch_size": batch_size, "hardware": hardware,
-                "settings": asdict(settings), **({"rpc": rpc} if rpc is not None else {})}
+                "settings": asdict(settings), **({"rpc": rpc} if rpc is not None else {}),
+                **({"transfer": {k: list(v) for k, v in transfer.items()}} if transfer else {})}
     done_runs: dict[tuple[str, str, int], RunResult] = {}
     done_baselines: dict[str, dict[str, BaselineResult]] = {}
     kept_span: tuple[float, float] | None = None
@@ -198,7 +202,8 @@ def run_bench(
                         spec = RunSpec(workload=wl.key, strategy=strat, trials=budget, seconds=budget_seconds,
                                        seed=seed, target=tgt, levels=lv, records=None, replay=replay, rpc=rpc,
                                        batch_size=batch_size, settings=settings,
-                                       options=dict(strat_options.get(strat, {})), hardware=hardware)
+                                       options=dict(strat_options.get(strat, {})), hardware=hardware,
+                                       transfer=tuple((transfer or {}).get(wl.key, ())))
                         run = run_session(spec, callbacks, measurer=measurer)
                         rr = _run_result(run, wl, seed, space.size, tracer.trace)
                         res.runs.append(rr)
