@@ -105,6 +105,11 @@ def parse_variant(text: str) -> tuple[str, dict]:
     return name, d
 
 
+def file_slug(workload: str) -> str:
+    """A workload key as a file name (the curves' PNGs, the transfer files)."""
+    return "".join(ch if ch.isalnum() else "_" for ch in workload)[:80]
+
+
 def transfer_files(out: Path, where: Path, workloads) -> dict[str, list[str]]:
     """Per workload, one records file in ``where`` holding the records of every reference run (the
     ``reference*`` settings of ``out``) of the other workloads of the same operator (``gemm``, ``conv2d``,
@@ -123,7 +128,7 @@ def transfer_files(out: Path, where: Path, workloads) -> dict[str, list[str]]:
         peers = [w for w in by_workload if w != k and w.split(":")[0] == k.split(":")[0]]
         if not peers:
             continue
-        path = where / ("".join(ch if ch.isalnum() else "_" for ch in k)[:80] + ".jsonl")
+        path = where / f"{file_slug(k)}.jsonl"
         lines = [line for w in sorted(peers) for line in by_workload[w]]
         text = "\n".join(lines) + "\n"
         if not path.exists() or path.read_text(encoding="utf-8") != text:
@@ -193,14 +198,14 @@ def analyze(out: Path, budgets=BUDGETS) -> dict:
     for wl, row in table.items():
         at48 = {m: v[str(goal)]["mean"] for m, v in row["methods"].items() if str(goal) in v}
         rnd = at48.get("random")
-        default_local = {m: g for m, g in at48.items() if m.endswith(f"/{current}")}
-        best = max(default_local.values(), default=0.0)
+        current_local = {m: g for m, g in at48.items() if m.endswith(f"/{current}")}
+        best = max(current_local.values(), default=0.0)
         goals[wl] = {
-            "local_below_random_at_48": sorted(m for m, g in default_local.items() if rnd is not None and g < rnd),
+            "local_below_random_at_48": sorted(m for m, g in current_local.items() if rnd is not None and g < rnd),
             "best_at_48": best,
             "best_at_48_any_setting": max(at48.values(), default=0.0),
             "within_10pct_of_reference": bool(row["best_reference"]) and best >= 0.9 * row["best_reference"],
-            "within_10pct_of_best_any": bool(default_local) and best >= 0.9 * row["best_any"],
+            "within_10pct_of_best_any": bool(current_local) and best >= 0.9 * row["best_any"],
             "best_at_48_vs_best_any": best / row["best_any"] if row["best_any"] else 0.0,
             "best_at_48_vs_reference": best / row["best_reference"] if row["best_reference"] else None,
         }
@@ -210,13 +215,13 @@ def analyze(out: Path, budgets=BUDGETS) -> dict:
 
 def write_report(out: Path, result: dict) -> None:
     (out / "construct_refine.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    cur = result.get("current_setting", "default")
     lines = ["# Construct, then refine: best GFLOPS at small budgets", "",
              f"Default start: `{DEFAULT_START}`, default prior: `{DEFAULT_PRIOR}` (evo: `{EVO_PRIOR}`). Seed means (min-max); "
              "`/paper` = the paper's start, `/default` = the defaults when the directory was made (its bench.json pins them), other suffixes = variants; "
              "reference = the best of the long reference runs; best any = the best of every run in this directory (reference runs included). "
-             f"The goals are judged for `/{result.get('current_setting', 'default')}`, the setting whose pinned options "
+             f"The goals are judged for `/{cur}`, the setting whose pinned options "
              "are this checkout's defaults.", ""]
-    cur = result.get("current_setting", "default")
     for wl, row in result["workloads"].items():
         g = result["goals"][wl]
         lines += [f"## {wl}", "",
@@ -278,7 +283,7 @@ def plot(out: Path, budget: int) -> list[Path]:
         ax.set_ylabel("best GFLOPS (mean over seeds)")
         ax.set_title(wl, fontsize=9)
         ax.legend(fontsize=6, ncol=2)
-        slug = "".join(ch if ch.isalnum() else "_" for ch in wl)[:80]
+        slug = file_slug(wl)
         path = out / f"curves_{slug}.png"
         fig.tight_layout()
         fig.savefig(path, dpi=110)

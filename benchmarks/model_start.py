@@ -11,8 +11,8 @@ latencies to ``OUT/<model>-<setting>/results.jsonl``, the table to ``OUT/summary
 tuning run is skipped; a timing made in an earlier invocation is kept unless ``--retime N`` asks for the
 N-th timing (a new directory per N). Run on an idle machine.
 
-Confirmation (``tiletune model tune --confirm K``, ``tiletune.model.confirm``): ``--confirm 3,0`` runs every
-setting with the default confirmation and again without it (``-confirm0``); with ``--records-from DIR`` both
+Confirmation (``tiletune model tune --confirm K``, ``tiletune.model.confirm``; off by default): ``--confirm 3,0``
+runs every setting with the top 3 confirmed and again without (``-confirm0``); with ``--records-from DIR`` both
 start from the records of an earlier run, so their tuning is recalled, not measured again, and the two builds
 choose among the same measured kernels.
 

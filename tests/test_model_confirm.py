@@ -60,27 +60,27 @@ def test_confirm_task_measures_the_top_in_interleaved_rounds_once(tmp_path):
         for c in configs:
             w.write(rec(space.to_dict(c), noisy[c]))
     m = FunctionMeasurer(lambda c: truth[c])
-    n = confirm_task(records=load(path), records_path=str(path), workload=WL, target="t", space=space, measurer=m,
-                     flops=10**6, top=3, rounds=2)
+    written = confirm_task(records=load(path), records_path=str(path), workload=WL, target="t", space=space,
+                           measurer=m, flops=10**6, top=3, rounds=2)
     top3 = [configs[1], configs[0], configs[2]]  # by the recorded medians
-    assert n == 6 and m.calls == top3 + top3
+    assert len(written) == 6 and m.calls == top3 + top3
     rows = load(path)
     new = [r for r in rows if r.strategy == CONFIRM]
-    assert len(new) == 6 and {r.trial for r in new} == {1} and all(r.measurer == "synthetic" for r in new)
+    assert new == written and len(new) == 6 and {r.trial for r in new} == {1} and all(r.measurer == "synthetic" for r in new)
     assert chosen(rows, WL)[0] == space.to_dict(configs[0])  # the truly fastest, not the lucky one
     # the same candidates again: nothing measured
     assert confirm_task(records=rows, records_path=str(path), workload=WL, target="t", space=space, measurer=m,
-                        flops=10**6, top=3) == 0 and len(m.calls) == 6
+                        flops=10**6, top=3) == [] and len(m.calls) == 6
     # a new candidate (tuned further): a second pass
     with RecordWriter(path) as w:
         w.write(rec(space.to_dict(configs[3]), 0.2))
-    assert confirm_task(records=load(path), records_path=str(path), workload=WL, target="t", space=space,
-                        measurer=m, flops=10**6, top=3, rounds=1) == 3
+    assert len(confirm_task(records=load(path), records_path=str(path), workload=WL, target="t", space=space,
+                            measurer=m, flops=10**6, top=3, rounds=1)) == 3
     assert {r.trial for r in load(path) if r.strategy == CONFIRM} == {1, 2}
     assert chosen(load(path), WL)[0] == space.to_dict(configs[0])
     # fewer than two candidates: nothing to choose between
     assert confirm_task(records=[rec(A, 1.0)], records_path=str(path), workload=WL, target="t", space=space,
-                        measurer=m, flops=1, top=3) == 0
+                        measurer=m, flops=1, top=3) == []
 
 
 def test_the_tuning_loop_never_recalls_a_confirmation(tmp_path):

@@ -57,8 +57,9 @@ class TuneRun:
         return self.best.gflops if self.best else 0.0
 
 
-def _record(result: MeasureResult, *, space: Space, workload: str, target: str, flops: int,
-            strategy: str, seed: int | None, trial: int, started: float, measurer: str) -> Record:
+def measured_record(result: MeasureResult, *, space: Space, workload: str, target: str, flops: int,
+                    strategy: str, seed: int | None, trial: int, started: float, measurer: str) -> Record:
+    """The record of one measurement (also the model path's confirmations, ``tiletune.model.confirm``)."""
     return Record(
         workload=workload, target=target, config=space.to_dict(result.config), costs=tuple(result.costs),
         median_s=result.median if result.ok else None, gflops=result.gflops(flops), error=result.error,
@@ -167,9 +168,10 @@ def tune(
             results = measurer.measure(fresh) if fresh else []
             new_records: dict[Config, Record] = {}
             for res in results:
-                rec = _record(res, space=space, workload=workload, target=target, flops=flops,
-                              strategy=strategy.name, seed=strategy.seed, trial=run.trials + 1 + len(new_records),
-                              started=started, measurer=measurer.kind)
+                rec = measured_record(res, space=space, workload=workload, target=target, flops=flops,
+                                      strategy=strategy.name, seed=strategy.seed,
+                                      trial=run.trials + 1 + len(new_records), started=started,
+                                      measurer=measurer.kind)
                 new_records[res.config] = rec
                 known[res.config] = rec
                 if writer is not None:

@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings, Measurer
 from ..records import CONFIRM, Record, RecordWriter, best, config_key, now
+from ..tune import measured_record
 
 #: candidates re-measured per task when confirmation is asked for (``tiletune model tune --confirm K``)
 CONFIRM_TOP = 3
@@ -98,30 +99,28 @@ def chosen(records: list[Record], workload: str) -> tuple[dict, float, float] | 
 
 
 def confirm_task(*, records: list[Record], records_path: str, workload: str, target: str, space, measurer: Measurer,
-                 flops: int, top: int = CONFIRM_TOP, rounds: int = CONFIRM_ROUNDS) -> int:
+                 flops: int, top: int = CONFIRM_TOP, rounds: int = CONFIRM_ROUNDS) -> list[Record]:
     """Confirm one task: re-measure its ``top`` candidates in ``rounds`` interleaved rounds with
     ``measurer`` (whose settings should have ``cutoff=0``), appending the results to ``records_path``.
-    Returns how many measurements were made (0: nothing to confirm, or this pass exists already)."""
+    Returns the records written ([]: nothing to confirm, or this pass exists already)."""
     cands = candidates(records, workload, top)
     if len(cands) < 2:
-        return 0  # nothing to choose between
+        return []  # nothing to choose between
     n, rows = latest_pass(records, workload)
     if {config_key(r.config) for r in rows} == {config_key(r.config) for r in cands}:
-        return 0
+        return []
     configs = [space.from_dict(r.config) for r in cands]
-    made = 0
+    written = []
     with RecordWriter(records_path) as w:
         for _ in range(rounds):
             started = now()
             for res in measurer.measure(configs):
-                w.write(Record(workload=workload, target=target, config=space.to_dict(res.config),
-                               costs=tuple(res.costs), median_s=res.median if res.ok else None,
-                               gflops=res.gflops(flops), error=res.error, message=res.message[:2000],
-                               strategy=CONFIRM, seed=None, trial=n + 1, build_s=res.build_s, run_s=res.run_s,
-                               started=started, finished=now(), measurer=measurer.kind,
-                               device=res.extra.get("device")))
-                made += 1
-    return made
+                rec = measured_record(res, space=space, workload=workload, target=target, flops=flops,
+                                      strategy=CONFIRM, seed=None, trial=n + 1, started=started,
+                                      measurer=measurer.kind)
+                w.write(rec)
+                written.append(rec)
+    return written
 
 
 def confirm_settings(settings: MeasureSettings | None) -> MeasureSettings:

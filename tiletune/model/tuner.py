@@ -270,19 +270,17 @@ def _confirm(states: list[TaskState], records: str, tkey: str, target: dict, set
         measurer = make_measurer(st.kernel.workload, st.space, target, settings=confirm_settings(settings), pool=pool,
                                  rpc=rpc)
         try:
-            n = confirm_task(records=mine, records_path=records, workload=st.key, target=tkey, space=st.space,
-                             measurer=measurer, flops=st.kernel.flops, top=top)
+            new = confirm_task(records=mine, records_path=records, workload=st.key, target=tkey, space=st.space,
+                               measurer=measurer, flops=st.kernel.flops, top=top)
         except TiletuneError as e:
-            n = 0
+            new = []
             st.done = st.done or f"confirmation failed: {e}"
         finally:
             measurer.close()
-        if n:
-            mine = load(records, workload=st.key, target=tkey, warn=False)
-        pick = chosen(mine, st.key)
+        pick = chosen(mine + new, st.key)
         if pick is not None:
             st.best_s, st.best_gflops = pick[1], pick[2]
-        made += n
+        made += len(new)
         if on_confirm is not None:
-            on_confirm(st, n)
+            on_confirm(st, len(new))
     return made
