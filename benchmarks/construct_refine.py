@@ -50,15 +50,16 @@ from tiletune.bench.results import RunResult  # noqa: E402
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.errors import TiletuneError  # noqa: E402
 from tiletune.strategies import get  # noqa: E402
-from tiletune.strategies.common import DEFAULT_PRIOR, DEFAULT_START, EVO_PRIOR  # noqa: E402
+from tiletune.strategies.common import CONSTRUCTIVE_STARTS, DEFAULT_PRIOR, DEFAULT_START, EVO_PRIOR  # noqa: E402
 
 LOCAL = ("gbfs", "na2c", "dgd", "xgb", "evo", "ga")
 PAPER_START = {"gbfs": "untiled", "na2c": "untiled"}  # the others: random
 PAPER_EXTRA = {"ga": {"pop_size": 100}}  # AutoTVM's GATuner
 #: options besides start and prior whose defaults were chosen by measurement: pinned in every setting, so
 #: that a directory resumes only with what it was measured with (directories made before GA's pop_size
-#: was pinned were measured with 100, which their bench.json now says)
-PINNED = ("start", "prior", "pop_size")
+#: was pinned were measured with 100, which their bench.json now says; those made before start_sweep, e.g.
+#: new-default, with start_sweep=0, which their bench.json does not say: they resume no longer)
+PINNED = ("start", "start_sweep", "prior", "pop_size")
 BUDGETS = (16, 48, 128)
 
 
@@ -86,6 +87,8 @@ def default_options(strategies, extra: dict | None = None) -> dict[str, dict]:
         for k, v in (extra or {}).items():
             if get(s).has_option(k):
                 o[k] = v
+        if o.get("start") not in CONSTRUCTIVE_STARTS:
+            o.pop("start_sweep", None)  # sweeps only constructions: not a setting of the other starts
         if o:
             out[s] = o
     return out

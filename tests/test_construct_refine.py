@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tiletune.construct import constructions
+from tiletune.construct import choice_sweep, constructions
 from tiletune.construct.gensor import GensorWalk
 from tiletune.construct.roller import RollerTree
 from tiletune.cost_model.etir import Model
@@ -16,7 +16,7 @@ from tiletune.measure import FunctionMeasurer
 from tiletune.records import Record, RecordWriter
 from tiletune.schedules import make_space
 from tiletune.space import ChoiceKnob, Space
-from tiletune.strategies import TuneContext, create
+from tiletune.strategies import Trial, TuneContext, create
 from tiletune.strategies.common import DEFAULT_START, start_states
 from tiletune.tune import tune
 from tiletune.workloads import parse
@@ -200,6 +200,46 @@ def test_start_construct_measures_the_gensor_strategys_top_among_its_first():
     for name in ("gbfs", "xgb"):
         first = create(name, sp, seed=3, context=ctx, options={"start": "construct", "start_k": 6}).ask(6)
         assert set(g) <= set(first) and set(r) <= set(first)
+
+
+def test_choice_sweep_varies_one_choice_knob_at_a_time():
+    wl = parse("gemm:M=64,N=48,K=32")
+    sp = Space.from_axes(wl.axes_no_tvm(), levels=(4, 2), choices={"unroll": (0, 16, 64, 512), "pack": (0, 1)})
+    c = constructions("roller", sp, workload=wl, hardware=cpu(), k=1)[0]
+    d = sp.to_dict(c)
+    got = [sp.to_dict(v) for v in choice_sweep(sp, c)]
+    assert [(g["unroll"], g["pack"]) for g in got] == (
+        [(u, d["pack"]) for u in (0, 16, 64, 512) if u != d["unroll"]] + [(d["unroll"], 1 - d["pack"])])
+    tiles = {k: v for k, v in d.items() if k.startswith("tile_")}
+    assert all({k: v for k, v in g.items() if k.startswith("tile_")} == tiles for g in got)
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_start_sweep_measures_the_constructions_then_their_choice_knobs(name):
+    """start_sweep=2: the constructions first (as without it), then the first two at every other unroll depth;
+    a non-constructive start ignores it."""
+    wl, sp = gemm("gemm:M=128,N=96,K=64")
+    ctx = TuneContext(workload=wl, hardware=cpu())
+    cons = start_states(sp, "construct", np.random.default_rng(3), ctx, k=4)
+    want = list(cons)
+    for c in cons[:2]:
+        want += [v for v in choice_sweep(sp, c) if v not in want]
+    assert len(want) == 4 + 2 * 3
+    s = create(name, sp, seed=3, context=ctx, options={"start": "construct", "start_sweep": 2})
+    first = []
+    while len(first) < len(want):
+        batch = s.ask(len(want) - len(first))
+        s.tell([Trial(c, 1.0 + i) for i, c in enumerate(batch)])
+        first += batch
+    if name == "dgd":  # DGD measures the constructions as its initial sample, in one batch
+        assert set(first) == set(want)
+    else:
+        assert first == want
+    plain = create(name, sp, seed=3, context=ctx, options={"start": "untiled", "start_sweep": 2})
+    assert plain.opts["start_sweep"] == 2 and start_states(sp, "untiled", np.random.default_rng(3), ctx,
+                                                           sweep=2) == [sp.untiled()]
+    with pytest.raises(TiletuneError, match="start_sweep"):
+        create(name, sp, options={"start_sweep": -1})
 
 
 def test_evo_defaults_to_the_analytic_prior_and_falls_back_without_tiles():

@@ -24,12 +24,13 @@ def test_the_paper_setting_pins_each_papers_start_and_autotvms_population():
 def test_the_default_setting_pins_the_current_defaults_and_variants_override_them():
     declared = get("ga").check_options({})
     o = bench.default_options(["ga", "gbfs", "evo"])
-    assert o["ga"] == {"start": declared["start"], "pop_size": declared["pop_size"]}
+    assert o["ga"] == {"start": declared["start"], "start_sweep": declared["start_sweep"],
+                       "pop_size": declared["pop_size"]}
     assert declared["pop_size"] != 100  # chosen by measurement: AutoTVM's 100 is the paper setting's
-    assert set(o["gbfs"]) == {"start"} and set(o["evo"]) == {"start", "prior"}
+    assert set(o["gbfs"]) == {"start", "start_sweep"} and set(o["evo"]) == {"start", "start_sweep", "prior"}
     name, extra = bench.parse_variant("paper-random:start=random,prior=none,pop_size=100")
     v = bench.default_options(["ga", "gbfs"], extra)
-    assert name == "paper-random" and v["ga"] == {"start": "random", "pop_size": 100}
+    assert name == "paper-random" and v["ga"] == {"start": "random", "pop_size": 100}  # no sweep without constructions
     assert v["gbfs"] == {"start": "random"}  # gbfs has neither prior nor pop_size
 
 

@@ -58,7 +58,7 @@ def test_epsilon_is_the_probability_of_following_the_policy(monkeypatch):
     space = bowl_space()
     cost = bowl_cost(space)
     for eps, expect_policy in ((0.0, False), (1.0, True)):
-        s = create("na2c", space, seed=0, options={"epsilon": eps})
+        s = create("na2c", space, seed=0, options={"epsilon": eps, "start_sweep": 0})  # 4 starts, then walks
         calls = []
         real = s.nets.logits
         monkeypatch.setattr(s.nets, "logits", lambda x: calls.append(1) or real(x))

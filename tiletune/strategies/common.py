@@ -1,8 +1,9 @@
 """Pieces several strategies share (this module registers no strategy).
 
-- ``start_option`` / ``START_K_OPTION`` / ``start_states`` / ``start_seeds``: where a local search begins
-  (G-BFS, N-A2C, DGD, xgb's simulated annealing, evo, ga): the paper's untiled s0, a random state, the top
-  constructions of Gensor or Roller (``tiletune.construct``), or a configuration given by hand.
+- ``start_option`` / ``START_K_OPTION`` / ``START_SWEEP_OPTION`` / ``start_states`` / ``start_seeds``: where a local
+  search begins (G-BFS, N-A2C, DGD, xgb's simulated annealing, evo, ga): the paper's untiled s0, a random state,
+  the top constructions of Gensor or Roller (``tiletune.construct``), with their choice knobs swept if asked, or
+  a configuration given by hand.
 - ``require_torch``: PyTorch, or an error that says how to install it (N-A2C, RNN controller).
 - ``unvisited_sample``: k configurations not visited yet, uniformly (N-A2C, RNN controller).
 - ``topk_option`` / ``after_topk_option``: the top-k options of the constructive strategies (Gensor,
@@ -21,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..construct import constructions
+from ..construct import choice_sweep, constructions
 from ..cost_model.prior import PRIORS
 from ..cost_model.surrogate import FEATURES, Surrogate
 from ..errors import TiletuneError
@@ -77,8 +78,20 @@ START_K_OPTION = Option("start_k", 4, "constructions measured first with start=g
                         check=lambda v: 1 <= v <= 10, check_help="must be 1..10")
 
 
+#: the default of ``start_sweep``, chosen by measurement (benchmarks/construct_refine.py, setting ``sweep2``; README):
+#: at 16 / 48 / 128 trials, 3 seeds on the seven construct-refine workloads, the six local searches with the top
+#: two constructions swept were 1.06 / 1.03 / 1.01x ahead of the same searches without (geometric mean; the
+#: Inception conv 1.61 / 1.25 / 1.12x, where every local search then passed random search at 48 trials; GEMM
+#: 512^3 0.98x: its constructions' unroll and packing were already right, so the sweep cost trials)
+DEFAULT_START_SWEEP = 2
+START_SWEEP_OPTION = Option("start_sweep", DEFAULT_START_SWEEP, "with start=gensor|roller|construct: the first "
+                            "start_sweep constructions are also measured at every other value of each choice knob "
+                            "(unroll, pack, ...), one knob at a time, after the constructions; 0: off", int,
+                            check=lambda v: 0 <= v <= 10, check_help="must be 0..10")
+
+
 def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any = None,
-                 k: int = 4, *, fallback: str | None = None) -> list[Config]:
+                 k: int = 4, *, fallback: str | None = None, sweep: int = 0) -> list[Config]:
     """The start of a local search, as a list of configurations measured first (s0 is its first member):
     'untiled' -> [the untiled state]; 'random' -> [one uniform state]; 'gensor' / 'roller' -> the top ``k``
     configurations that construction builds for this space (``tiletune.construct.constructions``, best
@@ -86,7 +99,12 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
     configuration]. What does not fit the space is a one-line TiletuneError, except that a construction
     that cannot apply (a space without tile knobs, a workload without an affine access model) falls back
     on the start ``fallback``, with a warning, when one is given (the strategies give their paper's start
-    when ``start`` was left at its default)."""
+    when ``start`` was left at its default).
+
+    ``sweep`` (constructive starts only): after the constructions, the first ``sweep`` of them at every other
+    value of each choice knob, one knob at a time (``tiletune.construct.choice_sweep``: the analytic model does
+    not rank unroll depths or packing, so they are measured rather than predicted); configurations already in
+    the list count once."""
     spec = (spec or "untiled").strip()
     if spec == "untiled":
         return [space.untiled()]
@@ -101,9 +119,11 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
             if fallback is None:
                 raise
             warnings.warn(f"{e}; the default start falls back on start={fallback}", stacklevel=2)
-            return start_states(space, fallback, rng, context, k)
+            return start_states(space, fallback, rng, context, k, sweep=sweep)
         if not out:
             raise TiletuneError(f"option start={spec}: the construction found no legal configuration of this space")
+        for c in out[:sweep]:
+            out += [v for v in choice_sweep(space, c) if v not in out]
         return out
     try:
         d = json.loads(spec)
@@ -127,7 +147,8 @@ def strategy_starts(strategy: Strategy, paper: str) -> list[Config]:
     construction cannot apply falls back on ``paper``, the paper's start."""
     o = strategy.opts
     fallback = None if "start" in strategy.given_options else paper
-    return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"], fallback=fallback)
+    return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"], fallback=fallback,
+                        sweep=o["start_sweep"])
 
 
 def start_seeds(strategy: Strategy) -> list[Config]:
@@ -138,7 +159,8 @@ def start_seeds(strategy: Strategy) -> list[Config]:
     if o["start"] == "random":
         return []
     try:
-        return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"])
+        return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"],
+                            sweep=o["start_sweep"])
     except TiletuneError as e:
         if "start" in strategy.given_options or o["start"] not in CONSTRUCTIVE_STARTS:
             raise

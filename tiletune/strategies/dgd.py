@@ -89,8 +89,8 @@ import numpy as np
 from ..space import Config, Space
 from .base import GeneratorStrategy, Option, Search, Trial, register, with_default
 from .common import (CONSTRUCTIVE_STARTS, DEFAULT_PRIOR, DEFAULT_START, NONNEGATIVE, POSITIVE, START_K_OPTION,
-                     TRANSFER_DECAY_OPTION, SurrogateStrategy, feature_options, prior_options, start_option,
-                     start_seeds)
+                     START_SWEEP_OPTION, TRANSFER_DECAY_OPTION, SurrogateStrategy, feature_options, prior_options,
+                     start_option, start_seeds)
 
 _RATIO = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
 
@@ -113,6 +113,7 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
                int, **NONNEGATIVE),
         start_option(DEFAULT_START, "the paper: random"),
         START_K_OPTION,
+        START_SWEEP_OPTION,
     ) + feature_options("program") + prior_options(DEFAULT_PRIOR) + (TRANSFER_DECAY_OPTION,)
 
     def __init__(self, space: Space, **kw):

@@ -80,7 +80,8 @@ import numpy as np
 from ..cost_model.surrogate import TVM_FEATURES
 from ..space import ChoiceKnob, Config, Space, divisors
 from .base import Option, Trial, register, with_default
-from .common import (DEFAULT_START, EVO_PRIOR, NONNEGATIVE, POSITIVE, START_K_OPTION, TRANSFER_DECAY_OPTION,
+from .common import (DEFAULT_START, EVO_PRIOR, NONNEGATIVE, POSITIVE, START_K_OPTION,
+                     START_SWEEP_OPTION, TRANSFER_DECAY_OPTION,
                      SurrogateStrategy, feature_options, prior_options, start_option, start_seeds)
 
 _PROB = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
@@ -163,6 +164,7 @@ class EvolutionarySearch(SurrogateStrategy):
                float, **_PROB),
         start_option(DEFAULT_START, "Ansor: random"),
         START_K_OPTION,
+        START_SWEEP_OPTION,
     ) + feature_options("program") + prior_options(EVO_PRIOR) + (TRANSFER_DECAY_OPTION,)
 
     def __init__(self, space: Space, **kw):

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..space import Config
 from .base import Option, Strategy, Trial, register
-from .common import DEFAULT_START, START_K_OPTION, start_option, start_seeds
+from .common import DEFAULT_START, START_K_OPTION, START_SWEEP_OPTION, start_option, start_seeds
 
 
 @register
@@ -56,6 +56,7 @@ class GATuner(Strategy):
                check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]"),
         start_option(DEFAULT_START, "AutoTVM: random"),
         START_K_OPTION,
+        START_SWEEP_OPTION,
     )
 
     def __init__(self, space, **kw):

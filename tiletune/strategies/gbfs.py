@@ -53,7 +53,7 @@ import math
 
 from ..space import Config, Space
 from .base import GeneratorStrategy, Option, Search, register
-from .common import DEFAULT_START, START_K_OPTION, start_option, strategy_starts
+from .common import DEFAULT_START, START_K_OPTION, START_SWEEP_OPTION, start_option, strategy_starts
 
 
 def parse_rho(value) -> int:
@@ -77,6 +77,7 @@ class GBFS(GeneratorStrategy):
         Option("rho", 5, "neighbours of a popped state tested at random (0 or 'all': every neighbour)", parse_rho),
         start_option(DEFAULT_START, "the paper: untiled"),
         START_K_OPTION,
+        START_SWEEP_OPTION,
     )
 
     def __init__(self, space: Space, **kw):

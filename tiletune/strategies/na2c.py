@@ -66,7 +66,7 @@ import numpy as np
 
 from ..space import Action, Config, Space, SplitKnob
 from .base import Option, Strategy, Trial, register
-from .common import (DEFAULT_START, START_K_OPTION, require_torch, start_option, strategy_starts,
+from .common import (DEFAULT_START, START_K_OPTION, START_SWEEP_OPTION, require_torch, start_option, strategy_starts,
                      unvisited_sample)
 
 
@@ -182,6 +182,7 @@ class NA2C(Strategy):
                "unvisited states", int, check=_positive, check_help="must be >= 1"),
         start_option(DEFAULT_START, "the paper: untiled"),
         START_K_OPTION,
+        START_SWEEP_OPTION,
     )
 
     def __init__(self, space: Space, **kw):

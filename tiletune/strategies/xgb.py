@@ -65,7 +65,8 @@ from ..cost_model.xgb import LOSSES, XGBCostModel
 from ..features import FEATURE_TYPES, make_extractor
 from ..space import Config
 from .base import Option, Strategy, Trial, register
-from .common import DEFAULT_PRIOR, DEFAULT_START, START_K_OPTION, prior_options, start_option, start_seeds
+from .common import (DEFAULT_PRIOR, DEFAULT_START, START_K_OPTION, START_SWEEP_OPTION, prior_options, start_option,
+                     start_seeds)
 
 _POS = dict(check=lambda v: v >= 1, check_help="must be >= 1")
 _NONNEG = dict(check=lambda v: v >= 0, check_help="must be >= 0")
@@ -98,6 +99,7 @@ class XGBTuner(Strategy):
                float, **_NONNEG),
         start_option(DEFAULT_START, "AutoTVM: random"),
         START_K_OPTION,
+        START_SWEEP_OPTION,
     ) + prior_options(DEFAULT_PRIOR)
 
     def __init__(self, space, **kw):
