@@ -78,11 +78,12 @@ START_K_OPTION = Option("start_k", 4, "constructions measured first with start=g
                         check=lambda v: 1 <= v <= 10, check_help="must be 1..10")
 
 
-#: the default of ``start_sweep``, chosen by measurement (benchmarks/construct_refine.py, setting ``sweep2``; README):
-#: at 16 / 48 / 128 trials, 3 seeds on the seven construct-refine workloads, the six local searches with the top
-#: two constructions swept were 1.06 / 1.03 / 1.01x ahead of the same searches without (geometric mean; the
-#: Inception conv 1.61 / 1.25 / 1.12x, where every local search then passed random search at 48 trials; GEMM
-#: 512^3 0.98x: its constructions' unroll and packing were already right, so the sweep cost trials)
+#: the default of ``start_sweep``, chosen by measurement (benchmarks/construct_refine.py, settings ``sweep2`` and
+#: ``control``, the same period; benchmarks/README.md): at 16 / 48 / 128 trials, 3 seeds on the seven
+#: construct-refine workloads, the six local searches with the top two constructions swept were 1.07 / 1.03 /
+#: 1.02x ahead of the same searches without (geometric mean; the Inception conv 1.56 / 1.21 / 1.11x, where every
+#: local search then passed random search at 48 trials; the GEMMs 1.02-1.06x; C7 level when re-run in the
+#: control's period)
 DEFAULT_START_SWEEP = 2
 START_SWEEP_OPTION = Option("start_sweep", DEFAULT_START_SWEEP, "with start=gensor|roller|construct: the first "
                             "start_sweep constructions are also measured at every other value of each choice knob "
