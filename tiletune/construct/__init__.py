@@ -58,7 +58,7 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
 
 def choice_sweep(space: Space, config: Config) -> list[Config]:
     """``config`` with each other value of each choice knob (``unroll``, ``pack``, ``pad_buffer``, ...), one knob
-    at a time, the other knobs as constructed; legal configurations only, in the space's knob order.
+    at a time, the other knobs as constructed; those the space's constraint allows, in the space's knob order.
 
     The analytic model ranks tilings, not these knobs: ``to_config`` sets them by rule (unroll: the largest depth
     within the micro-kernel), and on this CPU the rule's choice was often the worst. Measured on the
@@ -77,7 +77,7 @@ def choice_sweep(space: Space, config: Config) -> list[Config]:
             vals = list(config.values)
             vals[i] = v
             c = Config(tuple(vals))
-            if space.is_legal(c) and c not in out:
+            if space.allows(c):  # the knobs' own values: only the space's constraint can refuse it
                 out.append(c)
     return out
 
