@@ -83,3 +83,28 @@ def test_transfer_gives_each_workload_the_reference_records_of_its_operators_oth
     assert [r.workload for r in load(files[a][0])] == [b, b]
     assert [r.workload for r in load(files[b][0])] == [a]
     assert files == bench.transfer_files(tmp_path, tmp_path / "v" / "transfer", [a, b, c])  # idempotent
+
+
+def test_the_confirmed_goals_take_each_kernels_fastest_round_after_the_first_and_the_seed_means(tmp_path):
+    assert bench.confirmed(tmp_path) == {}
+    w = "gemm:M=64,N=64,K=64"
+    lines = [("reference: xgb/reference/seed 0", 120.0, [130.0, 100.0, 96.0, 98.0]),  # 100: the warm round left out
+             ("top: gbfs/sweep2/seed 1", 110.0, [50.0, 104.0, 104.0, 104.0]),
+             ("at48: gbfs/sweep2/seed 0", 95.0, [90.0, 92.0, 94.0, 60.0]),   # 94
+             ("at48: gbfs/sweep2/seed 1", 99.0, [90.0, 80.0, 80.0, 80.0]),   # 80: gbfs mean 87
+             ("at48: dgd/sweep2/seed 0", 97.0, [1.0, 91.0, 50.0, 50.0]),     # 91, two spoilt rounds
+             ("at48: random/paper/seed 0", 90.0, [88.0, 88.0, 88.0, 88.0]),
+             ("at48: random/paper/seed 1", 80.0, [86.0, 84.0]),              # fewer than 3 rounds: all: random 87
+             ]
+    (tmp_path / "confirm.jsonl").write_text("".join(
+        bench.json.dumps({"workload": w, "run": r, "recorded_gflops": g, "remeasured_gflops": xs}) + "\n"
+        for r, g, xs in lines))
+    c = bench.confirmed(tmp_path)[w]
+    assert c["reference"] == 100.0 and c["best_any"] == 104.0 and c["at"] == 48
+    assert c["methods"]["gbfs/sweep2"]["mean"] == 87.0 and c["methods"]["gbfs/sweep2"]["recorded_mean"] == 97.0
+    assert c["methods"]["random"]["mean"] == 87.0 and c["methods"]["random"]["seeds"] == 2
+    assert c["best_method"] == "dgd/sweep2" and c["best"] == 91.0
+    assert c["vs_reference"] == pytest.approx(0.91) and c["vs_best_any"] == pytest.approx(91 / 104)
+    assert c["below_random"] == []  # gbfs's 87 equals random's 87: not below
+    text = "\n".join(bench.confirmed_section({w: c}))
+    assert "met on 1 of 1 against the reference, 0 against the best of any run" in text
