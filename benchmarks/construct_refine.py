@@ -213,10 +213,10 @@ def analyze(out: Path, budgets=BUDGETS) -> dict:
             "best_at_48_vs_reference": best / row["best_reference"] if row["best_reference"] else None,
         }
     return {"budgets": list(budgets), "goal_trials": goal, "current_setting": current, "workloads": table,
-            "goals": goals, "confirmed": confirmed(out)}
+            "goals": goals, "confirmed": confirmed(out, current)}
 
 
-def confirmed(out: Path) -> dict:
+def confirmed(out: Path, current: str | None = None) -> dict:
     """The goals judged on re-measured kernels: ``OUT/confirm.jsonl`` of ``retime_construct_refine.py --confirm
     SETTING`` (every kernel of a workload re-measured in one warm pool, in rounds). A kernel's figure is the
     fastest of its rounds after the first (the first also warms the pool; of all of them with fewer than three):
@@ -224,8 +224,8 @@ def confirmed(out: Path) -> dict:
     bursts that can spoil two rounds in a row (GEMM 512^3: 494, 493, 342, 348), which a median of three follows.
     Per workload: the reference (the best re-measured kernel of the long runs), best any (the best re-measured
     kernel of all, the top runs by record included), per strategy the seed mean of its runs' best kernels
-    within the first ``at`` trials, random's likewise; the best strategy's mean against both. {} without the
-    file."""
+    within the first ``at`` trials, random's likewise; the best strategy's mean against both, among the runs of
+    the ``current`` setting when the file has them (else among all). {} without the file."""
     path = out / "confirm.jsonl"
     if not path.exists():
         return {}
@@ -250,6 +250,8 @@ def confirmed(out: Path) -> dict:
         row["methods"] = {m: {"mean": statistics.fmean(g for g, _ in v), "recorded_mean": statistics.fmean(x for _, x in v),
                               "seeds": len(v)} for m, v in sorted(row.pop("runs").items())}
         local = {m: v["mean"] for m, v in row["methods"].items() if m != "random"}
+        mine = {m: g for m, g in local.items() if current and m.endswith(f"/{current}")}
+        local = mine or local
         rnd = row["methods"].get("random", {}).get("mean")
         best = max(local.values(), default=0.0)
         row["best"] = best
@@ -293,11 +295,11 @@ def write_report(out: Path, result: dict) -> None:
         lines.append("")
     conf = result.get("confirmed") or {}
     if conf:
-        lines += confirmed_section(conf)
+        lines += confirmed_section(conf, cur)
     (out / "construct_refine.md").write_text("\n".join(lines), encoding="utf-8")
 
 
-def confirmed_section(conf: dict) -> list[str]:
+def confirmed_section(conf: dict, current: str) -> list[str]:
     at = next(iter(conf.values()))["at"]
     met_ref = sum(bool(r["vs_reference"]) and r["vs_reference"] >= 0.9 for r in conf.values())
     met_any = sum(bool(r["vs_best_any"]) and r["vs_best_any"] >= 0.9 for r in conf.values())
@@ -305,8 +307,9 @@ def confirmed_section(conf: dict) -> list[str]:
     lines = ["## Confirmed: the goals on re-measured kernels", "",
              f"`confirm.jsonl` (benchmarks/retime_construct_refine.py --confirm): every run's best kernel within {at} "
              "trials, the long runs' best kernels and the best kernels of any run, re-measured together in one warm "
-             "pool per workload (the fastest of the rounds after the first). Per workload: the best local search's seed "
-             f"mean against the reference and against the best of any run. Goal 1 (every local search >= random) "
+             "pool per workload (the fastest of the rounds after the first). Per workload: the seed mean of the best "
+             f"local search of the current defaults (`/{current}`) against the reference and against the best of any "
+             f"run. Goal 1 (every local search >= random) "
              f"met on {met_rnd} of {len(conf)}; goal 2 (within 10%) met on {met_ref} of {len(conf)} against the "
              f"reference, {met_any} against the best of any run.", "",
              "| workload | best local search | its mean (recorded) | random | reference | best any | vs reference | vs best any | below random |",

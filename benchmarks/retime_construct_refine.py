@@ -3,10 +3,11 @@
 - top (default): per workload, the top ``--top`` runs of every setting in ``--out`` by recorded GFLOPS,
   measured ``--rounds`` times in one warm pool; answers whether a run's best was a timing fluke. Writes
   ``OUT/retime.jsonl``.
-- ``--confirm SETTING``: the goals of issue 21 judged on kernels re-measured in one period. Per workload, in
-  one warm pool: the best kernel of every reference run (the long runs), the ``--top`` best kernels of any
-  run ("best any"), and the best kernel within the first ``--at`` trials (48) of every (strategy, seed) run
-  of SETTING and of random search (from any setting that has it); each distinct kernel once per round, all
+- ``--confirm SETTING[,SETTING...]``: the goals of issue 21 judged on kernels re-measured in one period. Per
+  workload, in one warm pool: the best kernel of every reference run (the long runs), the ``--top`` best
+  kernels of any run ("best any"), and the best kernel within the first ``--at`` trials (48) of every
+  (strategy, seed) run of each SETTING and of random search (from any setting that has it), so that settings
+  measured in different periods compare in one; each distinct kernel once per round, all
   of a workload's kernels in each round, ``--rounds`` rounds. Writes ``OUT/confirm.jsonl`` (one line per
   kernel: who found it, recorded GFLOPS, re-measured GFLOPS per round), which ``construct_refine.py
   --analyze`` turns into the report's "confirmed" lines.
@@ -68,9 +69,10 @@ def candidates(out: Path, workload: str, top: int, confirm: str | None, at: int)
         return runs[:top]
     picks = [(g, f"top: {lab}", c) for g, lab, c in runs[:top]]
     picks += [(g, f"reference: {lab}", c) for g, lab, c in runs if lab.split("/")[1].startswith("reference")]
-    for (strategy, seed), (g, c) in sorted(best_within(out / confirm / "records.jsonl", workload, at).items()):
-        if strategy != "random":
-            picks.append((g, f"at{at}: {strategy}/{confirm}/seed {seed}", c))
+    for setting in confirm.split(","):
+        for (strategy, seed), (g, c) in sorted(best_within(out / setting / "records.jsonl", workload, at).items()):
+            if strategy != "random":
+                picks.append((g, f"at{at}: {strategy}/{setting}/seed {seed}", c))
     random_dirs = sorted({s for s, r in traces(out) if r["strategy"] == "random" and not s.startswith("reference")})
     for s in random_dirs:
         for (strategy, seed), (g, c) in sorted(best_within(out / s / "records.jsonl", workload, at).items()):
@@ -86,14 +88,15 @@ def main() -> int:
     ap.add_argument("--workloads", default=None, help="1-based positions in the suite ('4,5,6'); default: all")
     ap.add_argument("--top", type=int, default=4, help="runs by recorded GFLOPS (the best of any run)")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--confirm", metavar="SETTING", default=None,
-                    help="judge the goals for this setting's runs (e.g. sweep2): writes confirm.jsonl")
+    ap.add_argument("--confirm", metavar="SETTING[,SETTING]", default=None,
+                    help="re-measure these settings' runs (e.g. sweep2,transfer2) for the goals: writes confirm.jsonl")
     ap.add_argument("--at", type=int, default=48, help="with --confirm: the runs' best within this many trials")
     a = ap.parse_args()
     out = Path(a.out)
-    if a.confirm and not (out / a.confirm / "records.jsonl").exists():
-        print(f"error: {out / a.confirm / 'records.jsonl'} does not exist", file=sys.stderr)
-        return 2
+    for setting in (a.confirm.split(",") if a.confirm else ()):
+        if not (out / setting / "records.jsonl").exists():
+            print(f"error: {out / setting / 'records.jsonl'} does not exist", file=sys.stderr)
+            return 2
     suite = load(a.suite)
     if a.workloads:
         suite = suite.select(a.workloads)

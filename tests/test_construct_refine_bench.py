@@ -95,16 +95,19 @@ def test_the_confirmed_goals_take_each_kernels_fastest_round_after_the_first_and
              ("at48: dgd/sweep2/seed 0", 97.0, [1.0, 91.0, 50.0, 50.0]),     # 91, two spoilt rounds
              ("at48: random/paper/seed 0", 90.0, [88.0, 88.0, 88.0, 88.0]),
              ("at48: random/paper/seed 1", 80.0, [86.0, 84.0]),              # fewer than 3 rounds: all: random 87
+             ("at48: dgd/transfer2/seed 0", 97.0, [1.0, 99.0, 99.0, 99.0]),  # another setting: not judged for sweep2
              ]
     (tmp_path / "confirm.jsonl").write_text("".join(
         bench.json.dumps({"workload": w, "run": r, "recorded_gflops": g, "remeasured_gflops": xs}) + "\n"
         for r, g, xs in lines))
-    c = bench.confirmed(tmp_path)[w]
+    c = bench.confirmed(tmp_path, "sweep2")[w]
     assert c["reference"] == 100.0 and c["best_any"] == 104.0 and c["at"] == 48
     assert c["methods"]["gbfs/sweep2"]["mean"] == 87.0 and c["methods"]["gbfs/sweep2"]["recorded_mean"] == 97.0
     assert c["methods"]["random"]["mean"] == 87.0 and c["methods"]["random"]["seeds"] == 2
     assert c["best_method"] == "dgd/sweep2" and c["best"] == 91.0
     assert c["vs_reference"] == pytest.approx(0.91) and c["vs_best_any"] == pytest.approx(91 / 104)
     assert c["below_random"] == []  # gbfs's 87 equals random's 87: not below
-    text = "\n".join(bench.confirmed_section({w: c}))
+    assert c["methods"]["dgd/transfer2"]["mean"] == 99.0  # reported, but not the current setting's
+    assert bench.confirmed(tmp_path, "other")[w]["best_method"] == "dgd/transfer2"  # no runs of it: all judged
+    text = "\n".join(bench.confirmed_section({w: c}, "sweep2"))
     assert "met on 1 of 1 against the reference, 0 against the best of any run" in text
