@@ -299,11 +299,18 @@ def write_report(out: Path, result: dict) -> None:
     (out / "construct_refine.md").write_text("\n".join(lines), encoding="utf-8")
 
 
+def confirmed_goals(conf: dict) -> tuple[int, int, int]:
+    """Of the workloads of ``confirmed``: (every local search >= random, the best within 10% of the reference,
+    within 10% of the best of any run)."""
+    rows = conf.values()
+    return (sum(not r["below_random"] for r in rows),
+            sum(bool(r["vs_reference"]) and r["vs_reference"] >= 0.9 for r in rows),
+            sum(bool(r["vs_best_any"]) and r["vs_best_any"] >= 0.9 for r in rows))
+
+
 def confirmed_section(conf: dict, current: str) -> list[str]:
     at = next(iter(conf.values()))["at"]
-    met_ref = sum(bool(r["vs_reference"]) and r["vs_reference"] >= 0.9 for r in conf.values())
-    met_any = sum(bool(r["vs_best_any"]) and r["vs_best_any"] >= 0.9 for r in conf.values())
-    met_rnd = sum(not r["below_random"] for r in conf.values())
+    met_rnd, met_ref, met_any = confirmed_goals(conf)
     lines = ["## Confirmed: the goals on re-measured kernels", "",
              f"`confirm.jsonl` (benchmarks/retime_construct_refine.py --confirm): every run's best kernel within {at} "
              "trials, the long runs' best kernels and the best kernels of any run, re-measured together in one warm "
@@ -322,10 +329,9 @@ def confirmed_section(conf: dict, current: str) -> list[str]:
                      + f"{r['reference']:.1f} | {r['best_any']:.1f} | "
                      + (f"{r['vs_reference']:.2f} | " if r["vs_reference"] else "| ")
                      + f"{r['vs_best_any']:.2f} | {', '.join(r['below_random']) or 'none'} |")
-    lines += ["", "Every method's re-measured seed mean (recorded mean in brackets):", "",
-              "| workload | " + " | ".join(sorted({m for r in conf.values() for m in r["methods"]})) + " |"]
     methods = sorted({m for r in conf.values() for m in r["methods"]})
-    lines.append("|---|" + "---:|" * len(methods))
+    lines += ["", "Every method's re-measured seed mean (recorded mean in brackets):", "",
+              "| workload | " + " | ".join(methods) + " |", "|---|" + "---:|" * len(methods)]
     for wl, r in conf.items():
         cells = [f"{r['methods'][m]['mean']:.1f} ({r['methods'][m]['recorded_mean']:.1f})" if m in r["methods"] else ""
                  for m in methods]
@@ -478,9 +484,7 @@ def _finish(out: Path, budgets) -> int:
           f"run on {anyb}")
     conf = result.get("confirmed") or {}
     if conf:
-        ok = sum(bool(r["vs_reference"]) and r["vs_reference"] >= 0.9 for r in conf.values())
-        okany = sum(bool(r["vs_best_any"]) and r["vs_best_any"] >= 0.9 for r in conf.values())
-        rnd = sum(not r["below_random"] for r in conf.values())
+        rnd, ok, okany = confirmed_goals(conf)
         print(f"confirmed (re-measured kernels, confirm.jsonl), of {len(conf)} workloads: every local search >= random "
               f"on {rnd}; the best within 10% of the reference on {ok}, of the best of any run on {okany}")
     return 0

@@ -62,8 +62,9 @@ def best_within(records: Path, workload: str, at: int) -> dict[tuple[str, int], 
 
 def candidates(out: Path, workload: str, top: int, confirm: str | None, at: int) -> list[tuple[float, str, dict]]:
     """(recorded GFLOPS, label, config) of the kernels to re-measure for ``workload``."""
+    lines = list(traces(out))
     runs = sorted(((r["best_gflops"], f"{r['strategy']}/{s}/seed {r['seed']}", r["best_config"])
-                   for s, r in traces(out) if r["workload"] == workload and r.get("best_config")),
+                   for s, r in lines if r["workload"] == workload and r.get("best_config")),
                   key=lambda x: -x[0])
     if confirm is None:
         return runs[:top]
@@ -73,7 +74,7 @@ def candidates(out: Path, workload: str, top: int, confirm: str | None, at: int)
         for (strategy, seed), (g, c) in sorted(best_within(out / setting / "records.jsonl", workload, at).items()):
             if strategy != "random":
                 picks.append((g, f"at{at}: {strategy}/{setting}/seed {seed}", c))
-    random_dirs = sorted({s for s, r in traces(out) if r["strategy"] == "random" and not s.startswith("reference")})
+    random_dirs = sorted({s for s, r in lines if r["strategy"] == "random" and not s.startswith("reference")})
     for s in random_dirs:
         for (strategy, seed), (g, c) in sorted(best_within(out / s / "records.jsonl", workload, at).items()):
             if strategy == "random":
