@@ -6,10 +6,10 @@ import warnings
 import numpy as np
 import pytest
 
-from tiletune.construct import choice_sweep, constructions
+from tiletune.construct import choice_sweep, constructions, direct_construction, is_direct
 from tiletune.construct.gensor import GensorWalk
 from tiletune.construct.roller import RollerTree
-from tiletune.cost_model.etir import Model
+from tiletune.cost_model.etir import Model, direct_order
 from tiletune.cost_model.prior import analytic_prior, background_weight
 from tiletune.errors import TiletuneError
 from tiletune.measure import FunctionMeasurer
@@ -20,6 +20,8 @@ from tiletune.strategies import Trial, TuneContext, create
 from tiletune.strategies.common import DEFAULT_START, start_states
 from tiletune.tune import tune
 from tiletune.workloads import parse
+
+from tiletune.hardware import preset
 
 from .test_gensor import cpu
 from .test_primfunc import CONV, MATMUL, NON_AFFINE
@@ -59,6 +61,49 @@ def test_construct_alternates_gensor_and_roller_tops():
         want += [c for c in pair if c not in want]
     assert both == want[:6] and len(set(both)) == len(both) == 6
     assert both[0] == g[0] and r[0] in both[:2]
+
+
+CONV_NCHW = "conv2d:N=1,C=16,H=8,W=8,K=16,R=3,S=3,stride=1,pad=1"
+
+
+def test_the_direct_order_holds_the_longest_reduction_axis_whole_in_r1():
+    """A convolution gets a third construction, Roller's tree with its channels whole in R1 and the window
+    axes whole in R0, third in start=construct; GEMM (one reduction axis), a depthwise 3x3 conv (no single
+    longest axis) and a GPU do not."""
+    wl = parse(CONV_NCHW)
+    sp = make_space(wl)
+    assert direct_order(sp) == ("c", "r", "s")
+    d = direct_construction(sp, workload=wl, hardware=cpu())
+    got = sp.to_dict(d)
+    assert sp.is_legal(d) and is_direct(sp, d)
+    assert got["tile_c"][-1] == 16 and list(got["tile_r"]) == [3, 1] and list(got["tile_s"]) == [3, 1]
+    g = constructions("gensor", sp, workload=wl, hardware=cpu(), k=4, rng=np.random.default_rng(1))
+    r = constructions("roller", sp, workload=wl, hardware=cpu(), k=4)
+    both = constructions("construct", sp, workload=wl, hardware=cpu(), k=4, rng=np.random.default_rng(1))
+    assert both[0] == g[0] and both[1] == r[0] and both[2] == d and len(set(both)) == 4
+    assert not any(is_direct(sp, c) for c in g + r)  # the model alone never builds this order here
+    assert constructions("construct", sp, workload=wl, hardware=cpu(), k=2, rng=np.random.default_rng(1)) == both[:2]
+    for spec in ("gemm:M=64,N=48,K=32", "depthwise_conv2d:N=1,C=16,H=8,W=8,R=3,S=3,pad=1"):
+        other = make_space(parse(spec))
+        assert direct_order(other) is None and direct_construction(other, hardware=cpu()) is None
+        with pytest.raises(TiletuneError, match="direct loop order needs"):
+            Model(other, parse(spec), cpu(), direct=True)
+    assert direct_construction(sp, workload=wl, hardware=preset("rtx4090")) is None
+
+
+def test_start_sweep_also_measures_the_direct_constructions_choice_knobs():
+    """The direct order's construction is swept wherever it stands (its unroll depth is not predictable);
+    start_sweep=0 sweeps nothing."""
+    wl = parse(CONV_NCHW)
+    sp = make_space(wl)
+    ctx = TuneContext(workload=wl, hardware=cpu())
+    cons = start_states(sp, "construct", np.random.default_rng(3), ctx, k=4)
+    assert len(cons) == 4 and is_direct(sp, cons[2])
+    want = list(cons)
+    for c in cons[:1] + cons[2:3]:
+        want += [v for v in choice_sweep(sp, c) if v not in want]
+    assert start_states(sp, "construct", np.random.default_rng(3), ctx, k=4, sweep=1) == want
+    assert len(want) == 4 + 2 * 3
 
 
 def test_the_roofline_time_of_any_configuration_inverts_the_construction_map():

@@ -40,6 +40,29 @@ from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_acces
 from ..workloads.base import Axis
 
 
+def direct_order(space: Space) -> tuple[str, ...] | None:
+    """The reduction plan of the direct loop order for ``space``: (the axis that R1 holds whole, then the
+    reduction axes held whole in R0), or None where it does not apply (fewer than two reduction axes, or no
+    single longest one).
+
+    The direct order is the loop nest of direct convolutions on CPUs (oneDNN's, TVM's x86 NCHWc schedules; BLIS's
+    kc loop for GEMM): the accumulators of the register tile stay in registers over one long reduction axis
+    (the input channels of a convolution), and the short window axes (kernel rows and columns) run outside it.
+    The analytic model does not prefer it: it places the window axes in R1 and the channels in R0, and scores
+    the direct order's kernels 2-3x slower than its own tops (NCHW conv2d 64 -> 64 at 56x56 on znver5: the
+    fastest kernels measured in 25,000 trials, ~150 GFLOPS, all hold the 64 channels in R1 with r and s
+    outside; the model's top constructions, r and s in R1, ran at 75-94). So ``tiletune.construct`` builds
+    one construction in this order besides the model's own (``Model(..., direct=True)``)."""
+    red = [k for _, k in space.split_knobs if k.kind == "R"]
+    if len(red) < 2:
+        return None
+    longest = max(k.extent for k in red)
+    main = [k for k in red if k.extent == longest]
+    if len(main) != 1:
+        return None
+    return (main[0].axis,) + tuple(k.axis for k in red if k is not main[0])
+
+
 @dataclass(frozen=True)
 class ETIR:
     """tiles[i][l]: cumulative tile of the i-th split knob's axis at scheduled level l; level: current."""
@@ -51,10 +74,19 @@ class ETIR:
 
 class Model:
     """Axes, accesses, hardware and the level plan of one space; footprints, traffic, analytic time,
-    and the ETIR <-> Config map."""
+    and the ETIR <-> Config map. With ``direct=True`` the reduction tiles are fixed in the direct loop order
+    (``direct_order``: one axis whole in R1, the others whole in R0), and a construction chooses the spatial
+    tiles only."""
 
-    def __init__(self, space: Space, workload=None, hardware=None, target=None):
+    def __init__(self, space: Space, workload=None, hardware=None, target=None, *, direct: bool = False):
         self.space = space
+        # the direct loop order (``direct_order``): which reduction axis R1 holds whole, the others held in R0
+        self.r1_whole: str | None = None
+        if direct:
+            plan = direct_order(space)
+            if plan is None:
+                raise TiletuneError("the direct loop order needs two or more reduction axes, one of them the longest")
+            self.r1_whole = plan[0]
         if hardware is None:
             # no HardwareSpec given: the target's (a CUDA arch -> its preset), else this CPU, never measuring
             hardware = (for_target(target, measure_bandwidth=False) if isinstance(target, dict)
@@ -105,6 +137,8 @@ class Model:
             return "free" if l <= k.levels - 2 else "copy"
         if l == 0:
             return "one"
+        if self.r1_whole is not None and l <= k.levels - 1:  # the direct order: R1 holds one axis whole
+            return "full" if k.axis == self.r1_whole else "one"
         return "free" if l <= k.levels - 1 else "full"
 
     def initial(self) -> ETIR:
