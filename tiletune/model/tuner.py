@@ -31,7 +31,8 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   faster in three later timings of the same builds (``benchmarks/out/model-confirm``): level within the
   timing noise. With the run's seed Gensor's walk is that of ``-s gensor``,
   so a model tuned with 10 trials per task has measured every kernel the Gensor-constructed model of 4
-  trials per task chooses from, and Roller's top 5. ``-O start=...`` or ``-O start_k=N`` change it, as for
+  trials per task chooses from, and Roller's top 5 (top 4 for a convolution, whose third construction is
+  in the direct loop order: ``tiletune.construct.direct_construction``). ``-O start=...`` or ``-O start_k=N`` change it, as for
   a single workload. The choice-knob sweep of the first two constructions (``start_sweep``, default 2, see
   ``tiletune.strategies.common``) comes after the 10 constructions, so it changes nothing at 10 trials per
   task; at larger budgets it takes the next 6-8 trials of a task (not measured end to end on a model).
