@@ -18,6 +18,8 @@ choose among the same measured kernels.
 
     python benchmarks/model_start.py --out benchmarks/out/model-start
     python benchmarks/model_start.py --out /tmp/ms-quick --models tiny --per-task 3     # minutes: a check
+    python benchmarks/model_start.py --out benchmarks/out/model-sweep --per-task 20 \
+        --starts construct,construct/start_sweep=0 --constructive gensor   # the choice-knob sweep on models
     python benchmarks/model_start.py --out benchmarks/out/model-confirm --records-from benchmarks/out/model-start-2 \
         --starts construct --constructive gensor --confirm 3,0
 """
@@ -46,7 +48,9 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--models", default="mobilenetv2,resnet50")
     p.add_argument("--strategy", default="xgb", help="the search of the tuned settings")
-    p.add_argument("--starts", default="roller,construct", help="start values of the tuned settings")
+    p.add_argument("--starts", default="roller,construct",
+                   help="start values of the tuned settings, each optionally with more strategy options after "
+                        "'/' (construct/start_sweep=0: the setting xgb-construct-start_sweep0)")
     p.add_argument("--per-task", type=int, default=10)
     p.add_argument("--constructive", default="gensor,roller", help="constructive strategies to compare with")
     p.add_argument("--constructive-per-task", type=int, default=4)
@@ -62,7 +66,8 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     models = [m for m in a.models.split(",") if m]
-    base = [(f"{a.strategy}-{s}", a.strategy, ["-O", f"start={s}"], a.per_task) for s in a.starts.split(",") if s]
+    base = [(f"{a.strategy}-{s.replace('/', '-').replace('=', '')}", a.strategy, start_options(s), a.per_task)
+            for s in a.starts.split(",") if s]
     base += [(c, c, [], a.constructive_per_task) for c in a.constructive.split(",") if c]
     confirms = [int(v) for v in a.confirm.split(",") if v]
     settings = [(label if i == 0 else f"{label}-confirm{k}", strategy, opts + ["--confirm", str(k)], per_task, label)
@@ -91,6 +96,17 @@ def main() -> int:
     summarize(out, models, [s[0] for s in settings])
     print((out / "summary.md").read_text())
     return 0
+
+
+def start_options(entry: str) -> list[str]:
+    """'construct/start_sweep=0' -> ['-O', 'start=construct', '-O', 'start_sweep=0']."""
+    start, *more = entry.split("/")
+    out = ["-O", f"start={start}"]
+    for opt in more:
+        if "=" not in opt:
+            raise SystemExit(f"error: --starts: {opt!r} in {entry!r} is not OPTION=VALUE")
+        out += ["-O", opt]
+    return out
 
 
 def summarize(out: Path, models: list[str], labels: list[str]) -> None:
