@@ -6,10 +6,10 @@ import warnings
 import numpy as np
 import pytest
 
-from tiletune.construct import choice_sweep, constructions, direct_construction, is_direct
+from tiletune.construct import choice_sweep, constructions, direct_constructions, is_direct
 from tiletune.construct.gensor import GensorWalk
 from tiletune.construct.roller import RollerTree
-from tiletune.cost_model.etir import Model, direct_order
+from tiletune.cost_model.etir import Model
 from tiletune.cost_model.prior import analytic_prior, background_weight
 from tiletune.errors import TiletuneError
 from tiletune.measure import FunctionMeasurer
@@ -66,29 +66,32 @@ def test_construct_alternates_gensor_and_roller_tops():
 CONV_NCHW = "conv2d:N=1,C=16,H=8,W=8,K=16,R=3,S=3,stride=1,pad=1"
 
 
-def test_the_direct_order_holds_the_longest_reduction_axis_whole_in_r1():
-    """A convolution gets a third construction, Roller's tree with its channels whole in R1 and the window
-    axes whole in R0, third in start=construct; GEMM (one reduction axis), a depthwise 3x3 conv (no single
-    longest axis) and a GPU do not."""
+def test_the_direct_orders_hold_the_longest_reduction_axis_whole_in_r1():
+    """An NCHW convolution gets two more constructions, Roller's tree with its channels whole in R1 and the
+    window axes whole in R0, then with the column window s (read with the vectorised output column) in R1 too,
+    third and fourth in start=construct; NHWC (channels vectorised) gets the first only; GEMM (one reduction
+    axis), a depthwise 3x3 conv (no single longest axis) and a GPU get none."""
     wl = parse(CONV_NCHW)
     sp = make_space(wl)
-    assert direct_order(sp) == ("c", "r", "s")
-    d = direct_construction(sp, workload=wl, hardware=cpu())
-    got = sp.to_dict(d)
-    assert sp.is_legal(d) and is_direct(sp, d)
-    assert got["tile_c"][-1] == 16 and list(got["tile_r"]) == [3, 1] and list(got["tile_s"]) == [3, 1]
+    assert Model(sp, wl, cpu()).direct_orders() == [("c",), ("c", "s")]
+    first, second = direct_constructions(sp, workload=wl, hardware=cpu())
+    for d, s in ((first, [3, 1]), (second, [1, 3])):
+        got = sp.to_dict(d)
+        assert sp.is_legal(d) and is_direct(sp, d)
+        assert got["tile_c"][-1] == 16 and list(got["tile_r"]) == [3, 1] and list(got["tile_s"]) == s
     g = constructions("gensor", sp, workload=wl, hardware=cpu(), k=4, rng=np.random.default_rng(1))
     r = constructions("roller", sp, workload=wl, hardware=cpu(), k=4)
-    both = constructions("construct", sp, workload=wl, hardware=cpu(), k=4, rng=np.random.default_rng(1))
-    assert both[0] == g[0] and both[1] == r[0] and both[2] == d and len(set(both)) == 4
-    assert not any(is_direct(sp, c) for c in g + r)  # the model alone never builds this order here
+    both = constructions("construct", sp, workload=wl, hardware=cpu(), k=5, rng=np.random.default_rng(1))
+    assert both[:4] == [g[0], r[0], first, second] and len(set(both)) == 5
+    assert not any(is_direct(sp, c) for c in g + r)  # the model alone never builds these orders here
     assert constructions("construct", sp, workload=wl, hardware=cpu(), k=2, rng=np.random.default_rng(1)) == both[:2]
+    nhwc = parse(CONV_NCHW + ",layout=NHWC")
+    assert Model(make_space(nhwc), nhwc, cpu()).direct_orders() == [("c",)]
     for spec in ("gemm:M=64,N=48,K=32", "depthwise_conv2d:N=1,C=16,H=8,W=8,R=3,S=3,pad=1"):
         other = make_space(parse(spec))
-        assert direct_order(other) is None and direct_construction(other, hardware=cpu()) is None
-        with pytest.raises(TiletuneError, match="direct loop order needs"):
-            Model(other, parse(spec), cpu(), direct=True)
-    assert direct_construction(sp, workload=wl, hardware=preset("rtx4090")) is None
+        assert Model(other, parse(spec), cpu()).direct_orders() == []
+        assert direct_constructions(other, workload=parse(spec), hardware=cpu()) == []
+    assert direct_constructions(sp, workload=wl, hardware=preset("rtx4090")) == []
 
 
 def test_start_sweep_also_measures_the_direct_constructions_choice_knobs():
@@ -98,12 +101,12 @@ def test_start_sweep_also_measures_the_direct_constructions_choice_knobs():
     sp = make_space(wl)
     ctx = TuneContext(workload=wl, hardware=cpu())
     cons = start_states(sp, "construct", np.random.default_rng(3), ctx, k=4)
-    assert len(cons) == 4 and is_direct(sp, cons[2])
+    assert len(cons) == 4 and is_direct(sp, cons[2]) and is_direct(sp, cons[3])
     want = list(cons)
-    for c in cons[:1] + cons[2:3]:
+    for c in cons[:1] + cons[2:]:
         want += [v for v in choice_sweep(sp, c) if v not in want]
     assert start_states(sp, "construct", np.random.default_rng(3), ctx, k=4, sweep=1) == want
-    assert len(want) == 4 + 2 * 3
+    assert len(want) == 4 + 3 * 3
 
 
 def test_the_roofline_time_of_any_configuration_inverts_the_construction_map():

@@ -5,15 +5,15 @@
 
 Both rank their configurations with Gensor's analytic model (``tiletune.cost_model.etir.Model``). The
 strategies ``gensor`` and ``roller`` measure the top constructions; ``constructions`` below gives the top-k
-of either, or of both alternating ("construct", with a third construction in the direct loop order where that
-applies: ``direct_construction``), to the local searches (their ``start=gensor|roller|construct`` option), so
+of either, or of both alternating ("construct", with constructions in the direct loop orders where those
+apply: ``direct_constructions``), to the local searches (their ``start=gensor|roller|construct`` option), so
 that no strategy imports another.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..cost_model.etir import Model, direct_order
+from ..cost_model.etir import Model
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
 from .gensor import GensorWalk
@@ -33,9 +33,9 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     configuration both build counts once). Neither construction is better everywhere (on MobileNetV2 Roller's
     tiles for several layers are poor and Gensor's good; on ResNet-50 the reverse), so measuring both tops
     avoids the worse one's failures for a few trials. Gensor walks first, from ``rng``, so with the same seed
-    its tops are those of "gensor". On a CPU, where the direct loop order applies (``direct_construction``:
-    convolutions, whose reduction has a long channel axis and short window axes), its construction comes
-    third: Gensor's first, Roller's first, the direct order's, Gensor's second, ..."""
+    its tops are those of "gensor". On a CPU, where a direct loop order applies (``direct_constructions``:
+    convolutions, whose reduction has a long channel axis and short window axes), those constructions come
+    third (and fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ..."""
     if method not in METHODS:
         raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
     try:
@@ -56,49 +56,52 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
         for top in tops:
             if i < len(top) and top[i] not in out:
                 out.append(top[i])
-    direct = direct_construction(space, workload=workload, hardware=model.hw, target=target)
-    if direct is not None and direct not in out:
-        out.insert(min(2, len(out)), direct)
+    at = min(2, len(out))
+    for c in direct_constructions(space, workload=workload, hardware=model.hw, target=target):
+        if c not in out:
+            out.insert(at, c)
+            at += 1
     return out[:k]
 
 
-def direct_construction(space: Space, *, workload=None, hardware=None, target=None) -> Config | None:
-    """Roller's top construction with the reduction in the direct loop order (``tiletune.cost_model.etir.
-    direct_order``: the longest reduction axis whole in R1, the others whole in R0; Roller's tree then builds
-    the spatial tiles), or None where that order does not apply: not a CPU, fewer than two reduction axes or
-    no single longest one (GEMM, depthwise 3x3 convolutions), or nothing fits.
+def direct_constructions(space: Space, *, workload=None, hardware=None, target=None) -> list[Config]:
+    """Roller's top construction in each direct loop order of the space (``tiletune.cost_model.etir.Model.
+    direct_orders``: the longest reduction axis whole in R1, the others whole in R0; then the same with the
+    vectorised axis' window axis in R1 too; Roller's tree builds the spatial tiles), a configuration once: []
+    where no direct order applies (not a CPU, fewer than two reduction axes or no single longest one: GEMM, a
+    3x3 depthwise convolution) or nothing fits.
 
-    Why (measured, benchmarks/README.md, "The direct loop order"): the analytic model never builds this order
-    (it ranks its kernels 2-3x slower than its tops), yet the fastest NCHW conv2d kernels measured here hold
-    the channels in R1 and the window axes outside. On the 64 -> 64 conv at 56x56 this construction ran at 140
-    GFLOPS against 94 for the best of the model's own (at its best unroll depth), and the local searches that
-    also started from it were 1.2-1.7x faster at 48 trials. Roller's tree, not Gensor's walk: Gensor's
-    direct-order tops ran at 42-59 there."""
-    if direct_order(space) is None:
-        return None
+    Why (measured, benchmarks/README.md, "The direct loop order"): the analytic model never builds these
+    orders (it ranks their kernels 2-3x slower than its tops), yet the fastest NCHW conv2d kernels measured
+    here are in them. On the 64 -> 64 conv at 56x56 the first ran at 140 GFLOPS against 94 for the best of the
+    model's own (at its best unroll depth), and the local searches that also started from it were 1.55x
+    faster at 48 trials (5 seeds, re-measured); on the strided C7 conv the second ran at 120 against 97-107,
+    and the searches were 1.18x faster (3 seeds, recorded). Roller's tree, not Gensor's walk: Gensor's
+    direct-order tops ran at 42-59 on the 56x56 conv."""
     try:
-        model = Model(space, workload, hardware, target, direct=True)
+        plans = Model(space, workload, hardware, target).direct_orders()
     except TiletuneError:
-        return None
-    if model.hw.kind != "cpu":
-        return None
-    ranked = RollerTree(space, model).construct()
-    return ranked[0][1] if ranked else None
+        return []
+    out: list[Config] = []
+    for plan in plans:
+        ranked = RollerTree(space, Model(space, workload, hardware, target, r1_whole=plan)).construct()
+        if ranked and ranked[0][1] not in out:
+            out.append(ranked[0][1])
+    return out
 
 
 def is_direct(space: Space, config: Config) -> bool:
-    """Does ``config`` hold its reduction in the direct loop order (the ``direct_order`` axis whole in the
-    last reduction level, every other reduction axis whole in the first)?"""
-    plan = direct_order(space)
-    if plan is None:
+    """Does ``config`` hold its reduction in a direct loop order: the longest reduction axis (one longest, of
+    two or more) whole in the last reduction level, every other reduction axis whole in the last or the first?"""
+    red = [(ki, k) for ki, k in space.split_knobs if k.kind == "R"]
+    if len(red) < 2:
         return False
-    for ki, k in space.split_knobs:
-        if k.kind != "R":
-            continue
+    longest = max(k.extent for _, k in red)
+    if sum(k.extent == longest for _, k in red) != 1:
+        return False
+    for ki, k in red:
         f = config.values[ki]
-        if k.axis == plan[0] and f[-1] != k.extent:
-            return False
-        if k.axis != plan[0] and f[0] != k.extent:
+        if f[-1] != k.extent and (k.extent == longest or f[0] != k.extent):
             return False
     return True
 
@@ -129,5 +132,5 @@ def choice_sweep(space: Space, config: Config) -> list[Config]:
     return out
 
 
-__all__ = ["METHODS", "GensorWalk", "RollerTree", "choice_sweep", "constructions", "direct_construction",
+__all__ = ["METHODS", "GensorWalk", "RollerTree", "choice_sweep", "constructions", "direct_constructions",
            "is_direct"]

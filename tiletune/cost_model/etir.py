@@ -40,29 +40,6 @@ from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_acces
 from ..workloads.base import Axis
 
 
-def direct_order(space: Space) -> tuple[str, ...] | None:
-    """The reduction plan of the direct loop order for ``space``: (the axis that R1 holds whole, then the
-    reduction axes held whole in R0), or None where it does not apply (fewer than two reduction axes, or no
-    single longest one).
-
-    The direct order is the loop nest of direct convolutions on CPUs (oneDNN's, TVM's x86 NCHWc schedules; BLIS's
-    kc loop for GEMM): the accumulators of the register tile stay in registers over one long reduction axis
-    (the input channels of a convolution), and the short window axes (kernel rows and columns) run outside it.
-    The analytic model does not prefer it: it places the window axes in R1 and the channels in R0, and scores
-    the direct order's kernels 2-3x slower than its own tops (NCHW conv2d 64 -> 64 at 56x56 on znver5: the
-    fastest kernels measured in 25,000 trials, ~150 GFLOPS, all hold the 64 channels in R1 with r and s
-    outside; the model's top constructions, r and s in R1, ran at 75-94). So ``tiletune.construct`` builds
-    one construction in this order besides the model's own (``Model(..., direct=True)``)."""
-    red = [k for _, k in space.split_knobs if k.kind == "R"]
-    if len(red) < 2:
-        return None
-    longest = max(k.extent for k in red)
-    main = [k for k in red if k.extent == longest]
-    if len(main) != 1:
-        return None
-    return (main[0].axis,) + tuple(k.axis for k in red if k is not main[0])
-
-
 @dataclass(frozen=True)
 class ETIR:
     """tiles[i][l]: cumulative tile of the i-th split knob's axis at scheduled level l; level: current."""
@@ -74,19 +51,15 @@ class ETIR:
 
 class Model:
     """Axes, accesses, hardware and the level plan of one space; footprints, traffic, analytic time,
-    and the ETIR <-> Config map. With ``direct=True`` the reduction tiles are fixed in the direct loop order
-    (``direct_order``: one axis whole in R1, the others whole in R0), and a construction chooses the spatial
-    tiles only."""
+    and the ETIR <-> Config map. With ``r1_whole`` (one of ``direct_orders``) the reduction tiles are fixed in
+    that direct loop order (those reduction axes whole in R1, the others whole in R0), and a construction
+    chooses the spatial tiles only."""
 
-    def __init__(self, space: Space, workload=None, hardware=None, target=None, *, direct: bool = False):
+    def __init__(self, space: Space, workload=None, hardware=None, target=None, *,
+                 r1_whole: tuple[str, ...] = ()):
         self.space = space
-        # the direct loop order (``direct_order``): which reduction axis R1 holds whole, the others held in R0
-        self.r1_whole: str | None = None
-        if direct:
-            plan = direct_order(space)
-            if plan is None:
-                raise TiletuneError("the direct loop order needs two or more reduction axes, one of them the longest")
-            self.r1_whole = plan[0]
+        # a direct loop order (``direct_orders``): the reduction axes R1 holds whole, the others held in R0
+        self.r1_whole = tuple(r1_whole)
         if hardware is None:
             # no HardwareSpec given: the target's (a CUDA arch -> its preset), else this CPU, never measuring
             hardware = (for_target(target, measure_bandwidth=False) if isinstance(target, dict)
@@ -127,6 +100,42 @@ class Model:
         self.cpu_registers = (self.hw.vector_registers if self.hw.kind == "cpu" and self.register_rule is None
                               and self.limit_rule is None else 0)
 
+    # ---- the direct loop orders --------------------------------------------------------------------
+    def direct_orders(self) -> list[tuple[str, ...]]:
+        """The direct loop orders of this space, as the reduction axes R1 holds whole (the others are held
+        whole in R0): [] unless this is a CPU and the reduction has two or more axes with one longest; else
+        first (the longest,), then (the longest, w) for each reduction axis w that indexes an input together
+        with the vectorised spatial axis (a convolution's column window s when the output width is vectorised,
+        as in NCHW: input[.., q * stride + s]).
+
+        The first is the loop nest of direct convolutions on CPUs (oneDNN's, TVM's x86 NCHWc schedules; BLIS's
+        kc loop for GEMM): the accumulators of the register tile stay in registers over one long reduction axis
+        (the input channels), and the short window axes (kernel rows and columns) run outside it. The analytic
+        model does not build it: it places the window axes in R1 and the channels in R0, and scores these
+        kernels 2-3x slower than its own tops (NCHW conv2d 64 -> 64 at 56x56 on znver5: the fastest kernels
+        measured in 25,000 trials, ~150 GFLOPS, all hold the 64 channels in R1 with r and s outside; the model's
+        top constructions, r and s in R1, ran at 75-94). The second keeps the column window inside R1 too: the
+        vector loads of a strided convolution read every stride-th input column, and the fastest kernels of the
+        ResNet C7 conv (stride 2) keep s in R1; Roller's tree in this order built a 120 GFLOPS C7 kernel where
+        every other construction ran at 107 or less (benchmarks/README.md, "The direct loop order")."""
+        red = [a for a in self.axes if a.kind == "R"]
+        if len(red) < 2 or self.hw.kind != "cpu":
+            return []
+        longest = max(a.extent for a in red)
+        main = [a.name for a in red if a.extent == longest]
+        if len(main) != 1:
+            return []
+        plans = [(main[0],)]
+        names = {a.name for a in red}
+        vec = self.axes[self.inner].name if self.inner is not None else None
+        for t in self.accesses:
+            for d in t.dims if t.role == "input" else ():
+                axes = [a for a, _ in d.terms]
+                for w in axes if vec in axes else ():
+                    if w in names and w != main[0] and (main[0], w) not in plans:
+                        plans.append((main[0], w))
+        return plans
+
     # ---- level modes ------------------------------------------------------------------------------
     def mode(self, i: int, l: int) -> str:
         """'free' (set by tile actions), 'copy' (follows level l-1), 'one' or 'full'."""
@@ -137,8 +146,8 @@ class Model:
             return "free" if l <= k.levels - 2 else "copy"
         if l == 0:
             return "one"
-        if self.r1_whole is not None and l <= k.levels - 1:  # the direct order: R1 holds one axis whole
-            return "full" if k.axis == self.r1_whole else "one"
+        if self.r1_whole and l <= k.levels - 1:  # a direct order: R1 holds these axes whole, R0 the others
+            return "full" if k.axis in self.r1_whole else "one"
         return "free" if l <= k.levels - 1 else "full"
 
     def initial(self) -> ETIR:

@@ -31,10 +31,10 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   faster in three later timings of the same builds (``benchmarks/out/model-confirm``): level within the
   timing noise. With the run's seed Gensor's walk is that of ``-s gensor``,
   so a model tuned with 10 trials per task has measured every kernel the Gensor-constructed model of 4
-  trials per task chooses from, and Roller's top 5 (top 4 for a convolution, whose third construction is
-  in the direct loop order: ``tiletune.construct.direct_construction``). ``-O start=...`` or ``-O start_k=N``
-  change it, as for a single workload. The choice-knob sweep of the first two constructions and of the
-  direct one (``start_sweep``, default 2, see ``tiletune.strategies.common``) comes after the 10
+  trials per task chooses from, and Roller's top 5 (top 3-4 for a convolution, whose constructions in the
+  direct loop orders come third: ``tiletune.construct.direct_constructions``). ``-O start=...`` or ``-O
+  start_k=N`` change it, as for a single workload. The choice-knob sweep of the first two constructions and
+  of the direct ones (``start_sweep``, default 2, see ``tiletune.strategies.common``) comes after the 10
   constructions, so it changes nothing at 10 trials per task; at 20 trials per task it takes the other 10.
   Measured so (``benchmarks/out/model-sweep``, one tuning run each, three timings): ResNet-50 0.96-0.99 of
   the latency without the sweep in all three, MobileNetV2 0.71-1.11 (its timings move by 40% between runs):

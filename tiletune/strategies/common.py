@@ -71,7 +71,7 @@ def start_option(default: str, paper: str) -> Option:
     return Option("start", default, "where the search begins: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), "
                   "'random', 'gensor' / 'roller' (their top start_k constructions, measured first), 'construct' "
                   "(both tops, alternating: Gensor's first, Roller's first, Gensor's second, ...; on a CPU, for "
-                  "convolutions, a construction in the direct loop order third), or a JSON "
+                  "convolutions, the constructions in the direct loop orders third), or a JSON "
                   f"object of knob values; {paper}", parse_start)
 
 
@@ -105,8 +105,8 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
 
     ``sweep`` (constructive starts only): after the constructions, the first ``sweep`` of them at every other
     value of each choice knob, one knob at a time (``tiletune.construct.choice_sweep``: the analytic model does
-    not rank unroll depths or packing, so they are measured rather than predicted), and so is the direct loop
-    order's construction wherever it stands (``tiletune.construct.is_direct``: with a whole reduction axis in R1
+    not rank unroll depths or packing, so they are measured rather than predicted), and so are the direct loop
+    orders' constructions wherever they stand (``tiletune.construct.is_direct``: with a whole reduction axis in R1
     the unroll rule always picks the deepest unroll, which was the worst depth on one conv and the best on
     another, 79 against 140 and 254 against 17 GFLOPS); configurations already in the list count once."""
     spec = (spec or "untiled").strip()
