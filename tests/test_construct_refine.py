@@ -12,6 +12,7 @@ from tiletune.construct.roller import RollerTree
 from tiletune.cost_model.etir import Model
 from tiletune.cost_model.prior import analytic_prior, background_weight
 from tiletune.errors import TiletuneError
+from tiletune.hardware import preset
 from tiletune.measure import FunctionMeasurer
 from tiletune.records import Record, RecordWriter
 from tiletune.schedules import make_space
@@ -20,8 +21,6 @@ from tiletune.strategies import Trial, TuneContext, create
 from tiletune.strategies.common import DEFAULT_START, start_states
 from tiletune.tune import tune
 from tiletune.workloads import parse
-
-from tiletune.hardware import preset
 
 from .test_gensor import cpu
 from .test_primfunc import CONV, MATMUL, NON_AFFINE

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost_model.etir import Model
+from ..cost_model.etir import Model, longest_reduction
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
 from .gensor import GensorWalk
@@ -57,7 +57,7 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
             if i < len(top) and top[i] not in out:
                 out.append(top[i])
     at = min(2, len(out))
-    for c in direct_constructions(space, workload=workload, hardware=model.hw, target=target):
+    for c in _direct_tops(model):
         if c not in out:
             out.insert(at, c)
             at += 1
@@ -79,12 +79,17 @@ def direct_constructions(space: Space, *, workload=None, hardware=None, target=N
     and the searches were 1.18x faster (3 seeds, recorded). Roller's tree, not Gensor's walk: Gensor's
     direct-order tops ran at 42-59 on the 56x56 conv."""
     try:
-        plans = Model(space, workload, hardware, target).direct_orders()
+        model = Model(space, workload, hardware, target)
     except TiletuneError:
         return []
+    return _direct_tops(model)
+
+
+def _direct_tops(model: Model) -> list[Config]:
+    """Roller's top construction in each of ``model``'s direct loop orders, a configuration once."""
     out: list[Config] = []
-    for plan in plans:
-        ranked = RollerTree(space, Model(space, workload, hardware, target, r1_whole=plan)).construct()
+    for plan in model.direct_orders():
+        ranked = RollerTree(model.space, model.in_direct_order(plan)).construct()
         if ranked and ranked[0][1] not in out:
             out.append(ranked[0][1])
     return out
@@ -93,15 +98,12 @@ def direct_constructions(space: Space, *, workload=None, hardware=None, target=N
 def is_direct(space: Space, config: Config) -> bool:
     """Does ``config`` hold its reduction in a direct loop order: the longest reduction axis (one longest, of
     two or more) whole in the last reduction level, every other reduction axis whole in the last or the first?"""
-    red = [(ki, k) for ki, k in space.split_knobs if k.kind == "R"]
-    if len(red) < 2:
+    main = longest_reduction(space)
+    if main is None:
         return False
-    longest = max(k.extent for _, k in red)
-    if sum(k.extent == longest for _, k in red) != 1:
-        return False
-    for ki, k in red:
+    for ki, k in space.split_knobs:
         f = config.values[ki]
-        if f[-1] != k.extent and (k.extent == longest or f[0] != k.extent):
+        if k.kind == "R" and f[-1] != k.extent and (k.axis == main or f[0] != k.extent):
             return False
     return True
 

@@ -27,6 +27,7 @@ The data-movement terms F(t) (footprint) and Q(t) (traffic) come from tiletune.w
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -40,6 +41,14 @@ from ..workloads.access import (compulsory_bytes, footprint_bytes, generic_acces
 from ..workloads.base import Axis
 
 
+def longest_reduction(space: Space) -> str | None:
+    """The reduction axis of ``space`` that is longer than every other, where there are two or more reduction
+    axes and one of them is the longest; else None (the axis a direct loop order holds whole in R1)."""
+    red = [k for _, k in space.split_knobs if k.kind == "R"]
+    longest = [k.axis for k in red if k.extent == max(r.extent for r in red)]
+    return longest[0] if len(red) >= 2 and len(longest) == 1 else None
+
+
 @dataclass(frozen=True)
 class ETIR:
     """tiles[i][l]: cumulative tile of the i-th split knob's axis at scheduled level l; level: current."""
@@ -51,15 +60,13 @@ class ETIR:
 
 class Model:
     """Axes, accesses, hardware and the level plan of one space; footprints, traffic, analytic time,
-    and the ETIR <-> Config map. With ``r1_whole`` (one of ``direct_orders``) the reduction tiles are fixed in
-    that direct loop order (those reduction axes whole in R1, the others whole in R0), and a construction
-    chooses the spatial tiles only."""
+    and the ETIR <-> Config map. ``in_direct_order`` gives the same model with its reduction tiles fixed in a
+    direct loop order (``direct_orders``), so that a construction chooses the spatial tiles only."""
 
-    def __init__(self, space: Space, workload=None, hardware=None, target=None, *,
-                 r1_whole: tuple[str, ...] = ()):
+    def __init__(self, space: Space, workload=None, hardware=None, target=None):
         self.space = space
-        # a direct loop order (``direct_orders``): the reduction axes R1 holds whole, the others held in R0
-        self.r1_whole = tuple(r1_whole)
+        # a direct loop order (``in_direct_order``): the reduction axes R1 holds whole, the others held in R0
+        self.r1_whole: tuple[str, ...] = ()
         if hardware is None:
             # no HardwareSpec given: the target's (a CUDA arch -> its preset), else this CPU, never measuring
             hardware = (for_target(target, measure_bandwidth=False) if isinstance(target, dict)
@@ -118,23 +125,26 @@ class Model:
         vector loads of a strided convolution read every stride-th input column, and the fastest kernels of the
         ResNet C7 conv (stride 2) keep s in R1; Roller's tree in this order built a 120 GFLOPS C7 kernel where
         every other construction ran at 107 or less (benchmarks/README.md, "The direct loop order")."""
-        red = [a for a in self.axes if a.kind == "R"]
-        if len(red) < 2 or self.hw.kind != "cpu":
+        main = longest_reduction(self.space)
+        if main is None or self.hw.kind != "cpu":
             return []
-        longest = max(a.extent for a in red)
-        main = [a.name for a in red if a.extent == longest]
-        if len(main) != 1:
-            return []
-        plans = [(main[0],)]
-        names = {a.name for a in red}
+        plans = [(main,)]
+        reduction = {a.name for a in self.axes if a.kind == "R"} - {main}
         vec = self.axes[self.inner].name if self.inner is not None else None
         for t in self.accesses:
-            for d in t.dims if t.role == "input" else ():
-                axes = [a for a, _ in d.terms]
-                for w in axes if vec in axes else ():
-                    if w in names and w != main[0] and (main[0], w) not in plans:
-                        plans.append((main[0], w))
+            if t.role != "input":
+                continue
+            for d in t.dims:
+                if vec in d.axes:
+                    plans += [(main, w) for w in d.axes if w in reduction and (main, w) not in plans]
         return plans
+
+    def in_direct_order(self, plan: tuple[str, ...]) -> "Model":
+        """This model with its reduction tiles fixed in the direct loop order ``plan`` (one of
+        ``direct_orders``); everything else shared (a model is not changed after it is built)."""
+        m = copy.copy(self)
+        m.r1_whole = tuple(plan)
+        return m
 
     # ---- level modes ------------------------------------------------------------------------------
     def mode(self, i: int, l: int) -> str:
