@@ -157,9 +157,11 @@ def load_runs(out: Path) -> dict[str, list[RunResult]]:
 
 def current_setting(out: Path, runs: dict[str, list[RunResult]]) -> str:
     """The setting whose pinned options (its bench.json) are this checkout's defaults for its strategies,
-    without transfer data: ``default`` when it still is, else the first variant that is; ``default`` when
-    none is."""
+    without transfer data; of several (the options stayed, the code behind them changed: a new construction),
+    the one whose runs finished last (the last line of its records.jsonl), then ``default``, then by name;
+    ``default`` when none is."""
     names = sorted((n for n in runs if not is_reference(n) and n != "paper"), key=lambda n: (n != "default", n))
+    matching = []
     for name in names:
         try:
             manifest = json.loads((out / name / "bench.json").read_text(encoding="utf-8"))
@@ -167,8 +169,22 @@ def current_setting(out: Path, runs: dict[str, list[RunResult]]) -> str:
             continue
         strategies = sorted({r.strategy for r in runs[name]} & set(LOCAL))
         if strategies and manifest.get("options", {}) == default_options(strategies) and not manifest.get("transfer"):
-            return name
-    return "default"
+            matching.append(name)
+    if not matching:
+        return "default"
+    return max(matching, key=lambda n: (last_finished(out / n / "records.jsonl"), -matching.index(n)))
+
+
+def last_finished(path: Path) -> float:
+    """The ``finished`` time of the last record in ``path`` (0 without one): when that setting's runs ended."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 65536))
+            lines = [x for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
+        return float(json.loads(lines[-1]).get("finished") or 0.0) if lines else 0.0
+    except (OSError, ValueError, AttributeError):
+        return 0.0
 
 
 def analyze(out: Path, budgets=BUDGETS) -> dict:

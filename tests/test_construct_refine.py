@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tiletune.construct import choice_sweep, constructions, direct_constructions, is_direct
+from tiletune.construct import choice_sweep, constructions, direct_constructions, is_direct, is_row
 from tiletune.construct.gensor import GensorWalk
 from tiletune.construct.roller import RollerTree
 from tiletune.cost_model.etir import Model
@@ -86,11 +86,66 @@ def test_the_direct_orders_hold_the_longest_reduction_axis_whole_in_r1():
     assert constructions("construct", sp, workload=wl, hardware=cpu(), k=2, rng=np.random.default_rng(1)) == both[:2]
     nhwc = parse(CONV_NCHW + ",layout=NHWC")
     assert Model(make_space(nhwc), nhwc, cpu()).direct_orders() == [("c",)]
-    for spec in ("gemm:M=64,N=48,K=32", "depthwise_conv2d:N=1,C=16,H=8,W=8,R=3,S=3,pad=1"):
-        other = make_space(parse(spec))
-        assert Model(other, parse(spec), cpu()).direct_orders() == []
-        assert direct_constructions(other, workload=parse(spec), hardware=cpu()) == []
+    gemm_spec = "gemm:M=64,N=48,K=32"
+    assert Model(make_space(parse(gemm_spec)), parse(gemm_spec), cpu()).direct_orders() == []
+    assert direct_constructions(make_space(parse(gemm_spec)), workload=parse(gemm_spec), hardware=cpu()) == []
+    dw = parse(DW_NCHW)  # no single longest reduction axis: no direct order (its construction is the row order's)
+    assert Model(make_space(dw), dw, cpu()).direct_orders() == []
     assert direct_constructions(sp, workload=wl, hardware=preset("rtx4090")) == []
+
+
+DW_NCHW = "depthwise_conv2d:N=1,C=16,H=8,W=8,R=3,S=3,pad=1"
+
+
+def test_the_row_order_vectorises_nothing_itself_and_holds_the_window_in_r1():
+    """A reduction of window axes only, one of them read with the vectorised axis (NCHW depthwise, average
+    pooling), gets the row construction: the output row whole in S1, no S2 / S3 tiles, the window whole in R1,
+    the smallest unroll depth that covers the body (3 x 3 = 9 steps: 16), third in start=construct and swept.
+    Convolutions with a channel reduction, GEMM, NHWC depthwise (channels vectorised, no window on them), a
+    window longer than the deepest unroll and a GPU get none."""
+    for spec in (DW_NCHW, "avgpool2d:C=8,H=8,W=8,kernel=3,pad=1", "depthwise_conv2d:N=1,C=8,H=9,W=9,R=3,S=3,stride=2"):
+        wl = parse(spec)
+        sp = make_space(wl)
+        m = Model(sp, wl, cpu())
+        assert m.row_order() and m.in_row_order().row and not m.row  # the model itself is not changed
+        [row] = direct_constructions(sp, workload=wl, hardware=cpu())
+        got = sp.to_dict(row)
+        P, Q = wl.output_shape()[-2:]
+        assert sp.is_legal(row) and is_row(sp, row) and is_direct(sp, row)
+        assert list(got["tile_q"]) == [1, Q, 1, 1] and got["tile_p"][-2:] == [1, 1] and got["tile_c"][-2:] == [1, 1]
+        assert list(got["tile_r"]) == [1, 3] and list(got["tile_s"]) == [1, 3] and got["unroll"] == 16
+        cons = constructions("construct", sp, workload=wl, hardware=cpu(), k=4, rng=np.random.default_rng(1))
+        assert cons[2] == row and not any(is_row(sp, c) for c in cons[:2] + cons[3:])
+        ctx = TuneContext(workload=wl, hardware=cpu())
+        starts = start_states(sp, "construct", np.random.default_rng(1), ctx, k=4, sweep=1)
+        assert all(v in starts for v in choice_sweep(sp, row))  # swept, as the direct orders' constructions
+    for spec in (CONV_NCHW, "gemm:M=64,N=48,K=32", DW_NCHW + ",layout=NHWC",
+                 "avgpool2d:C=4,H=24,W=24,kernel=23"):  # 23 x 23 = 529 window steps > the deepest unroll (512)
+        wl = parse(spec)
+        sp = make_space(wl)
+        assert not Model(sp, wl, cpu()).row_order()
+        assert not any(is_row(sp, c) for c in direct_constructions(sp, workload=wl, hardware=cpu()))
+    wl = parse(DW_NCHW)
+    assert direct_constructions(make_space(wl), workload=wl, hardware=preset("rtx4090")) == []
+
+
+@pytest.mark.tvm
+def test_the_row_construction_builds_and_matches_numpy():
+    """The row construction is a correct kernel (its row loop unvectorised by the schedule; LLVM's to vectorise)."""
+    import tvm
+
+    from tiletune.schedules import build
+    from tiletune.target import host_target
+
+    for spec in (DW_NCHW, "avgpool2d:C=8,H=8,W=8,kernel=3,pad=1"):
+        wl = parse(spec)
+        sp = make_space(wl)
+        [row] = direct_constructions(sp, workload=wl, hardware=cpu())
+        inputs = wl.make_inputs(seed=3)
+        want = wl.reference(*inputs)
+        out = tvm.runtime.tensor(np.zeros(wl.output_shape(), "float32"))
+        build(wl, sp, row, host_target()).mod["main"](*(tvm.runtime.tensor(x) for x in inputs), out)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
 def test_start_sweep_also_measures_the_direct_constructions_choice_knobs():

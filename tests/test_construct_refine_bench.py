@@ -62,6 +62,13 @@ def test_the_goals_are_judged_for_the_setting_that_pins_the_current_defaults(tmp
     assert bench.current_setting(tmp_path, runs) == "zz"
     (tmp_path / "default" / "bench.json").write_text(json.dumps({"options": bench.default_options(["ga", "gbfs"])}))
     assert bench.current_setting(tmp_path, runs) == "default"
+    # the same options run again with newer code: the setting whose runs finished last is the current one
+    runs["zz2"] = setting("zz2", bench.default_options(["ga", "gbfs"]))
+    assert bench.current_setting(tmp_path, runs) == "default"
+    for name, t in (("default", 100.0), ("zz2", 200.0), ("zz", 150.0)):
+        (tmp_path / name / "records.jsonl").write_text(json.dumps({"finished": t - 1}) + "\n"
+                                                       + json.dumps({"finished": t}) + "\n")
+    assert bench.current_setting(tmp_path, runs) == "zz2"
 
 
 def test_transfer_gives_each_workload_the_reference_records_of_its_operators_other_shapes(tmp_path):

@@ -88,8 +88,10 @@ def direct_constructions(space: Space, *, workload=None, hardware=None, target=N
 def _direct_tops(model: Model) -> list[Config]:
     """Roller's top construction in each of ``model``'s direct loop orders, a configuration once."""
     out: list[Config] = []
-    for plan in model.direct_orders():
-        ranked = RollerTree(model.space, model.in_direct_order(plan)).construct()
+    orders = [model.in_direct_order(plan) for plan in model.direct_orders()]
+    orders += [model.in_row_order()] if model.row_order() else []
+    for order in orders:
+        ranked = RollerTree(model.space, order).construct()
         if ranked and ranked[0][1] not in out:
             out.append(ranked[0][1])
     return out
@@ -97,15 +99,30 @@ def _direct_tops(model: Model) -> list[Config]:
 
 def is_direct(space: Space, config: Config) -> bool:
     """Does ``config`` hold its reduction in a direct loop order: the longest reduction axis (one longest, of
-    two or more) whole in the last reduction level, every other reduction axis whole in the last or the first?"""
+    two or more) whole in the last reduction level, every other reduction axis whole in the last or the first?
+    Or is it in the row order (``is_row``)?"""
     main = longest_reduction(space)
     if main is None:
-        return False
+        return is_row(space, config)
     for ki, k in space.split_knobs:
         f = config.values[ki]
         if k.kind == "R" and f[-1] != k.extent and (k.axis == main or f[0] != k.extent):
             return False
     return True
+
+
+def is_row(space: Space, config: Config) -> bool:
+    """Is ``config`` in the row order (``tiletune.cost_model.etir.Model.row_order``): the vectorised (last
+    spatial) axis whole in one factor between S0 and S2 (no S0, S2, S3 split), every reduction axis whole in its
+    last level? Other spatial tiles are not looked at (the local searches move them)."""
+    spatial = [(ki, k) for ki, k in space.split_knobs if k.kind == "S"]
+    reduction = [(ki, k) for ki, k in space.split_knobs if k.kind == "R"]
+    if not spatial or not reduction or spatial[-1][1].levels < 3:
+        return False
+    ki, k = spatial[-1]
+    f = config.values[ki]
+    return (f[0] == 1 and f[-1] == 1 and f[-2] == 1 and k.extent > 1
+            and all(config.values[j][-1] == r.extent for j, r in reduction))
 
 
 def choice_sweep(space: Space, config: Config) -> list[Config]:
@@ -135,4 +152,4 @@ def choice_sweep(space: Space, config: Config) -> list[Config]:
 
 
 __all__ = ["METHODS", "GensorWalk", "RollerTree", "choice_sweep", "constructions", "direct_constructions",
-           "is_direct"]
+           "is_direct", "is_row"]

@@ -67,6 +67,8 @@ class Model:
         self.space = space
         # a direct loop order (``in_direct_order``): the reduction axes R1 holds whole, the others held in R0
         self.r1_whole: tuple[str, ...] = ()
+        # the row order (``in_row_order``): the vectorised axis whole in S1, no S2 / S3 tiles, the window in R1
+        self.row = False
         if hardware is None:
             # no HardwareSpec given: the target's (a CUDA arch -> its preset), else this CPU, never measuring
             hardware = (for_target(target, measure_bandwidth=False) if isinstance(target, dict)
@@ -146,6 +148,55 @@ class Model:
         m.r1_whole = tuple(plan)
         return m
 
+    def row_order(self) -> bool:
+        """Does the row order apply: a CPU plan with two or more levels, a reduction made only of window axes
+        (each reduction axis indexes an input together with a spatial axis, and one of them with the
+        vectorised axis: a depthwise convolution or a pooling window in NCHW, input[.., p + r, q + s]), short
+        enough that the micro-kernel can unroll all of it (the product of its extents <= the largest unroll
+        depth of the space)?
+
+        The row order (``in_row_order``) gives no explicit vector tile: the vectorised axis is whole in S1 and
+        every other spatial axis has S2 = S3 = 1, the whole window sits in R1, and the unroll depth covers the
+        body of one output point (``unroll_value``). The loop over the output row is then the innermost loop
+        left after TVM's unrolling, with a straight-line body, and LLVM's loop vectoriser vectorises it, one
+        accumulator per lane. Measured on the NCHW depthwise 3x3 conv (256 channels, 28x28, znver5): every
+        distinct kernel above 100 GFLOPS in the construct-refine runs' records, 6 of 8 had this shape, with at
+        most a small S2 tile over it, the three fastest among them (c = [16, 16, 1, 1], p = [7, 1, 4, 1], q =
+        [1, 28, 1, 1]: 112-120), while the constructions with explicit vector tiles ran at 14-56 and the
+        900-trial reference search's best at 64; the plain row construction (p and c in S0 / S1 only) ran at
+        88 (benchmarks/README.md, "The row order"). An S3 tile on another axis under it (p3 = 2..14, inside
+        R1) ran at 19-50: LLVM then no longer
+        vectorises the row, so the order keeps S2 and S3 at 1 and leaves those tiles to the searches. The
+        analytic model scores these kernels as scalar code (one lane), so it never builds them itself."""
+        if self.hw.kind != "cpu" or self.inner is None or self.n < 2:
+            return False
+        reduction = {a.name for a in self.axes if a.kind == "R"}
+        spatial = {a.name for a in self.axes if a.kind == "S"}
+        unroll = next((k for k in self.space.knobs if isinstance(k, ChoiceKnob) and k.name == "unroll"), None)
+        depths = [v for v in (unroll.values if unroll else ()) if isinstance(v, (int, float))]
+        if not reduction or not depths:
+            return False
+        if math.prod(a.extent for a in self.axes if a.kind == "R") > max(depths):
+            return False
+        vec = self.axes[self.inner].name
+        windowed, on_vec = set(), False
+        for t in self.accesses:
+            if t.role != "input":
+                continue
+            for d in t.dims:
+                w = reduction & set(d.axes)
+                if w and spatial & set(d.axes):
+                    windowed |= w
+                    on_vec = on_vec or vec in d.axes
+        return windowed == reduction and on_vec
+
+    def in_row_order(self) -> "Model":
+        """This model with its tiles fixed in the row order (``row_order``): a construction chooses the S0 / S1
+        split of the spatial axes other than the vectorised one only."""
+        m = self.in_direct_order(tuple(a.name for a in self.axes if a.kind == "R"))
+        m.row = True
+        return m
+
     # ---- level modes ------------------------------------------------------------------------------
     def mode(self, i: int, l: int) -> str:
         """'free' (set by tile actions), 'copy' (follows level l-1), 'one' or 'full'."""
@@ -153,6 +204,10 @@ class Model:
         if k.kind == "S":
             if k.levels == 1:
                 return "one"
+            if self.row and l < self.n - 1:  # the row order: no S3 / S2 tiles; the vectorised axis whole in S1
+                return "one"
+            if self.row and i == self.inner:
+                return "full"
             return "free" if l <= k.levels - 2 else "copy"
         if l == 0:
             return "one"
@@ -322,6 +377,8 @@ class Model:
         if not vals:
             return knob.values[0]
         steps = self.unroll_steps(e)
+        if self.row:  # the row order: the smallest depth that unrolls the body of one output point whole
+            return next((v for v in vals if v >= steps), vals[-1])
         fitting = [v for v in vals if v <= steps]
         if self.register_rule is not None:
             # an outer-product register tile (NHWC conv2d): unroll the tile's P pixel loops but not the
