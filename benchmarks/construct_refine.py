@@ -378,7 +378,7 @@ def plot(out: Path, budget: int) -> list[Path]:
                 continue
             for strat in sorted({r.strategy for r in rs if r.workload == wl}):
                 mine = [r for r in rs if r.workload == wl and r.strategy == strat]
-                xs = list(range(1, budget + 1))
+                xs = list(range(1, min(budget, max(r.trials for r in mine)) + 1))  # not past the runs' budget
                 ys = [statistics.fmean(r.best_at(x) for r in mine) for x in xs]
                 c = colors.setdefault(strat, f"C{len(colors) % 10}")
                 style = "-" if setting == current or strat == "random" else styles[setting]

@@ -62,14 +62,15 @@ def test_construct_alternates_gensor_and_roller_tops():
     assert both[0] == g[0] and r[0] in both[:2]
 
 
-CONV_NCHW = "conv2d:N=1,C=16,H=8,W=8,K=16,R=3,S=3,stride=1,pad=1"
+CONV_NCHW = "conv2d:N=1,C=16,H=16,W=16,K=16,R=3,S=3,stride=2,pad=1"
 
 
 def test_the_direct_orders_hold_the_longest_reduction_axis_whole_in_r1():
-    """An NCHW convolution gets two more constructions, Roller's tree with its channels whole in R1 and the
-    window axes whole in R0, then with the column window s (read with the vectorised output column) in R1 too,
-    third and fourth in start=construct; NHWC (channels vectorised) gets the first only; GEMM (one reduction
-    axis), a depthwise 3x3 conv (no single longest axis) and a GPU get none."""
+    """A strided NCHW convolution gets two more constructions, Roller's tree with its channels whole in R1 and
+    the window axes whole in R0, then with the column window s (read with the vectorised output column, which
+    strides through the input) in R1 too, third and fourth in start=construct; with stride 1, and in NHWC
+    (channels vectorised), the first only; GEMM (one reduction axis), a depthwise 3x3 conv (no single longest
+    axis) and a GPU get none."""
     wl = parse(CONV_NCHW)
     sp = make_space(wl)
     assert Model(sp, wl, cpu()).direct_orders() == [("c",), ("c", "s")]
@@ -84,8 +85,8 @@ def test_the_direct_orders_hold_the_longest_reduction_axis_whole_in_r1():
     assert both[:4] == [g[0], r[0], first, second] and len(set(both)) == 5
     assert not any(is_direct(sp, c) for c in g + r)  # the model alone never builds these orders here
     assert constructions("construct", sp, workload=wl, hardware=cpu(), k=2, rng=np.random.default_rng(1)) == both[:2]
-    nhwc = parse(CONV_NCHW + ",layout=NHWC")
-    assert Model(make_space(nhwc), nhwc, cpu()).direct_orders() == [("c",)]
+    for spec in (CONV_NCHW + ",layout=NHWC", CONV_NCHW.replace("stride=2", "stride=1")):
+        assert Model(make_space(parse(spec)), parse(spec), cpu()).direct_orders() == [("c",)]
     gemm_spec = "gemm:M=64,N=48,K=32"
     assert Model(make_space(parse(gemm_spec)), parse(gemm_spec), cpu()).direct_orders() == []
     assert direct_constructions(make_space(parse(gemm_spec)), workload=parse(gemm_spec), hardware=cpu()) == []

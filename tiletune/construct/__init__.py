@@ -34,8 +34,9 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     tiles for several layers are poor and Gensor's good; on ResNet-50 the reverse), so measuring both tops
     avoids the worse one's failures for a few trials. Gensor walks first, from ``rng``, so with the same seed
     its tops are those of "gensor". On a CPU, where a direct loop order applies (``direct_constructions``:
-    convolutions, whose reduction has a long channel axis and short window axes), those constructions come
-    third (and fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ..."""
+    convolutions, whose reduction has a long channel axis and short window axes; the row order of a reduction
+    made of a short window, NCHW depthwise convolution and pooling), those constructions come third (and
+    fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ..."""
     if method not in METHODS:
         raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
     try:
@@ -67,9 +68,10 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
 def direct_constructions(space: Space, *, workload=None, hardware=None, target=None) -> list[Config]:
     """Roller's top construction in each direct loop order of the space (``tiletune.cost_model.etir.Model.
     direct_orders``: the longest reduction axis whole in R1, the others whole in R0; then the same with the
-    vectorised axis' window axis in R1 too; Roller's tree builds the spatial tiles), a configuration once: []
-    where no direct order applies (not a CPU, fewer than two reduction axes or no single longest one: GEMM, a
-    3x3 depthwise convolution) or nothing fits.
+    vectorised axis' window axis in R1 too; Roller's tree builds the spatial tiles), then in the row order where
+    that applies (``Model.row_order``: a reduction made of a short window, as in an NCHW depthwise convolution;
+    the output row whole in S1 for LLVM to vectorise, Roller's tree splits the other spatial axes between S0
+    and S1), a configuration once: [] where none applies (not a CPU; GEMM; NHWC depthwise) or nothing fits.
 
     Why (measured, benchmarks/README.md, "The direct loop order"): the analytic model never builds these
     orders (it ranks their kernels 2-3x slower than its tops), yet the fastest NCHW conv2d kernels measured
@@ -77,7 +79,8 @@ def direct_constructions(space: Space, *, workload=None, hardware=None, target=N
     model's own (at its best unroll depth), and the local searches that also started from it were 1.55x
     faster at 48 trials (5 seeds, re-measured); on the strided C7 conv the second ran at 120 against 97-107,
     and the searches were 1.18x faster (3 seeds, recorded). Roller's tree, not Gensor's walk: Gensor's
-    direct-order tops ran at 42-59 on the 56x56 conv."""
+    direct-order tops ran at 42-59 on the 56x56 conv. The row construction of the 3x3 depthwise conv (256
+    channels, 28x28) ran at 84-89 against 54 for the best of the model's own (``Model.row_order``)."""
     try:
         model = Model(space, workload, hardware, target)
     except TiletuneError:
@@ -112,12 +115,15 @@ def is_direct(space: Space, config: Config) -> bool:
 
 
 def is_row(space: Space, config: Config) -> bool:
-    """Is ``config`` in the row order (``tiletune.cost_model.etir.Model.row_order``): the vectorised (last
-    spatial) axis whole in one factor between S0 and S2 (no S0, S2, S3 split), every reduction axis whole in its
-    last level? Other spatial tiles are not looked at (the local searches move them)."""
+    """Is ``config`` in the row order (``tiletune.cost_model.etir.Model.row_order``): in a space whose reduction
+    is a 2-D window (two or more reduction axes, none longest: the spaces the row order applies to, told apart
+    without building their model), the vectorised (last spatial) axis whole in one factor between S0 and S2 (no
+    S0, S2, S3 split), every reduction axis whole in its last level? Other spatial tiles are not looked at (the
+    local searches move them)."""
     spatial = [(ki, k) for ki, k in space.split_knobs if k.kind == "S"]
     reduction = [(ki, k) for ki, k in space.split_knobs if k.kind == "R"]
-    if not spatial or not reduction or spatial[-1][1].levels < 3:
+    if (not spatial or len(reduction) < 2 or longest_reduction(space) is not None
+            or spatial[-1][1].levels < 3):
         return False
     ki, k = spatial[-1]
     f = config.values[ki]

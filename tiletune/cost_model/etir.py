@@ -114,8 +114,8 @@ class Model:
         """The direct loop orders of this space, as the reduction axes R1 holds whole (the others are held
         whole in R0): [] unless this is a CPU and the reduction has two or more axes with one longest; else
         first (the longest,), then (the longest, w) for each reduction axis w that indexes an input together
-        with the vectorised spatial axis (a convolution's column window s when the output width is vectorised,
-        as in NCHW: input[.., q * stride + s]).
+        with the vectorised spatial axis where that axis strides through it (a strided convolution's column
+        window s when the output width is vectorised, as in NCHW: input[.., q * stride + s], stride > 1).
 
         The first is the loop nest of direct convolutions on CPUs (oneDNN's, TVM's x86 NCHWc schedules; BLIS's
         kc loop for GEMM): the accumulators of the register tile stay in registers over one long reduction axis
@@ -126,7 +126,10 @@ class Model:
         top constructions, r and s in R1, ran at 75-94). The second keeps the column window inside R1 too: the
         vector loads of a strided convolution read every stride-th input column, and the fastest kernels of the
         ResNet C7 conv (stride 2) keep s in R1; Roller's tree in this order built a 120 GFLOPS C7 kernel where
-        every other construction ran at 107 or less (benchmarks/README.md, "The direct loop order")."""
+        every other construction ran at 107 or less (benchmarks/README.md, "The direct loop order"). With stride 1
+        the second order gained nothing (56x56 conv 0.99x and 1.00x, Inception 1.03x and 0.97x against the first
+        alone, 3 seeds recorded and then 5 seeds re-measured) and took a start and its sweep from the others, so
+        it is built for strided convolutions only."""
         main = longest_reduction(self.space)
         if main is None or self.hw.kind != "cpu":
             return []
@@ -137,7 +140,7 @@ class Model:
             if t.role != "input":
                 continue
             for d in t.dims:
-                if vec in d.axes:
+                if dict(d.terms).get(vec, 0) > 1:  # the vectorised axis strides through this input dimension
                     plans += [(main, w) for w in d.axes if w in reduction and (main, w) not in plans]
         return plans
 
