@@ -80,7 +80,7 @@ def direct_constructions(space: Space, *, workload=None, hardware=None, target=N
     faster at 48 trials (5 seeds, re-measured); on the strided C7 conv the second ran at 120 against 97-107,
     and the searches were 1.18x faster (3 seeds, recorded). Roller's tree, not Gensor's walk: Gensor's
     direct-order tops ran at 42-59 on the 56x56 conv. The row construction of the 3x3 depthwise conv (256
-    channels, 28x28) ran at 84-89 against 54 for the best of the model's own (``Model.row_order``)."""
+    channels, 28x28) ran at 84-89 against 54-55 for the best of the model's own (``Model.row_order``)."""
     try:
         model = Model(space, workload, hardware, target)
     except TiletuneError:

@@ -127,7 +127,7 @@ class Model:
         vector loads of a strided convolution read every stride-th input column, and the fastest kernels of the
         ResNet C7 conv (stride 2) keep s in R1; Roller's tree in this order built a 120 GFLOPS C7 kernel where
         every other construction ran at 107 or less (benchmarks/README.md, "The direct loop order"). With stride 1
-        the second order gained nothing (56x56 conv 0.99x and 1.00x, Inception 1.03x and 0.97x against the first
+        the second order gained nothing (56x56 conv 0.99x and 1.00x, Inception 1.03x and 0.975x against the first
         alone, 3 seeds recorded and then 5 seeds re-measured) and took a start and its sweep from the others, so
         it is built for strided convolutions only."""
         main = longest_reduction(self.space)
@@ -162,15 +162,15 @@ class Model:
         every other spatial axis has S2 = S3 = 1, the whole window sits in R1, and the unroll depth covers the
         body of one output point (``unroll_value``). The loop over the output row is then the innermost loop
         left after TVM's unrolling, with a straight-line body, and LLVM's loop vectoriser vectorises it, one
-        accumulator per lane. Measured on the NCHW depthwise 3x3 conv (256 channels, 28x28, znver5): every
-        distinct kernel above 100 GFLOPS in the construct-refine runs' records, 6 of 8 had this shape, with at
-        most a small S2 tile over it, the three fastest among them (c = [16, 16, 1, 1], p = [7, 1, 4, 1], q =
-        [1, 28, 1, 1]: 112-120), while the constructions with explicit vector tiles ran at 14-56 and the
-        900-trial reference search's best at 64; the plain row construction (p and c in S0 / S1 only) ran at
-        88 (benchmarks/README.md, "The row order"). An S3 tile on another axis under it (p3 = 2..14, inside
-        R1) ran at 19-50: LLVM then no longer
-        vectorises the row, so the order keeps S2 and S3 at 1 and leaves those tiles to the searches. The
-        analytic model scores these kernels as scalar code (one lane), so it never builds them itself."""
+        accumulator per lane. Measured on the NCHW depthwise 3x3 conv (256 channels, 28x28, znver5): of the 8
+        distinct kernels above 100 GFLOPS in the construct-refine runs' records, 6 had this shape, with at most
+        a small S2 tile over it, the three fastest among them (c = [16, 16, 1, 1], p = [7, 1, 4, 1], q = [1,
+        28, 1, 1]: 112-120), while the constructions with explicit vector tiles ran at 7-56 and the 900-trial
+        reference search's best at 64; the plain row construction (p and c in S0 / S1 only) ran at 84-90
+        (benchmarks/README.md, "The row order"). An S3 tile on another axis under it (p3 = 2..14, inside R1)
+        ran at 18-51: LLVM then no longer vectorises the row, so the order keeps S2 and S3 at 1 and leaves those
+        tiles to the searches. The analytic model scores these kernels as scalar code (one lane), so it never
+        builds them itself."""
         if self.hw.kind != "cpu" or self.inner is None or self.n < 2:
             return False
         reduction = {a.name for a in self.axes if a.kind == "R"}
