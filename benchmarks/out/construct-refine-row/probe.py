@@ -3,10 +3,13 @@ per workload, 4 rounds (the first warms), the median of the later rounds, fastes
 
     python probe.py hand > hand.txt                       # hand-written row kernels of the suite's depthwise conv
     python probe.py constructions WORKLOAD... > constructions.txt
+    python probe.py model MODEL KEY-PART... > model.txt   # a model's NCHW tasks whose key contains a KEY-PART
 
 ``hand``: which tiles under the row keep LLVM's loop vectoriser on it (S3 tiles p3, S2 tiles p2, unroll depths),
 with the fastest record's kernel and Gensor's and Roller's top 4. ``constructions``: Gensor's and Roller's top 4,
-the row construction (``direct_constructions``) and its unroll sweep."""
+the row construction (``direct_constructions``) and its unroll sweep. ``model``: the same for tasks of a model
+imported in NCHW (fused kernels: the bias and clip epilogues included), whose key contains one of the given
+parts (``direct0`` is the row construction of a depthwise task; a 1x1 conv's would be a direct order's)."""
 import json
 import statistics
 import sys
@@ -73,9 +76,8 @@ def hand() -> None:
     measure_pool(wl, space, cfgs)
 
 
-def construction_probe(keys) -> None:
-    for key in keys:
-        wl = parse(key)
+def construction_probe(workloads) -> None:
+    for wl in workloads:
         space = make_space(wl, LEVELS, TARGET)
         cfgs = tops(wl, space)
         for i, c in enumerate(direct_constructions(space, workload=wl, target=TARGET)):
@@ -88,6 +90,10 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["hand"]:
         hand()
     elif sys.argv[1:2] == ["constructions"] and sys.argv[2:]:
-        construction_probe(sys.argv[2:])
+        construction_probe([parse(k) for k in sys.argv[2:]])
+    elif sys.argv[1:2] == ["model"] and sys.argv[3:]:
+        from tiletune.model.tasks import load_model_tasks
+        _, tasks = load_model_tasks(sys.argv[2], TARGET, "NCHW")
+        construction_probe([t.workload for t in tasks.tasks if any(p in t.workload.key for p in sys.argv[3:])])
     else:
         sys.exit(__doc__)
