@@ -1,5 +1,6 @@
 """Construct, then refine (issue 21): the constructions shared by the local searches, their start option on
 every kind of workload (fused PrimFuncs included), and the analytic prior of the learned cost models."""
+import dataclasses
 import math
 import warnings
 
@@ -128,6 +129,12 @@ def test_the_row_order_vectorises_nothing_itself_and_holds_the_window_in_r1():
         assert not any(is_row(sp, c) for c in direct_constructions(sp, workload=wl, hardware=cpu()))
     wl = parse(DW_NCHW)
     assert direct_constructions(make_space(wl), workload=wl, hardware=preset("rtx4090")) == []
+    # a CPU whose L2 is shared has two private levels: the plan cannot place the row in S1, so no row order
+    mem = list(cpu().memory)
+    mem[2] = dataclasses.replace(mem[2], shared=True)
+    shared_l2 = dataclasses.replace(cpu(), memory=tuple(mem))
+    assert Model(make_space(wl), wl, shared_l2).n == 2 and not Model(make_space(wl), wl, shared_l2).row_order()
+    assert direct_constructions(make_space(wl), workload=wl, hardware=shared_l2) == []
 
 
 @pytest.mark.tvm

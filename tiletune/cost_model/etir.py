@@ -152,7 +152,9 @@ class Model:
         return m
 
     def row_order(self) -> bool:
-        """Does the row order apply: a CPU plan with two or more levels, a reduction made only of window axes
+        """Does the row order apply: a CPU plan whose top level is the vectorised axis' S1 (three scheduled levels
+        for the template's four spatial ones: with fewer, the whole row would land in S2), a reduction made only
+        of window axes
         (each reduction axis indexes an input together with a spatial axis, and one of them with the
         vectorised axis: a depthwise convolution or a pooling window in NCHW, input[.., p + r, q + s]), short
         enough that the micro-kernel can unroll all of it (the product of its extents <= the largest unroll
@@ -171,7 +173,7 @@ class Model:
         ran at 18-51: LLVM then no longer vectorises the row, so the order keeps S2 and S3 at 1 and leaves those
         tiles to the searches. The analytic model scores these kernels as scalar code (one lane), so it never
         builds them itself."""
-        if self.hw.kind != "cpu" or self.inner is None or self.n < 2:
+        if self.hw.kind != "cpu" or self.inner is None or self.n != self.knobs[self.inner][1].levels - 1:
             return False
         reduction = {a.name for a in self.axes if a.kind == "R"}
         spatial = {a.name for a in self.axes if a.kind == "S"}

@@ -32,7 +32,8 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   timing noise. With the run's seed Gensor's walk is that of ``-s gensor``,
   so a model tuned with 10 trials per task has measured every kernel the Gensor-constructed model of 4
   trials per task chooses from, and Roller's top 5 (top 3-4 for a convolution, whose constructions in the
-  direct loop orders come third: ``tiletune.construct.direct_constructions``). ``-O start=...`` or ``-O
+  direct loop orders, or for an NCHW depthwise conv in the row order, come third:
+  ``tiletune.construct.direct_constructions``). ``-O start=...`` or ``-O
   start_k=N`` change it, as for a single workload. The choice-knob sweep of the first two constructions and
   of the direct ones (``start_sweep``, default 2, see ``tiletune.strategies.common``) comes after the 10
   constructions, so it changes nothing at 10 trials per task; at 20 trials per task it takes the other 10.

@@ -71,7 +71,8 @@ def start_option(default: str, paper: str) -> Option:
     return Option("start", default, "where the search begins: 'untiled' ([[m,1,1,1],[k,1],[n,1,1,1]]), "
                   "'random', 'gensor' / 'roller' (their top start_k constructions, measured first), 'construct' "
                   "(both tops, alternating: Gensor's first, Roller's first, Gensor's second, ...; on a CPU, for "
-                  "convolutions, the constructions in the direct loop orders third), or a JSON "
+                  "convolutions, the constructions in the direct loop orders third, for NCHW depthwise convs and "
+                  "pooling the row order's), or a JSON "
                   f"object of knob values; {paper}", parse_start)
 
 
