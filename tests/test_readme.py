@@ -1,5 +1,6 @@
-"""The README's worked example of a new strategy is real code: it is executed here as a strategy module
-and put through the conformance checks every registered strategy passes."""
+"""The documented worked example of a new strategy (docs/strategies.md, "Writing a strategy") is real code:
+it is executed here as a strategy module and put through the conformance checks every registered strategy
+passes."""
 import re
 import sys
 import types
@@ -11,13 +12,13 @@ from tiletune.strategies import base
 
 from . import test_strategy_conformance as conformance
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "strategies.md"
 
 
 def _example_source() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
     hill = [b for b in blocks if b.startswith("# tiletune/strategies/hill.py")]
-    assert len(hill) == 1, "the README's worked example (tiletune/strategies/hill.py) is missing"
+    assert len(hill) == 1, f"the worked example (tiletune/strategies/hill.py) is missing from {DOC}"
     return hill[0]
 
 
@@ -28,7 +29,7 @@ def hill():
     mod.__package__ = "tiletune.strategies"
     sys.modules[mod.__name__] = mod
     try:
-        exec(compile(_example_source(), "README.md:hill.py", "exec"), mod.__dict__)
+        exec(compile(_example_source(), "docs/strategies.md:hill.py", "exec"), mod.__dict__)
         yield "hill"
     finally:
         base._REGISTRY.pop("hill", None)
