@@ -17,8 +17,8 @@ the loops are ordered
   over channels), which takes the bounds checks of the inlined padding out of the inner loop, where they
   guard every broadcast input element (TVM's x86 conv2d schedules pad into a buffer too).
 - PrimFunc workloads (``tiletune.workloads.primfunc``): the anchor block is tiled like a TE family's output
-  stage; the blocks before it are inlined, and its elementwise epilogue (bias add, residual add, ReLU, ...)
-  is fused into the accumulator's write-back (``reverse_compute_inline`` after ``reverse_compute_at``), so
+  stage; the blocks before it are inlined, and its elementwise epilogue (bias add, residual add, ReLU, SiLU,
+  GELU: a chain or a DAG) is fused into the accumulator's write-back (``tiletune.schedules.epilogue``), so
   the write-back computes the function's output. Without a write-back (one spatial level) the epilogue
   blocks stay separate loop nests. ``pack`` applies as for the families, to inputs that are parameters.
 - The register tile (NHWC conv2d, and fused kernels whose anchor is an outer product; ``register_rule``): the innermost spatial level S3 sits inside the last
@@ -58,6 +58,7 @@ from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
 from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
 from ..workloads.primfunc import PrimFuncWorkload
+from .epilogue import fuse_epilogue
 
 # the innermost vectorized loop is capped to keep codegen sane; longer ones are "invalid"
 MAX_VECTOR = 128
@@ -325,8 +326,8 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     if reduce_tiles and attach is not None:
         wb = sch.cache_write(block, 0, "local")
         sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
-        for name in epilogue:  # elementwise consumers (PrimFunc workloads) computed by the write-back
-            sch.reverse_compute_inline(sch.get_sblock(name))
+        if epilogue:  # elementwise consumers (PrimFunc workloads) computed by the write-back
+            fuse_epilogue(sch, epilogue)
         sch.vectorize(sch.get_loops(wb)[-1])
 
     # vectorize the innermost spatial loop of the compute (contiguous dimension of the output)

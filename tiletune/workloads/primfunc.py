@@ -9,9 +9,10 @@ prints them), a file holding that text, a PrimFunc or an IRModule with one PrimF
   extents, as Relax emits them, included), named after the iterator without the ``v_`` prefix; the space is
   built from them exactly as for the named families.
 - Blocks before the anchor are its producers (padding, layout copies): the CPU template inlines them
-  (``compute_inline``). Blocks after it are its epilogue (bias add, residual add, ReLU, clip, ...): the
-  template fuses them, in order, into the accumulator's write-back (``cache_write`` + ``reverse_compute_at``
-  + ``reverse_compute_inline``), so one tuned kernel computes the whole function. Both steps are tried
+  (``compute_inline``). Blocks after it are its epilogue (bias add, residual add, ReLU, clip, SiLU, GELU, ...;
+  a chain or a DAG): the template fuses them into the accumulator's write-back (``cache_write`` +
+  ``reverse_compute_at``, then ``tiletune.schedules.epilogue.fuse_epilogue``), so one tuned kernel computes
+  the whole function. Both steps are tried
   once when the workload is made, so what cannot be fused is refused with the reason.
 - The function's last parameter is its output (as Relax and ``te.create_prim_func`` order them); the others
   are the inputs. Every buffer must be float32, float64 or float16.
@@ -348,21 +349,23 @@ class PrimFuncWorkload(Workload):
         import tvm
         from tvm import s_tir
 
+        from ..schedules.epilogue import EpilogueError, fuse_epilogue
+
         sch = s_tir.Schedule(tvm.IRModule({"main": self.func}))
-
-        def apply(names, step: str, where: str, accepted: str) -> None:
-            for n in names:
-                try:
-                    getattr(sch, step)(sch.get_sblock(n))
-                except Exception as e:
-                    raise TiletuneError(f"{self.name}: block {n!r} {where} ({step}: {_first_line(e)}); only "
-                                        f"{accepted} are supported") from None
-
-        apply(self._producers, "compute_inline", "before the reduction cannot be inlined into it",
-              "elementwise producers such as padding")
+        for n in self._producers:
+            try:
+                sch.compute_inline(sch.get_sblock(n))
+            except Exception as e:
+                raise TiletuneError(f"{self.name}: block {n!r} before the reduction cannot be inlined into it "
+                                    f"(compute_inline: {_first_line(e)}); only elementwise producers such as "
+                                    "padding are supported") from None
         sch.cache_write(sch.get_sblock(self._anchor), 0, "local")
-        apply(self._epilogue, "reverse_compute_inline", "after the reduction cannot be fused into its write-back",
-              "elementwise epilogues (bias/residual add, ReLU, clip, ...)")
+        try:
+            fuse_epilogue(sch, self._epilogue)
+        except EpilogueError as e:
+            raise TiletuneError(f"{self.name}: block {e.block!r} after the reduction cannot be fused into its "
+                                f"write-back ({e.step}: {e.reason}); only elementwise epilogues (bias/residual "
+                                "add, activations) are supported") from None
 
     # ---- identity -----------------------------------------------------------------------------
     @property
