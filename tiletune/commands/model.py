@@ -117,7 +117,10 @@ def _load(args) -> tuple:
     target = parse_target(args.target)
     if target.get("kind") != "llvm":
         raise TiletuneError("tiletune model builds for CPU (llvm) targets only")
-    return load_model_tasks(args.model, target, args.layout)
+    source, tasks = load_model_tasks(args.model, target, args.layout)
+    for note in tasks.notes:
+        print(f"note: {note}")
+    return source, tasks
 
 
 def _mflops(x: int) -> str:

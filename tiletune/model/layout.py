@@ -42,6 +42,8 @@ out of the NHWC kernels).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..errors import TiletuneError
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -49,6 +51,20 @@ DEFAULT_LAYOUT = "NHWC"
 #: the layouts of ConvertLayout: data, then weight (HWIO: the input channel innermost but one, the output
 #: channel innermost, the weight layout of the named NHWC conv2d workload)
 DESIRED = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
+#: operators that have no NHWC kernel in TVM 0.27's legalization (a transposed conv2d in NHWC stays an
+#: unlegalized operator and the build fails): pinned to the layouts the frontends import them in, so that
+#: ConvertLayout puts the transposes around them instead of pushing NHWC into them
+KEEP = {"relax.nn.conv1d": ["NCW", "OIW"], "relax.nn.conv1d_transpose": ["NCW", "IOW"],
+        "relax.nn.conv2d_transpose": ["NCHW", "IOHW"], "relax.nn.conv3d": ["NCDHW", "OIDHW"],
+        "relax.nn.conv3d_transpose": ["NCDHW", "IODHW"]}
+
+
+@dataclass
+class Converted:
+    """The result of ``convert``: the module, and one line per part of the model the conversion left alone
+    (empty when every 2-D convolution was converted)."""
+    mod: object
+    notes: list[str] = field(default_factory=list)
 
 
 def check_layout(layout: str) -> str:
@@ -61,21 +77,73 @@ def check_layout(layout: str) -> str:
 
 def to_layout(mod, layout: str):
     """``mod`` (a Relax IRModule as imported, before legalization) with its convolutions in ``layout``
-    (see the module docstring)."""
+    (see ``convert``)."""
+    return convert(mod, layout).mod
+
+
+def convert(mod, layout: str) -> Converted:
+    """``mod`` with its 2-D convolutions in ``layout`` (see the module docstring). The conversion never breaks
+    a model:
+
+    - a model without a 2-D convolution is left as imported (nothing would gain);
+    - operators without an NHWC kernel (``KEEP``: 1-D, 3-D and transposed convolutions) keep their layout, with
+      the transposes around them;
+    - if ConvertLayout fails, or leaves an operator that TVM cannot legalize any more (and could before), the
+      model stays as imported, and the returned note says why in one line.
+    """
     import tvm
     from tvm import relax
 
     layout = check_layout(layout)
     if layout == "NCHW":
-        return mod
+        return Converted(mod)
+    if "relax.nn.conv2d" not in _ops(mod):
+        return Converted(mod, ["no 2-D convolution: the model is left as imported"])
     try:
-        mod = tvm.transform.Sequential([relax.transform.ConvertLayout(DESIRED),
+        out = tvm.transform.Sequential([relax.transform.ConvertLayout({**KEEP, **DESIRED}),
                                         relax.transform.CanonicalizeBindings()])(_clip_as_min_max(mod))
-        return _pad_outside(mod)
-    except Exception as e:  # noqa: BLE001
+        out = _pad_outside(out)
+    except Exception as e:  # noqa: BLE001  (TVM's pass errors, std::bad_alloc on some attention graphs)
         line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
-        raise TiletuneError(f"converting the model's convolutions to {layout} failed ({line.strip()[:300]}); "
-                            "try --layout NCHW") from None
+        return Converted(mod, [f"converting the convolutions to {layout} failed in TVM's ConvertLayout "
+                               f"({line.strip()[:200]}); the model keeps its imported layout"])
+    lost = _unlegalized(out)
+    lost = lost - _unlegalized(mod) if lost else lost
+    if lost:
+        return Converted(mod, [f"in {layout}, TVM cannot legalize {', '.join(sorted(lost))}; the model keeps its "
+                               "imported layout"])
+    return Converted(out)
+
+
+def _ops(mod) -> set[str]:
+    """Names of the Relax operators called in ``mod``'s Relax functions."""
+    import tvm
+    from tvm import relax
+
+    names: set[str] = set()
+
+    @relax.expr_functor.visitor
+    class Ops(relax.PyExprVisitor):
+        def visit_call_(self, call):
+            super().visit_call_(call)
+            if isinstance(call.op, tvm.ir.Op):
+                names.add(call.op.name)
+
+    for f in mod.functions.values():
+        if isinstance(f, relax.Function):
+            Ops().visit_expr(f)
+    return names
+
+
+def _unlegalized(mod) -> set[str]:
+    """The operators of ``mod`` that ``LegalizeOps`` leaves as they are (the build then fails on them)."""
+    import tvm
+    from tvm import relax
+
+    with tvm.target.Target({"kind": "llvm"}):
+        legal = relax.transform.LegalizeOps()(mod)
+    return {n for n in _ops(legal) if not n.startswith(("relax.call_", "relax.builtin", "relax.memory",
+                                                          "relax.vm", "relax.null_value", "relax.shape_of"))}
 
 
 def _clip_as_min_max(mod):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ..errors import TiletuneError
 from ..workloads.primfunc import PrimFuncWorkload, _walk
 from .importer import to_relax
-from .layout import DEFAULT_LAYOUT, check_layout, to_layout
+from .layout import DEFAULT_LAYOUT, check_layout, convert
 from .source import ModelSource
 from .source import load as load_source
 
@@ -59,6 +59,7 @@ class ModelTasks:
     target: dict
     kernels: list[Kernel] = field(default_factory=list)
     layout: str = "NCHW"  # of the convolutions (tiletune.model.layout)
+    notes: list[str] = field(default_factory=list)  # what the layout conversion left alone, and why
 
     @property
     def tasks(self) -> list[Kernel]:
@@ -208,7 +209,10 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
 def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT) -> ModelTasks:
     """The kernels of ``source``: imported, its convolutions in ``layout``, fused, extracted."""
     layout = check_layout(layout)
-    return extract(fuse(to_layout(to_relax(source), layout), target), target, layout)
+    converted = convert(to_relax(source), layout)
+    tasks = extract(fuse(converted.mod, target), target, layout)
+    tasks.notes = converted.notes
+    return tasks
 
 
 def load_model_tasks(spec: str, target: dict, layout: str = DEFAULT_LAYOUT) -> tuple[ModelSource, ModelTasks]:
