@@ -11,7 +11,7 @@ from ..model.baselines import METHODS
 from ..model.bench import bench_model, parse_methods
 from ..model.layout import DEFAULT_LAYOUT, LAYOUTS
 from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
-                           foreign_workloads, kernel_latencies, scheduled_module)
+                           foreign_workloads, kernel_latencies, scheduled_module, untuned_reasons)
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
@@ -226,6 +226,9 @@ def run_tune(args) -> int:
     w = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for r in rows:
         print("  ".join(r[c].ljust(w[c]) if c in (0, 5) else r[c].rjust(w[c]) for c in range(len(r))))
+    for st in result.states:
+        if st.failure:
+            print(f"{'no kernel' if not math.isfinite(st.best_s) else 'failures'}: {st.kernel.name}: {st.failure}")
     tuned_sum = sum(st.best_s * st.calls for st in result.states if math.isfinite(st.best_s))
     print(f"tuned kernels: {tuned_sum * 1e3:.3f} ms per inference (the tasks' best kernels, timed alone)")
     print(f"records   {args.records}")
@@ -250,6 +253,8 @@ def run_build(args) -> int:
     print(f"wrote {args.output}: {len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels, "
           f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
           + (f"; output matches the original (max error {err:.2g})" if err is not None else ""))
+    for name, why in untuned_reasons(tasks, args.records, chosen).items():
+        print(f"default schedule: {name}: {why}")
     foreign = foreign_workloads(tasks, args.records)
     if foreign:
         print(f"note: {args.records} also holds {foreign} workload(s) that are not kernels of this model "

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..api import c_compiler
-from ..errors import TiletuneError
+from ..errors import TiletuneError, one_line
 from ..measure.timing import time_callable
 from ..records import load
 from ..schedules import make_space
@@ -37,7 +38,9 @@ from ..schedules.cpu import schedule
 from ..target import target_key
 from .confirm import chosen
 from .default_schedule import checked
+from .layout import unlowered_ops
 from .tasks import Kernel, ModelTasks
+
 
 RTOL = 1e-3
 
@@ -78,6 +81,28 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
         except TiletuneError:
             continue  # recorded with other levels
         out[k.hash] = Chosen(k, cfg, space, median_s, gflops)
+    return out
+
+
+def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Chosen]) -> dict[str, str]:
+    """Why each task without a chosen kernel keeps the default schedule (by kernel name): no record of it, or
+    no successful trial, with its most frequent failure in one line."""
+    missing = [k for k in tasks.tasks if k.hash not in chosen]
+    if not missing:
+        return {}
+    tkey = target_key(tasks.target)
+    recs = load(records) if records is not None and Path(records).exists() else []
+    out = {}
+    for k in missing:
+        mine = [r for r in recs if r.workload == k.workload.key and r.target == tkey]
+        fails = Counter((r.error, one_line(r.message)) for r in mine if r.error and r.error != "invalid")
+        if not mine:
+            out[k.name] = "not tuned (no record)"
+        elif fails:
+            (kind, msg), n = fails.most_common(1)[0]
+            out[k.name] = f"no successful trial ({n} of {len(mine)} failed: {kind}: {msg})"
+        else:
+            out[k.name] = f"no successful trial ({len(mine)} records)"
     return out
 
 
@@ -122,12 +147,15 @@ def compile_module(mod, target: dict):
     from tvm.relax.backend.cpu_generic.pipeline import dataflow_lower_passes, finalize_passes
 
     tgt = tvm.target.Target(target)
+    left = unlowered_ops(mod)
+    if left:
+        raise TiletuneError(f"compiling the model failed: TVM has no kernel for {', '.join(sorted(left))} "
+                            "(its legalization left the operator as it is)")
     pipeline = tvm.transform.Sequential(dataflow_lower_passes(tgt) + finalize_passes(tgt))
     try:
         return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
     except Exception as e:  # noqa: BLE001
-        line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
-        raise TiletuneError(f"compiling the model failed ({line.strip()[:300]})") from None
+        raise TiletuneError(f"compiling the model failed ({one_line(str(e), 300)})") from None
 
 
 def _flat(out) -> list[np.ndarray]:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import TiletuneError
+from ..errors import TiletuneError, one_line
 
 LAYOUTS = ("NCHW", "NHWC")
 DEFAULT_LAYOUT = "NHWC"
@@ -97,16 +97,15 @@ def convert(mod, layout: str) -> Converted:
     layout = check_layout(layout)
     if layout == "NCHW":
         return Converted(mod)
-    if "relax.nn.conv2d" not in _ops(mod):
+    if "relax.nn.conv2d" not in relax_ops(mod):
         return Converted(mod, ["no 2-D convolution: the model is left as imported"])
     try:
         out = tvm.transform.Sequential([relax.transform.ConvertLayout({**KEEP, **DESIRED}),
                                         relax.transform.CanonicalizeBindings()])(_clip_as_min_max(mod))
         out = _pad_outside(out)
     except Exception as e:  # noqa: BLE001  (TVM's pass errors, std::bad_alloc on some attention graphs)
-        line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
         return Converted(mod, [f"converting the convolutions to {layout} failed in TVM's ConvertLayout "
-                               f"({line.strip()[:200]}); the model keeps its imported layout"])
+                               f"({one_line(str(e) or type(e).__name__)}); the model keeps its imported layout"])
     lost = _unlegalized(out)
     lost = lost - _unlegalized(mod) if lost else lost
     if lost:
@@ -115,7 +114,7 @@ def convert(mod, layout: str) -> Converted:
     return Converted(out)
 
 
-def _ops(mod) -> set[str]:
+def relax_ops(mod) -> set[str]:
     """Names of the Relax operators called in ``mod``'s Relax functions."""
     import tvm
     from tvm import relax
@@ -135,15 +134,20 @@ def _ops(mod) -> set[str]:
     return names
 
 
+def unlowered_ops(mod) -> set[str]:
+    """The operators of a legalized ``mod`` that are still Relax operators, not kernels (calls of TIR
+    functions, the VM's builtins): the ones TVM could not legalize, on which the build fails."""
+    return {n for n in relax_ops(mod) if not n.startswith(("relax.call_", "relax.builtin", "relax.memory",
+                                                             "relax.vm", "relax.null_value", "relax.shape_of"))}
+
+
 def _unlegalized(mod) -> set[str]:
-    """The operators of ``mod`` that ``LegalizeOps`` leaves as they are (the build then fails on them)."""
+    """The operators of ``mod`` that ``LegalizeOps`` leaves as they are."""
     import tvm
     from tvm import relax
 
     with tvm.target.Target({"kind": "llvm"}):
-        legal = relax.transform.LegalizeOps()(mod)
-    return {n for n in _ops(legal) if not n.startswith(("relax.call_", "relax.builtin", "relax.memory",
-                                                          "relax.vm", "relax.null_value", "relax.shape_of"))}
+        return unlowered_ops(relax.transform.LegalizeOps()(mod))
 
 
 def _clip_as_min_max(mod):

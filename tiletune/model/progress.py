@@ -40,12 +40,15 @@ class ModelProgress:
         self.bars.update(self.bar, completed=total, info=f"{tuned}/{self.tasks} tasks with a kernel")
         if not self.live:
             budget = f"/{self.total}" if self.total else ""
-            best = f"best {state.best_gflops:.1f} GFLOPS" if state.best_gflops else "no kernel yet"
+            best = (f"best {state.best_gflops:.1f} GFLOPS" if state.best_gflops
+                    else f"no kernel yet ({state.failure})" if state.failure else "no kernel yet")
             what = state.done if state.done and state.done != "exhausted" else best
             self.note(f"  {total}{budget} model trials; {state.kernel.name}: round {state.rounds}, "
                       f"{state.trials} trials, {what}")
         elif state.done.startswith("failed"):
             self.note(f"  {state.kernel.name}: {state.done}")
+        elif not state.best_gflops and state.failure and state.rounds == 1:
+            self.note(f"  {state.kernel.name}: no kernel yet: {state.failure}")
 
     def note(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -53,10 +53,11 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import TiletuneError
+from ..errors import TiletuneError, one_line
 from ..hardware import load as load_hardware
 from ..measure.base import MeasureSettings, Measurer
 from ..measure.factory import make_measurer, measured_here
@@ -109,6 +110,24 @@ class TaskState:
     best_gflops: float = 0.0
     history: list[float] = field(default_factory=list)  # best seconds per call after each round
     done: str = ""
+    failures: Counter = field(default_factory=Counter)  # (error kind, its message in one line) -> trials
+
+    def note_failures(self, records) -> None:
+        """Count the failed trials of ``records`` by kind and message (configurations the template refused,
+        ``invalid``, are not failures: they are never built)."""
+        for r in records:
+            if r.error and r.error != "invalid":
+                self.failures[(r.error, one_line(r.message))] += 1
+
+    @property
+    def failure(self) -> str:
+        """The most frequent failure in one line, with how many trials failed so ("" when none did)."""
+        if not self.failures:
+            return ""
+        (kind, msg), n = self.failures.most_common(1)[0]
+        total = sum(self.failures.values())
+        more = f" ({total - n} more failed otherwise)" if total > n else ""
+        return f"{n} of {self.trials} trials failed: {kind}: {msg}{more}"
 
     @property
     def calls(self) -> int:
@@ -227,6 +246,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                 st.done = f"failed: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
             st.rounds += 1
             if run is not None:
+                st.note_failures(run.history)
                 st.trials += run.trials
                 st.measured += run.measured
                 st.recalled += run.recalled

@@ -17,6 +17,8 @@ A block that cannot be fused so raises ``EpilogueError`` naming it, the step and
 """
 from __future__ import annotations
 
+from ..errors import one_line
+
 
 class EpilogueError(Exception):
     """An epilogue block that cannot be fused into the write-back: ``block``, ``step``, TVM's ``reason``."""
@@ -24,11 +26,6 @@ class EpilogueError(Exception):
     def __init__(self, block: str, step: str, reason: str):
         super().__init__(f"block {block!r}: {step}: {reason}")
         self.block, self.step, self.reason = block, step, reason
-
-
-def _first_line(e: BaseException) -> str:
-    lines = [s.strip() for s in str(e).splitlines() if s.strip()]
-    return (lines[-1] if lines else type(e).__name__)[:300]
 
 
 def fuse_epilogue(sch, epilogue: tuple[str, ...] | list[str]) -> None:
@@ -40,4 +37,4 @@ def fuse_epilogue(sch, epilogue: tuple[str, ...] | list[str]) -> None:
             try:
                 getattr(sch, step)(sch.get_sblock(name))
             except Exception as e:  # noqa: BLE001  (TVM's ScheduleError: not elementwise, not a single write, ...)
-                raise EpilogueError(name, step, _first_line(e)) from None
+                raise EpilogueError(name, step, one_line(str(e) or type(e).__name__, 300)) from None
