@@ -40,6 +40,9 @@ from pathlib import Path
 
 from tiletune.bench.results import read_jsonl
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/
+from gzjsonl import unpack  # noqa: E402
+
 SUITES = ("resnet-conv", "mobilenetv2-depthwise")
 LAYOUTS = ("NHWC", "NCHW")
 SMOKE = {
@@ -108,6 +111,7 @@ def run_layer(suite: str, index: int, spec: str, out: Path, args, settings) -> d
         sp = with_layout(spec, layout)
         rec = out / "records" / f"{suite}-{index:02d}-{layout}.jsonl"
         rec.parent.mkdir(parents=True, exist_ok=True)
+        unpack(rec)  # records committed as .jsonl.gz resume as the plain file
         print(f"[{suite} #{index}] {sp}: tuning {args.trials} trials ({args.strategy})", flush=True)
         layouts[layout] = tune_layout(sp, rec, args, settings)
     torch = torch_best(spec, settings)

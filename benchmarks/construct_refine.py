@@ -45,7 +45,9 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gzjsonl
 
+from gzjsonl import existing, read_lines, unpack  # noqa: E402
 from tiletune.bench.results import RunResult  # noqa: E402
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.errors import TiletuneError  # noqa: E402
@@ -122,8 +124,8 @@ def transfer_files(out: Path, where: Path, workloads) -> dict[str, list[str]]:
 
     keys = [parse(w).key for w in workloads]
     by_workload: dict[str, list[str]] = {}
-    for d in sorted(p for p in out.iterdir() if is_reference(p.name) and (p / "records.jsonl").exists()):
-        for r in iter_records(d / "records.jsonl", warn=False):
+    for d in sorted(p for p in out.iterdir() if is_reference(p.name) and existing(p / "records.jsonl")):
+        for r in iter_records(existing(d / "records.jsonl"), warn=False):
             by_workload.setdefault(r.workload, []).append(r.to_json())
     where.mkdir(parents=True, exist_ok=True)
     files = {}
@@ -146,12 +148,11 @@ def is_reference(setting: str) -> bool:
 
 
 def load_runs(out: Path) -> dict[str, list[RunResult]]:
-    """setting -> runs, from every <setting>/traces.jsonl under ``out``."""
+    """setting -> runs, from every <setting>/traces.jsonl (or traces.jsonl.gz) under ``out``."""
     runs: dict[str, list[RunResult]] = {}
-    for d in sorted(p for p in out.iterdir() if (p / "traces.jsonl").exists()):
-        for line in (d / "traces.jsonl").read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                runs.setdefault(d.name, []).append(RunResult(**json.loads(line)))
+    for d in sorted(p for p in out.iterdir() if existing(p / "traces.jsonl")):
+        for line in read_lines(d / "traces.jsonl"):
+            runs.setdefault(d.name, []).append(RunResult(**json.loads(line)))
     return runs
 
 
@@ -176,14 +177,18 @@ def current_setting(out: Path, runs: dict[str, list[RunResult]]) -> str:
 
 
 def last_finished(path: Path) -> float:
-    """The ``finished`` time of the last record in ``path`` (0 without one): when that setting's runs ended."""
+    """The ``finished`` time of the last record in ``path`` or ``path.gz`` (0 without one): when that setting's
+    runs ended."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 65536))
-            lines = [x for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
+        if (existing(path) or path).suffix == ".gz":
+            lines = read_lines(path)
+        else:
+            with open(path, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - 65536))
+                lines = [x for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
         return float(json.loads(lines[-1]).get("finished") or 0.0) if lines else 0.0
-    except (OSError, ValueError, AttributeError):
+    except (OSError, EOFError, ValueError, AttributeError):
         return 0.0
 
 
@@ -463,18 +468,18 @@ def main(argv=None) -> int:
             for s in paper:
                 get(s)
             names = [s for s in paper if s != "random"] + ["random"]
-            run_bench(replace(suite, options={}), out / "paper", strategies=names, baselines=(),
+            run_bench(replace(suite, options={}), resumable(out / "paper"), strategies=names, baselines=(),
                       options=paper_options(names), **common)
         if not args.no_default:
-            run_bench(replace(suite, options={}), out / "default", strategies=strategies, baselines=(),
+            run_bench(replace(suite, options={}), resumable(out / "default"), strategies=strategies, baselines=(),
                       options=default_options(strategies), **common)
         for name, extra in variants:
             transfer = transfer_files(out, out / name / "transfer", suite.workloads) if args.transfer else None
-            run_bench(replace(suite, options={}), out / name, strategies=strategies, baselines=(),
+            run_bench(replace(suite, options={}), resumable(out / name), strategies=strategies, baselines=(),
                       options=default_options(strategies, extra), transfer=transfer, **common)
         if not args.no_reference:
             refs = [s for s in reference.split(",") if s]
-            run_bench(replace(suite, options={}), out / args.reference_name, strategies=refs, baselines=("vendor",),
+            run_bench(replace(suite, options={}), resumable(out / args.reference_name), strategies=refs, baselines=("vendor",),
                       options=default_options(refs), budget=ref_budget, seeds=ref_seeds, batch_size=args.batch,
                       resume=True, progress=True)
         budgets = tuple(b for b in BUDGETS if b < budget) + (budget,)
@@ -482,6 +487,14 @@ def main(argv=None) -> int:
     except TiletuneError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def resumable(setting: Path) -> Path:
+    """A setting directory to run in: its compressed records and traces (committed results) written back as
+    the plain files the harness resumes from and appends to."""
+    for name in ("records.jsonl", "traces.jsonl", "baselines.jsonl"):
+        unpack(setting / name)
+    return setting
 
 
 def _finish(out: Path, budgets) -> int:

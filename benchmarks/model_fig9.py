@@ -39,6 +39,7 @@ from tiletune.model.tasks import load_model_tasks
 from tiletune.target import host_target
 
 from cli_run import tiletune  # benchmarks/cli_run.py
+from gzjsonl import existing, unpack  # benchmarks/gzjsonl.py: records committed as .jsonl.gz
 
 CONSTRUCTIVE = ("gensor", "roller")
 
@@ -77,12 +78,13 @@ def main() -> int:
         for s in strategies:
             rec = out / f"{name}-{s}.jsonl"
             if tuned_before(out, model, s, budgets[s]) is None:
+                unpack(rec)  # a compressed records file resumes as the plain one
                 t0 = time.time()
                 tiletune("model", "tune", model, "-s", s, "--trials", str(budgets[s]), "-r", str(rec), "-q")
                 with open(out / "tuning.jsonl", "a") as f:
                     f.write(json.dumps({"model": model, "strategy": s, "trials": budgets[s], "tasks": n,
                                         "wall_s": time.time() - t0}) + "\n")
-            tiletune("model", "bench", model, "-r", str(rec), "--methods", "tiletune",
+            tiletune("model", "bench", model, "-r", str(existing(rec) or rec), "--methods", "tiletune",
                      "--out", str(out / f"{name}-{s}"), *timing)
         methods = "torch,torch-compile,onnxruntime,tvm-default" + ("" if a.no_metaschedule else ",metaschedule")
         ms = ["--metaschedule-trials", str(n * a.trials_per_task)] if not a.no_metaschedule else []

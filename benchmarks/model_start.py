@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ from tiletune.model.tasks import load_model_tasks
 from tiletune.target import host_target
 
 from cli_run import tiletune  # benchmarks/cli_run.py
+from gzjsonl import existing, plain_copy, unpack  # benchmarks/gzjsonl.py: records committed as .jsonl.gz
 
 
 
@@ -78,11 +78,13 @@ def main() -> int:
         name = short_name(model)
         for label, strategy, opts, per_task, origin in settings:
             rec = out / f"{name}-{label}.jsonl"
-            if a.records_from and not rec.exists() and (Path(a.records_from) / f"{name}-{origin}.jsonl").exists():
-                shutil.copyfile(Path(a.records_from) / f"{name}-{origin}.jsonl", rec)
+            src = existing(Path(a.records_from) / f"{name}-{origin}.jsonl") if a.records_from else None
+            if src is not None and existing(rec) is None:
+                plain_copy(src, rec)
             done = [r for r in read_jsonl(out / "tuning.jsonl") if r["model"] == model and r["setting"] == label
                     and r["trials"] == n * per_task]
             if not done:
+                unpack(rec)  # a compressed records file resumes as the plain one
                 t0 = time.time()
                 tiletune("model", "tune", model, "-s", strategy, *opts, "--trials", str(n * per_task),
                          "-r", str(rec), "-q")
@@ -90,7 +92,8 @@ def main() -> int:
                     f.write(json.dumps({"model": model, "setting": label, "trials": n * per_task, "tasks": n,
                                         "wall_s": time.time() - t0}) + "\n")
         for label, *_ in settings:  # timings after all tuning, one after another
-            tiletune("model", "bench", model, "-r", str(out / f"{name}-{label}.jsonl"), "--methods", "tiletune",
+            rec = out / f"{name}-{label}.jsonl"
+            tiletune("model", "bench", model, "-r", str(existing(rec) or rec), "--methods", "tiletune",
                      "--out", str(out / f"{name}-{label}" / f"timing{a.retime}"),
                      "--repeat", str(a.repeat), "--min-repeat-ms", str(a.min_repeat_ms))
     summarize(out, models, [s[0] for s in settings])

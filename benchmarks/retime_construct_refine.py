@@ -29,7 +29,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gzjsonl
 
+from gzjsonl import existing, read_lines  # noqa: E402
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402
@@ -39,19 +41,18 @@ from tiletune.workloads import parse  # noqa: E402
 
 
 def traces(out: Path):
-    """(setting, trace line) of every run under ``out``."""
-    for t in sorted(out.glob("*/traces.jsonl")):
-        for text in t.read_text(encoding="utf-8").splitlines():
-            if text.strip():
-                yield t.parent.name, json.loads(text)
+    """(setting, trace line) of every run under ``out`` (``traces.jsonl`` or ``traces.jsonl.gz``)."""
+    for d in sorted(p for p in out.iterdir() if existing(p / "traces.jsonl")):
+        for text in read_lines(d / "traces.jsonl"):
+            yield d.name, json.loads(text)
 
 
 def best_within(records: Path, workload: str, at: int) -> dict[tuple[str, int], tuple[float, dict]]:
     """(strategy, seed) -> (GFLOPS, config) of the best measurement within the first ``at`` trials of each run
-    recorded in ``records`` for ``workload``."""
+    recorded in ``records`` (or ``records.gz``) for ``workload``."""
     best: dict[tuple[str, int], tuple[float, dict]] = {}
-    for text in records.read_text(encoding="utf-8").splitlines():
-        r = json.loads(text) if text.strip() else {}
+    for text in read_lines(records):
+        r = json.loads(text)
         if r.get("workload") != workload or not r.get("gflops") or r.get("trial", at + 1) > at:
             continue
         key = (r["strategy"], r["seed"])
@@ -95,8 +96,8 @@ def main() -> int:
     a = ap.parse_args()
     out = Path(a.out)
     for setting in (a.confirm.split(",") if a.confirm else ()):
-        if not (out / setting / "records.jsonl").exists():
-            print(f"error: {out / setting / 'records.jsonl'} does not exist", file=sys.stderr)
+        if not existing(out / setting / "records.jsonl"):
+            print(f"error: {out / setting / 'records.jsonl'} (or .gz) does not exist", file=sys.stderr)
             return 2
     suite = load(a.suite)
     if a.workloads:

@@ -4,10 +4,12 @@ One line per measured configuration (schema ``SCHEMA``): workload key, target, c
 sample, median, GFLOPS, error kind and message, strategy, seed, trial number, timestamps, host, measurer
 and the device that measured it (``device``, added later: records without it load with None). Each
 line is flushed and fsync'ed as it is written, so a crash loses at most the line being written. On
-load, a truncated or corrupt line is skipped with a warning, never a crash.
+load, a truncated or corrupt line is skipped with a warning, never a crash. A file named ``*.gz`` is read
+through gzip (loading only; the writer appends to plain files).
 """
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -15,6 +17,7 @@ import socket
 import time
 import typing
 import warnings
+import zlib
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -142,15 +145,21 @@ def iter_records(path: str | os.PathLike, *, warn: bool = True) -> Iterator[Reco
     p = Path(path)
     if not p.exists():
         raise TiletuneError(f"records file {str(p)!r} does not exist")
-    with open(p, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield Record.from_json(line)
-            except (ValueError, TypeError, KeyError) as e:
-                if warn:
-                    warnings.warn(f"{p}:{lineno}: skipping unreadable record ({e})", stacklevel=2)
+    opener = gzip.open if p.suffix == ".gz" else open  # FILE.jsonl.gz: committed results keep records compressed
+    with opener(p, "rt", encoding="utf-8", errors="replace") as f:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield Record.from_json(line)
+                except (ValueError, TypeError, KeyError) as e:
+                    if warn:
+                        warnings.warn(f"{p}:{lineno}: skipping unreadable record ({e})", stacklevel=2)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:  # a truncated or damaged compressed file
+            if warn:
+                warnings.warn(f"{p}: unreadable after line {lineno} ({e})", stacklevel=2)
 
 
 def load(path: str | os.PathLike, *, workload: str | None = None, target: str | None = None,
