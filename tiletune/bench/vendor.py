@@ -14,10 +14,27 @@ in the format before timing (the conversion is not timed, as a network keeps its
 and the output stays in the format torch returns. The faster format is the result (its label names it;
 ``extra["formats"]`` holds both medians and ``extra["format"]`` the winner), so the comparison is fair to
 oneDNN, whose direct and Winograd kernels prefer blocked or channels-last data.
+
+**Its own process.** ``vendor()`` checks and times the library in a child process
+(``python -m tiletune.bench.vendor JOB``) whose environment lacks ``OPENBLAS_CORETYPE`` and
+``OPENBLAS_L2_SIZE``: machines that set them for old OpenBLAS builds make numpy's OpenBLAS run a kernel older
+than the CPU (Haswell's AVX2 kernel on an AVX-512 CPU), and a baseline timed so is not the library at its best
+(docs/decisions/vendor-baseline.md). The variables stay as they are in the calling process and everywhere
+else. The child also keeps OpenBLAS's spinning threads away from the caller's TVM kernels, and it gives the
+library ``threads`` threads (``OPENBLAS_NUM_THREADS``, ``torch.set_num_threads``). Labels name the kernel
+that ran: BLAS name, version, kernel architecture and threads (``threadpoolctl``); torch's version, backend,
+memory format, CPU capability (ISA) and threads.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from dataclasses import asdict
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -44,6 +61,8 @@ def _im2col(wl: Workload, data: np.ndarray) -> np.ndarray:
 #: torch is installed (else with a labelled numpy stand-in)
 NUMPY_OPS = ("gemm", "batch_matmul", "gemv")
 TORCH_OPS = ("conv2d", "depthwise_conv2d", "avgpool2d")
+#: environment variables removed from the child that times the vendor library (see the module docstring)
+UNSET_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: torch's memory formats the convolutions are timed in (the faster is reported)
 MEMORY_FORMATS = ("contiguous", "channels_last")
 CONV_OPS = ("conv2d", "depthwise_conv2d")
@@ -77,20 +96,57 @@ def torch_conv_kernel(wl: Workload, inputs: list[np.ndarray], memory_format: str
         return (y.permute(0, 2, 3, 1) if nhwc else y).numpy()
 
     backend = "oneDNN" if torch.backends.mkldnn.is_available() else "native"
-    return f"torch {torch.__version__.split('+')[0]} conv2d ({backend}, {memory_format})", run
+    return f"torch {torch.__version__.split('+')[0]} conv2d ({backend}, {memory_format}, {torch_kernel(torch)})", run
 
 
-def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = None
+def torch_kernel(torch) -> str:
+    """torch's CPU capability (the ISA its kernels were dispatched for) and its intra-op threads."""
+    try:
+        isa = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:  # torch < 2.1
+        isa = "ISA unknown"
+    return f"{isa}, {_threads(torch.get_num_threads())}"
+
+
+def blas_kernel() -> str:
+    """numpy's BLAS as it runs in this process: "OpenBLAS 0.3.31, SkylakeX kernel, 2 threads" (threadpoolctl:
+    the library, its version, the kernel architecture it chose and its threads); ``blas_name()`` (numpy's build
+    information) when threadpoolctl is missing or finds no BLAS."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return blas_name()
+    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    numpy_dir = os.path.dirname(os.path.dirname(np.__file__))  # numpy.libs / scipy_openblas* sit beside numpy
+    mine = [lib for lib in libs if str(lib.get("filepath", "")).startswith(numpy_dir)] or libs
+    if not mine:
+        return blas_name()
+    lib = mine[0]
+    names = {"openblas": "OpenBLAS", "mkl": "MKL", "blis": "BLIS", "flexiblas": "FlexiBLAS"}
+    name = names.get(lib.get("internal_api"), lib.get("internal_api") or "BLAS")
+    ver = ".".join(str(lib.get("version") or "").split(".")[:3])
+    parts = [f"{name} {ver}".strip()]
+    if lib.get("architecture"):
+        parts.append(f"{lib['architecture']} kernel")
+    parts.append(_threads(lib.get("num_threads")))
+    return ", ".join(parts)
+
+
+def _threads(n) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
+
+
+def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = None, use_torch: bool = True
                   ) -> tuple[str, Callable[[], np.ndarray]]:
-    """(label, fn) where fn() computes the workload's output with a vendor library (convolutions with torch:
-    in the contiguous memory format; ``vendor`` times both formats)."""
+    """(label, fn) where fn() computes the workload's output with a vendor library in this process
+    (convolutions with torch: in the contiguous memory format; ``vendor`` times both formats); with
+    ``use_torch=False`` the numpy stand-ins replace torch."""
     op = wl.op
     if op in NUMPY_OPS:
         a, b = inputs
         out = np.empty(wl.output_shape(), wl.dtype)
-        blas = blas_name()
-        return f"numpy matmul ({blas})", lambda: np.matmul(a, b, out=out)
-    torch = optional_torch()
+        return f"numpy matmul ({blas_kernel()})", lambda: np.matmul(a, b, out=out)
+    torch = optional_torch() if use_torch else None
     if op in TORCH_OPS and torch is not None:
         if threads:
             torch.set_num_threads(int(threads))
@@ -99,7 +155,7 @@ def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = 
         if op == "avgpool2d":
             k, s, p = wl.kernel, wl.stride, wl.pad
             fn = lambda: F.avg_pool2d(tin[0], k, stride=s, padding=p, count_include_pad=True)  # noqa: E731
-            label = f"torch {torch.__version__.split('+')[0]} avg_pool2d"
+            label = f"torch {torch.__version__.split('+')[0]} avg_pool2d ({torch_kernel(torch)})"
         else:
             return torch_conv_kernel(wl, inputs, "contiguous", threads)
 
@@ -112,7 +168,8 @@ def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = 
         data, weight = inputs
         nchw = make(wl.op, dtype=wl.dtype, **wl.values)
         w = weight.transpose(3, 2, 0, 1) if op == "conv2d" else weight.transpose(2, 0, 1)[:, None]
-        label, fn = vendor_kernel(nchw, [np.ascontiguousarray(data.transpose(0, 3, 1, 2)), np.ascontiguousarray(w)])
+        label, fn = vendor_kernel(nchw, [np.ascontiguousarray(data.transpose(0, 3, 1, 2)), np.ascontiguousarray(w)],
+                                  threads, use_torch=False)
         return label, lambda: fn().transpose(0, 2, 3, 1)
     if op == "conv2d":
         data, weight = inputs
@@ -124,7 +181,7 @@ def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = 
             cols = _im2col(wl, data).transpose(1, 2, 3, 0, 4, 5).reshape(C * R * S, N * P * Q)
             return (wmat @ cols).reshape(K, N, P, Q).transpose(1, 0, 2, 3)
 
-        return f"numpy im2col + GEMM ({blas_name()}; torch not installed)", run
+        return f"numpy im2col + GEMM ({blas_kernel()}; torch not installed)", run
     if op == "depthwise_conv2d":
         data, weight = inputs
         C, _, R, S = weight.shape
@@ -135,7 +192,7 @@ def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = 
             cols = _im2col(wl, data).transpose(1, 2, 3, 0, 4, 5).reshape(C, R * S, N * P * Q)
             return np.matmul(wmat, cols).reshape(C, N, P, Q).transpose(1, 0, 2, 3)
 
-        return "numpy im2col + batched GEMM (torch not installed)", run
+        return f"numpy im2col + batched GEMM ({blas_kernel()}; torch not installed)", run
     if op == "avgpool2d":
         data = inputs[0]
         k2 = wl.kernel * wl.kernel
@@ -145,16 +202,53 @@ def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = 
 
 def vendor(workload: Workload | str, settings: MeasureSettings | None = None, threads: int | None = None
            ) -> BaselineResult:
-    """Time the vendor library on the workload (output checked against the numpy reference first)."""
+    """Time the vendor library on the workload (output checked against the numpy reference first), in a
+    child process without ``UNSET_ENV`` (see the module docstring); torch is used when it is installed here."""
     wl = parse(workload)
     settings = settings or MeasureSettings()
     t0 = time.perf_counter()
+    job = {"workload": wl.key, "settings": asdict(settings), "threads": int(threads) if threads else None,
+           "use_torch": optional_torch() is not None}
+    with tempfile.TemporaryDirectory(prefix="tiletune-vendor-") as tmp:
+        job_path, result_path = Path(tmp, "job.json"), Path(tmp, "result.json")
+        job["result"] = str(result_path)
+        job_path.write_text(json.dumps(job))
+        proc = subprocess.run([sys.executable, "-m", "tiletune.bench.vendor", str(job_path)], env=child_env(threads),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            res = BaselineResult(**json.loads(result_path.read_text()))
+        except (OSError, ValueError, TypeError):
+            tail = [ln for ln in proc.stdout.decode(errors="replace").splitlines() if ln.strip()][-1:] or [""]
+            return BaselineResult("vendor", wl.key, error="run-error",
+                                  message=f"the vendor process exited with code {proc.returncode} without a "
+                                          f"result: {tail[0][:300]}", wall_s=time.perf_counter() - t0)
+    res.costs = tuple(res.costs)
+    res.wall_s = time.perf_counter() - t0  # the child's start included
+    return res
+
+
+def child_env(threads: int | None = None, environ: dict | None = None) -> dict[str, str]:
+    """The environment of the process that times the vendor library: ``environ`` (default: this process's)
+    without ``UNSET_ENV``, and with ``OPENBLAS_NUM_THREADS=threads`` when ``threads`` is given."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in UNSET_ENV}
+    if threads:
+        env["OPENBLAS_NUM_THREADS"] = str(int(threads))
+    return env
+
+
+def vendor_here(workload: Workload | str, settings: MeasureSettings | None = None, threads: int | None = None,
+                use_torch: bool = True) -> BaselineResult:
+    """``vendor`` in this process, with its environment as it is (the child's body)."""
+    wl = parse(workload)
+    settings = settings or MeasureSettings()
+    t0 = time.perf_counter()
+    use_torch = use_torch and optional_torch() is not None
     try:
         inputs = wl.make_inputs(seed=0)
-        if wl.op in CONV_OPS and optional_torch() is not None:
+        if wl.op in CONV_OPS and use_torch:
             kernels = [(f,) + torch_conv_kernel(wl, inputs, f, threads) for f in MEMORY_FORMATS]
         else:
-            kernels = [(None,) + vendor_kernel(wl, inputs, threads)]
+            kernels = [(None,) + vendor_kernel(wl, inputs, threads, use_torch=use_torch)]
     except TiletuneError as e:
         return BaselineResult("vendor", wl.key, error="unsupported", message=str(e))
     ref = wl.reference(*inputs) if settings.check else None
@@ -188,3 +282,17 @@ def _check_and_time(wl: Workload, label: str, fn: Callable[[], np.ndarray], ref:
         return BaselineResult("vendor", wl.key, label=label, error="run-error",
                               message=f"{type(e).__name__}: {e}"[:2000], wall_s=time.perf_counter() - t0)
     return BaselineResult("vendor", wl.key, label=label, costs=tuple(costs), wall_s=time.perf_counter() - t0)
+
+
+def main(job_path: str) -> int:
+    """The child: run the job written by ``vendor`` and write its BaselineResult as JSON."""
+    job = json.loads(Path(job_path).read_text())
+    res = vendor_here(job["workload"], MeasureSettings(**job["settings"]), job["threads"], job["use_torch"])
+    d = asdict(res)
+    d["costs"] = list(res.costs)
+    Path(job["result"]).write_text(json.dumps(d))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
