@@ -73,14 +73,9 @@ def direct_constructions(space: Space, *, workload=None, hardware=None, target=N
     the output row whole in S1 for LLVM to vectorise, Roller's tree splits the other spatial axes between S0
     and S1), a configuration once: [] where none applies (not a CPU; GEMM; NHWC depthwise) or nothing fits.
 
-    Why (measured, benchmarks/README.md, "The direct loop order"): the analytic model never builds these
-    orders (it ranks their kernels 2-3x slower than its tops), yet the fastest NCHW conv2d kernels measured
-    here are in them. On the 64 -> 64 conv at 56x56 the first ran at 140 GFLOPS against 94 for the best of the
-    model's own (at its best unroll depth), and the local searches that also started from it were 1.55x
-    faster at 48 trials (5 seeds, re-measured); on the strided C7 conv the second ran at 120 against 97-107,
-    and the searches were 1.18x faster (3 seeds, recorded). Roller's tree, not Gensor's walk: Gensor's
-    direct-order tops ran at 42-59 on the 56x56 conv. The row construction of the 3x3 depthwise conv (256
-    channels, 28x28) ran at 84-89 against 54-55 for the best of the model's own (``Model.row_order``)."""
+    Why: the analytic model never builds these orders (it ranks their kernels below its own tops), yet the
+    fastest NCHW conv2d and depthwise kernels measured are in them. Roller's tree builds them, not Gensor's walk.
+    Measurements: docs/decisions/direct-order.md and docs/decisions/row-order.md."""
     try:
         model = Model(space, workload, hardware, target)
     except TiletuneError:
@@ -136,12 +131,9 @@ def choice_sweep(space: Space, config: Config) -> list[Config]:
     at a time, the other knobs as constructed; those the space's constraint allows, in the space's knob order.
 
     The analytic model ranks tilings, not these knobs: ``to_config`` sets them by rule (unroll: the largest depth
-    within the micro-kernel), and on this CPU the rule's choice was often the worst. Measured on the
-    constructions of the seven construct-refine workloads (znver5, 2 seeds x 4 constructions, every value): the
-    Inception conv's best construction went from 90 / 109 to 215 / 278 GFLOPS by its unroll depth alone, GEMM
-    1024^3's from 364 to 416 by packing; the best depth was 512 on one tiling of a layer and 16 or 0 on the next.
-    So a constructive start can measure these values instead of predicting them (the local searches' option
-    ``start_sweep``)."""
+    within the micro-kernel), and the rule's choice was often the worst, with no rule best everywhere. So a
+    constructive start can measure these values instead of predicting them (the local searches' option
+    ``start_sweep``; docs/decisions/start-sweep.md)."""
     out: list[Config] = []
     for i, knob in enumerate(space.knobs):
         if not isinstance(knob, ChoiceKnob):

@@ -25,17 +25,16 @@ class MeasureSettings:
     phase in seconds.
 
     ``warmup_ms``: the warm-up wakes the thread pool, caches and clocks and estimates one run's time, for
-    which 10 ms of calls is enough: the same 32 random GEMM 256^3 kernels timed after 10 and after 25 ms of
-    warm-up (the former rule, ``min_repeat_ms``), alternately in two pools, came out 0.89x as long
-    (geometric mean; 0.72-1.08x), never slower; a random search's run phase got a quarter shorter.
+    which 10 ms of calls is enough (docs/decisions/measure-warmup.md).
 
     ``cutoff``: early cut-off of clearly slow kernels (the rule's step 3, ``tiletune.measure.timing``).
     A kernel whose fastest warm run is more than ``cutoff`` times the best median that the same
     measurer has measured so far for its workload is timed no further than its warm-up, which becomes
     its single sample (its record then holds one cost instead of ``repeat``). 0 turns it off: every
-    kernel gets ``repeat`` samples. 1.5 (it was 2): a kernel 1.5x slower than the best at its fastest warm
-    run is not the best, and one sample is all a search needs to rank it. Only the local measurer applies it (the best so far is its own
-    state: records recalled from a file do not count, and its first kernels get all their samples)."""
+    kernel gets ``repeat`` samples. Default 1.5: a kernel 1.5x slower than the best at its fastest warm run is
+    not the best, and one sample is all a search needs to rank it (docs/decisions/measure-cutoff.md). Only the
+    local measurer applies it (the best so far is its own state: records recalled from a file do not count,
+    and its first kernels get all their samples)."""
 
     number: int = 1
     repeat: int = 3

@@ -53,10 +53,9 @@ DEFAULT_BUILDER = "tiletune.measure.local:build_kernel"
 DEFAULT_RUNNER = "tiletune.measure.local:run_kernel"
 STARTUP_TIMEOUT = 180.0  # a cold TVM import on a loaded 2-core machine can take many seconds
 # TVM's pool threads spin (sched_yield) this many times after a parallel call before they sleep. TVM's
-# default, 300000, is ~250 ms of a core after *every* kernel call here: after a worker's run, its spinning
-# thread competed with the other worker's timing and with the next builds (measured: 1.2-1.3x trials/s, and
-# kernels timed up to 2x slow while another worker's thread spun). 10000 is ~8 ms: still far longer than the
-# gaps between the back-to-back calls of a timing (microseconds), so timed calls find their threads awake.
+# default, 300000, is ~250 ms of a core after *every* kernel call: a worker's spinning thread competed with the
+# other worker's timing and with the next builds. 10000 is ~8 ms: still far longer than the gaps between the
+# back-to-back calls of a timing, so timed calls find their threads awake (docs/decisions/worker-spin.md).
 WORKER_SPIN_COUNT = 10000
 
 
@@ -276,8 +275,8 @@ class WorkerPool:
 
     ``threads``: the TVM runtime threads of each worker (TVM_NUM_THREADS; default: the cores this process
     may use). It must be set: TVM's own default halves the hardware concurrency on x86 to skip
-    hyper-threads, so on a 2-vCPU machine without them every parallel kernel ran on one core (GEMM
-    1024^3: 82 GFLOPS with the default, 145 with 2 threads, same kernel)."""
+    hyper-threads, so on a 2-vCPU machine without them every parallel kernel ran on one core
+    (docs/decisions/worker-threads.md)."""
 
     def __init__(self, size: int | None = None, threads: int | None = None):
         self.size = size or host_cores()

@@ -43,11 +43,9 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
 
     ``arg_checks=False`` leaves out the entry function's argument assertions (types, shapes, strides,
     devices: ``tirx.disable_assert``), for callers that always pass arrays made from the workload's own
-    shapes and dtypes, as the measurement workers do. They are about a third of a small kernel's LLVM IR
-    (GEMM 256^3: 439 of 1,445 lines), and leaving them out cut the compile CPU time per configuration by
-    12% (mean of 40 random GEMM 256^3 configurations, ``benchmarks/foundation.py compile``); the kernel's
-    loops are the same. Libraries given to users keep
-    them."""
+    shapes and dtypes, as the measurement workers do. They are about a third of a small kernel's LLVM IR,
+    and compile time with it (docs/decisions/measure-arg-checks.md); the kernel's loops are the same.
+    Libraries given to users keep them."""
     import tvm
 
     sch = schedule(workload, space, config, target)

@@ -29,10 +29,8 @@ the loops are ordered
   across the other operand + 1 streamed operand; oneDNN's AVX2 direct convolution sizes its register
   block by the same count (ur_w x nb_oc_blocking accumulators + ur_w broadcasts + 1 weight <= 16). Our
   code goes through LLVM, which keeps one more register for its own scheduling, so the rule leaves one
-  free: need <= registers - 1 (``tiletune.hardware.vector_file``: 16 on AVX2, 32 on AVX-512). Seen in
-  the assembly (znver3, 64->64 3x3 at 56): every tile counted <= 11 kept its accumulators in registers
-  (<= 4 ymm stack stores in the whole kernel), a 14 x 8 tile, counted 16, stored 40 and 7 x 16
-  (17) 77. The space of an NHWC conv2d carries the rule as its constraint, so strategies do not propose
+  free: need <= registers - 1 (``tiletune.hardware.vector_file``: 16 on AVX2, 32 on AVX-512;
+  docs/decisions/register-tile.md). The space of an NHWC conv2d carries the rule as its constraint, so strategies do not propose
   spilling configurations and ``check`` reports them ``invalid`` without building. So does the space of a
   PrimFunc workload whose anchor is such an outer product (a model's NHWC convolutions and matmuls). The
   named GEMM family, NCHW and depthwise spaces carry no constraint (as before).
@@ -211,9 +209,8 @@ def register_rule(workload: Workload, space: Space, target: dict[str, Any] | Non
     for PrimFunc workloads (fused kernels of a model) whose anchor is an outer product along the vectorized
     axis (``outer_product_anchor``: the convolutions of an NHWC model, its matmuls), with at least two
     spatial levels (the register tile is then inside the last reduction level). The named GEMM and
-    batch_matmul families keep their unconstrained spaces (their records and figures predate the rule;
-    their best kernels measured here use at most 11 registers: e.g. GEMM 512^3 at 176 GFLOPS, a 4 x 16
-    tile), NCHW and depthwise have no outer-product register tile."""
+    batch_matmul families keep their unconstrained spaces (their records predate the rule, and their best
+    kernels fit it: docs/decisions/register-tile.md), NCHW and depthwise have no outer-product register tile."""
     if isinstance(workload, PrimFuncWorkload):
         if not outer_product_anchor(workload):
             return None
