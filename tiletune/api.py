@@ -1,9 +1,11 @@
-"""Small Python API: export the best kernel of a records file, load it, call it on numpy arrays."""
+"""Small Python API: export the best kernel of a records file, load it, call it on numpy arrays (or torch
+tensors) without copying them when they fit (``Kernel``, ``Model``, ``empty``)."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +78,116 @@ def _levels_of(config: dict, wl) -> dict[str, int]:
     return {a.name: len(config[f"tile_{a.name}"]) for a in wl.axes_no_tvm() if f"tile_{a.name}" in config}
 
 
+#: the alignment (bytes) TVM's kernels assume for every buffer: less-aligned data would crash them
+ALIGNMENT = 64
+
+
+def empty(shape, dtype: str = "float32") -> np.ndarray:
+    """An uninitialised numpy array whose data is ``ALIGNMENT``-byte aligned, so that ``Kernel`` and ``Model``
+    pass it to TVM without a copy (numpy's own allocations are aligned to 16 bytes only)."""
+    dt = np.dtype(dtype)
+    size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    buf = np.empty(size + ALIGNMENT, np.uint8)
+    off = -buf.ctypes.data % ALIGNMENT
+    return buf[off:off + size].view(dt).reshape(shape)
+
+
+class _Args:
+    """Arguments in and out of a compiled function, with as few copies as possible.
+
+    Inputs: a numpy array (or a CPU torch tensor) that is C-contiguous, of the expected dtype and
+    ``ALIGNMENT``-byte aligned goes to TVM without a copy (DLPack: the TVM tensor shares its memory).
+    Anything else of the expected shape (another dtype that numpy casts to it with ``casting="same_kind"``,
+    strides, an unaligned or read-only array, a list) is copied into a staging buffer allocated once per
+    input; a shape that differs, a dtype that does not cast, or a tensor on another device is a
+    TiletuneError. Outputs: TVM tensors of a small pool, returned as numpy views (DLPack, no copy); a buffer
+    is reused only once no view of it (nor any array derived from it) is alive, so an output the caller
+    keeps is never overwritten by a later call. One instance is not safe to share between threads."""
+
+    def __init__(self, dev, what: str):
+        self.dev, self.what = dev, what
+        self._stage: dict[int, tuple] = {}  # input index -> (tvm tensor, numpy view)
+        self._free: dict[tuple, list] = {}  # (shape, dtype) -> idle output tensors
+        self._lent: list = []  # (weakref to the view handed out, its tensor)
+
+    def input(self, i: int, x, shape: tuple, dtype: np.dtype, name: str):
+        import tvm
+
+        if type(x) is not np.ndarray:
+            x = self._host_array(x, name)
+        if x.shape != shape:
+            raise TiletuneError(f"{self.what} {name}: shape {tuple(x.shape)} != expected {shape}")
+        if x.dtype == dtype:
+            try:
+                return tvm.runtime.from_dlpack(x)  # contiguous and aligned: shares x's memory
+            except (RuntimeError, ValueError, BufferError, TypeError):
+                pass  # unaligned, strided or read-only: staged below
+        staged = self._stage.get(i)
+        if staged is None or staged[1].shape != shape or staged[1].dtype != dtype:
+            t = tvm.runtime.empty(shape, str(dtype), self.dev)
+            staged = self._stage[i] = (t, np.from_dlpack(t))
+        try:
+            np.copyto(staged[1], x, casting="same_kind")
+        except TypeError:
+            raise TiletuneError(f"{self.what} {name}: dtype {x.dtype} does not convert to {dtype} "
+                                "(same-kind casts only)") from None
+        return staged[0]
+
+    def _host_array(self, x, name: str):
+        """A numpy array, or a torch tensor ready for DLPack, from whatever the caller passed."""
+        if hasattr(x, "detach") and hasattr(x, "device"):  # a torch tensor: zero-copy when it fits, else numpy
+            if x.device.type != "cpu":
+                raise TiletuneError(f"{self.what} {name}: the tensor is on {x.device}; pass a CPU tensor")
+            return x.detach().numpy()  # a view of the tensor's memory (torch's CPU allocations are aligned)
+        return np.asarray(x)
+
+    def output(self, shape: tuple, dtype: np.dtype):
+        """(tvm tensor, numpy view) from the pool: a buffer no live array refers to, else a new one."""
+        import tvm
+
+        key = (shape, str(dtype))
+        alive = []
+        for ref, t in self._lent:
+            if ref() is None:
+                self._free.setdefault((tuple(t.shape), str(t.dtype)), []).append(t)
+            else:
+                alive.append((ref, t))
+        self._lent = alive
+        free = self._free.get(key)
+        t = free.pop() if free else tvm.runtime.empty(shape, str(dtype), self.dev)
+        for k in self._free:
+            del self._free[k][2:]  # two idle buffers per shape are enough to alternate
+        view = np.from_dlpack(t)
+        self._lent.append((weakref.ref(view), t))
+        return t, view
+
+    def out_arg(self, out, shape: tuple, dtype: np.dtype, inputs: tuple):
+        """The TVM tensor for a caller's ``out=`` array when it can be written in place, else None."""
+        if not isinstance(out, np.ndarray) or out.shape != shape:
+            raise TiletuneError(f"out= must be a numpy array of shape {shape} (got "
+                                f"{getattr(out, 'shape', type(out).__name__)})")
+        if any(isinstance(x, np.ndarray) and np.may_share_memory(out, x) for x in inputs):
+            raise TiletuneError("out= overlaps an input; pass a separate array")
+        if out.dtype == dtype and out.flags.writeable:
+            try:
+                import tvm
+
+                return tvm.runtime.from_dlpack(out)
+            except (RuntimeError, ValueError, BufferError, TypeError):
+                pass
+        return None
+
+
 class Kernel:
-    """A tuned kernel loaded from a library: ``kernel(a, b)`` returns the output as a numpy array."""
+    """A tuned kernel loaded from a library: ``kernel(a, b)`` returns the output as a numpy array.
+
+    Inputs pass to TVM without a copy when they are C-contiguous, of the kernel's dtype and 64-byte aligned
+    (make them with ``tiletune.api.empty``; CPU torch tensors usually are); others are copied once into a
+    staging buffer (same-kind dtype casts only; a wrong shape is an error). The result is a numpy view of a
+    TVM tensor, not a copy: a later call writes into a new or idle buffer, never into a result the caller
+    still holds (nor into arrays derived from it). ``kernel(a, b, out=c)`` writes into ``c`` instead (in
+    place when ``c`` is contiguous, aligned and of the kernel's dtype, else through one copy) and returns
+    ``c``. See ``_Args`` for the exact rule."""
 
     def __init__(self, path: str):
         import tvm
@@ -88,24 +198,29 @@ class Kernel:
         self.meta = json.loads(meta_path.read_text())
         self.workload = parse(self.meta["workload"])
         self._lib = tvm.runtime.load_module(path)
+        self._main = self._lib["main"]
         self._dev = tvm.cpu()
+        self._shapes = [tuple(s) for s in self.meta["inputs"]]
+        self._out_shape = tuple(self.meta["output"])
+        self._dtype = np.dtype(self.meta["dtype"])
+        self._args = _Args(self._dev, "input")
         set_threads(int(self.meta["target"].get("num-cores") or 0) or None)
 
-    def __call__(self, *inputs: np.ndarray) -> np.ndarray:
-        import tvm
-
-        shapes = [tuple(s) for s in self.meta["inputs"]]
-        if len(inputs) != len(shapes):
-            raise TiletuneError(f"{self.workload.key} takes {len(shapes)} inputs, got {len(inputs)}")
-        args = []
-        for x, s in zip(inputs, shapes):
-            x = np.ascontiguousarray(x, dtype=self.meta["dtype"])
-            if x.shape != s:
-                raise TiletuneError(f"input shape {x.shape} != expected {s}")
-            args.append(tvm.runtime.tensor(x, self._dev))
-        out = tvm.runtime.tensor(np.zeros(self.meta["output"], self.meta["dtype"]), self._dev)
-        self._lib["main"](*args, out)
-        return out.numpy()
+    def __call__(self, *inputs, out: np.ndarray | None = None) -> np.ndarray:
+        if len(inputs) != len(self._shapes):
+            raise TiletuneError(f"{self.workload.key} takes {len(self._shapes)} inputs, got {len(inputs)}")
+        args = [self._args.input(i, x, s, self._dtype, str(i)) for i, (x, s) in enumerate(zip(inputs, self._shapes))]
+        if out is not None:
+            t = self._args.out_arg(out, self._out_shape, self._dtype, inputs)
+            if t is not None:
+                self._main(*args, t)
+                return out
+        t, view = self._args.output(self._out_shape, self._dtype)
+        self._main(*args, t)
+        if out is not None:
+            np.copyto(out, view, casting="same_kind")
+            return out
+        return view
 
 
 def set_threads(n: int | None = None) -> None:
@@ -121,8 +236,13 @@ def load_kernel(path: str) -> Kernel:
 
 
 class Model:
-    """A whole model exported by ``tiletune model build``: ``model(*inputs)`` runs it on numpy arrays and
-    returns the list of its outputs (numpy arrays)."""
+    """A whole model exported by ``tiletune model build``: ``model(*inputs)`` runs it on numpy arrays (or CPU
+    torch tensors) and returns the list of its outputs as numpy arrays.
+
+    Inputs follow ``Kernel``'s rule: contiguous, aligned arrays of the input's dtype pass without a copy,
+    others are copied once into a staging buffer. Outputs are numpy views of the tensors the VM allocates for
+    each call (no copy); the VM gives every call new output tensors, so a result the caller keeps is never
+    overwritten."""
 
     def __init__(self, path: str):
         import tvm
@@ -137,28 +257,24 @@ class Model:
         set_threads(int(self.meta["target"].get("num-cores") or 0) or None)
         self._dev = tvm.cpu()
         self._vm = relax.VirtualMachine(tvm.runtime.load_module(path), self._dev)
+        self._main = self._vm["main"]
+        self._specs = [(tuple(s["shape"]), np.dtype(s["dtype"]), s["name"]) for s in self.inputs]
+        self._args = _Args(self._dev, "input")
 
     @property
     def inputs(self) -> list[dict]:
         return self.meta["inputs"]
 
-    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        import tvm
-
-        if len(inputs) != len(self.inputs):
-            raise TiletuneError(f"the model takes {len(self.inputs)} inputs, got {len(inputs)}")
-        args = []
-        for x, spec in zip(inputs, self.inputs):
-            x = np.ascontiguousarray(x, dtype=spec["dtype"])
-            if list(x.shape) != list(spec["shape"]):
-                raise TiletuneError(f"input {spec['name']}: shape {x.shape} != expected {tuple(spec['shape'])}")
-            args.append(tvm.runtime.tensor(x, self._dev))
-        return _outputs(self._vm["main"](*args))
+    def __call__(self, *inputs) -> list[np.ndarray]:
+        if len(inputs) != len(self._specs):
+            raise TiletuneError(f"the model takes {len(self._specs)} inputs, got {len(inputs)}")
+        args = [self._args.input(i, x, *spec) for i, (x, spec) in enumerate(zip(inputs, self._specs))]
+        return _outputs(self._main(*args))
 
 
 def _outputs(out) -> list[np.ndarray]:
-    if hasattr(out, "numpy"):
-        return [out.numpy()]
+    if hasattr(out, "__dlpack__"):
+        return [np.from_dlpack(out)]
     return [x for o in out for x in _outputs(o)]
 
 
