@@ -32,6 +32,7 @@ import numpy as np
 from ..api import c_compiler
 from ..errors import TiletuneError, one_line
 from ..measure.timing import time_callable
+from ..quiet import quiet_tvm
 from ..records import load
 from ..schedules import make_space
 from ..schedules.cpu import schedule
@@ -178,7 +179,7 @@ class ModelRunner:
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         import tvm
 
-        args = [tvm.runtime.tensor(np.ascontiguousarray(x), self.dev) for x in inputs]
+        args = [tvm.runtime.tensor(np.require(x, requirements='C'), self.dev) for x in inputs]
         return _flat(self.vm["main"](*args))
 
 
@@ -211,7 +212,8 @@ def check(source, runner: ModelRunner, seed: int = 0) -> float:
 def export(executable, path: str, meta: dict) -> None:
     c_compiler()
     try:
-        executable.export_library(path)
+        with quiet_tvm():  # the VM logs every memory scope it saves
+            executable.export_library(path)
     except (RuntimeError, OSError) as e:
         last = [line for line in str(e).strip().splitlines() if line.strip()][-1:] or [type(e).__name__]
         raise TiletuneError(f"exporting {path!r} failed: {last[0].strip()[:300]}") from None

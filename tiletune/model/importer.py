@@ -60,7 +60,8 @@ def _to_relax(source: ModelSource):
         except Exception as e:  # noqa: BLE001
             raise TiletuneError(f"{source.spec}: torch.export failed ({_reason(e)})") from None
         try:
-            mod = from_exported_program(ep, keep_params_as_input=False, unwrap_unit_return_tuple=True)
+            mod = from_exported_program(ep, keep_params_as_input=False, unwrap_unit_return_tuple=True,
+                                        custom_convert_map=extra_converters())
         except Exception as e:  # noqa: BLE001
             raise TiletuneError(f"{source.spec}: TVM's PyTorch frontend cannot import it ({_reason(e)})") from None
     else:
@@ -81,6 +82,37 @@ def _to_relax(source: ModelSource):
         raise TiletuneError(f"{source.spec}: preparing the imported model failed ({_reason(e)})") from None
     _check_static(source, mod)
     return _bool_compares_as_int8(mod)
+
+
+def extra_converters() -> dict:
+    """Converters for ATen operators that TVM 0.27's PyTorch frontend lacks: ``amax`` and ``amin`` (a max or
+    min over dimensions: global max pooling, masks) and ``adaptive_max_pool2d`` where the output size divides
+    the input's (a max pool of stride = window = input / output; the global pool included). An adaptive max
+    pool whose cells overlap is refused in one line."""
+    from tvm import relax
+
+    def reduce(op):
+        def convert(node, imp):
+            args = imp.retrieve_args(node)
+            dim = args[1] if len(node.args) > 1 else node.kwargs.get("dim", None)
+            keep = args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+            return imp.block_builder.emit(op(args[0], list(dim) if dim else None, keepdims=bool(keep)))
+        return convert
+
+    def adaptive_max_pool2d(node, imp):
+        args = imp.retrieve_args(node)
+        x, size = args[0], list(args[1])
+        h, w = (int(v) for v in list(x.ty.shape)[-2:])
+        oh, ow = (d if d is not None else full for d, full in zip(size, (h, w)))
+        if h % oh or w % ow:
+            raise TiletuneError(f"adaptive_max_pool2d from {h}x{w} to {oh}x{ow}: only output sizes that divide "
+                                "the input's are supported")
+        out = imp.block_builder.emit(relax.op.nn.max_pool2d(x, pool_size=(h // oh, w // ow),
+                                                            strides=(h // oh, w // ow)))
+        return imp.block_builder.emit(relax.Tuple([out, relax.op.zeros_like(out)]))
+
+    return {"amax.default": reduce(relax.op.max), "amin.default": reduce(relax.op.min),
+            "adaptive_max_pool2d.default": adaptive_max_pool2d}
 
 
 def _bool_compares_as_int8(mod):

@@ -1,4 +1,5 @@
-"""What a model spec names: a built-in model (``tiletune.model.zoo``), a Python factory
+"""What a model spec names: a built-in model (``tiletune.model.zoo``), a layer family of the conformance suite
+(``family:NAME``, ``tiletune.model.families``), a Python factory
 ``path/to/file.py:function`` returning ``(torch.nn.Module, example_inputs)``, or an ``.onnx`` file.
 
 ``load(spec)`` gives a ``ModelSource``: the torch module and its example inputs, or the ONNX file and its
@@ -56,7 +57,7 @@ class ModelSource:
             import torch
 
             with torch.no_grad():
-                out = self.module(*[torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
+                out = self.module(*[torch.from_numpy(np.require(x, requirements='C')) for x in inputs])
             return [t.detach().numpy() for t in _flatten(out)]
         if self._ort is None:
             self._ort = onnx_session(self.onnx_path)
@@ -106,13 +107,25 @@ def load(spec: str) -> ModelSource:
     if spec in MODELS:
         module, example = MODELS[spec]()
         return _from_torch(spec, spec, module, example)
+    if spec.startswith("family:"):
+        from .families import FAMILIES
+
+        name = spec.split(":", 1)[1]
+        if name not in FAMILIES:
+            raise TiletuneError(f"unknown family {name!r}; accepted: {', '.join(FAMILIES)}")
+        import torch
+
+        with torch.random.fork_rng():  # the same weights and example every time (the ONNX path exports it)
+            torch.manual_seed(0)
+            module, example = FAMILIES[name]()
+        return _from_torch(spec, _label(f"family-{name}"), module, example)
     if spec.endswith(".onnx"):
         return _from_onnx(spec)
     path, colon, fn = spec.rpartition(":")
     if colon and path.endswith(".py"):
         return _from_factory(spec, path, fn)
-    raise TiletuneError(f"unknown model {spec!r}: give a built-in model ({', '.join(MODELS)}), "
-                        "path/to/file.py:function returning (torch.nn.Module, example_inputs), or a .onnx file")
+    raise TiletuneError(f"unknown model {spec!r}: give a built-in model ({', '.join(MODELS)}), a layer family "
+                        "(family:NAME, tiletune.model.families), path/to/file.py:function returning (torch.nn.Module, example_inputs), or a .onnx file")
 
 
 def _from_factory(spec: str, path: str, fn: str) -> ModelSource:

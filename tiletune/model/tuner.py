@@ -170,14 +170,15 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                options: dict | None = None, hardware: str | None = None, rpc: str | None = None,
                on_round: Callable[[TaskState, TuneRun | None, int], None] | None = None,
                callbacks: tuple = (), confirm: int = CONFIRM_DEFAULT,
-               on_confirm: Callable[[TaskState, int], None] | None = None) -> ModelTuneResult:
+               on_confirm: Callable[[TaskState, int], None] | None = None, pool=None) -> ModelTuneResult:
     """Tune ``tasks`` (see the module docstring); ``on_round(state, run, total_trials)`` after each round
     (``run`` None when the round failed), ``callbacks`` go to every round's tuning loop. ``rpc``
     (``HOST:PORT:KEY``): measure on the devices of that TVM RPC tracker (``tiletune.measure.rpc``); the
     kernels are still built here in the one shared pool, and a task's measurer (which holds sessions on the
     devices) is closed when the next round goes to another task, so two tasks never wait for the same
     devices. ``confirm``: after the budget, re-measure every task's ``confirm`` fastest candidates
-    (``tiletune.model.confirm``; 0: off), ``on_confirm(state, measurements)`` after each task."""
+    (``tiletune.model.confirm``; 0: off), ``on_confirm(state, measurements)`` after each task. ``pool``: warm
+    workers to measure in, shared with other runs and closed by the caller (else the run starts its own)."""
     if trials is None and seconds is None:
         raise TiletuneError("give a budget: --trials (the whole model's) or --seconds")
     if round_trials < 1:
@@ -200,8 +201,8 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
         st.strategy = create(strategy, st.space, seed=seed, context=ctx, options=options,
                              defaults=task_defaults(strategy))
     sched = make_scheduler(scheduler, seed)
-    pool = None
-    if measured_here(target) or rpc is not None:
+    own_pool = pool is None
+    if own_pool and (measured_here(target) or rpc is not None):
         cores = int(target.get("num-cores") or 0) or None
         pool = WorkerPool(min(host_cores(), cores or host_cores()), threads=cores)
     started = time.monotonic()
@@ -276,7 +277,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                 st.measurer.close()
             if st.strategy is not None:
                 st.strategy.close()
-        if pool is not None:
+        if own_pool and pool is not None:
             pool.close()
     return ModelTuneResult(states, total, time.monotonic() - started, stopped, confirmed, confirm_s)
 

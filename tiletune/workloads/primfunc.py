@@ -407,7 +407,7 @@ class PrimFuncWorkload(Workload):
 
     def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
-        return [rng.uniform(-1.0, 1.0, size=s).astype(dt) for _, s, dt in self._params[:-1]]
+        return [np.asarray(rng.uniform(-1.0, 1.0, size=s), dtype=dt) for _, s, dt in self._params[:-1]]  # 0-d too
 
     def reference(self, *inputs: np.ndarray) -> np.ndarray:
         """The function compiled by TVM without a schedule, run on ``inputs`` (compiled once)."""
@@ -417,7 +417,7 @@ class PrimFuncWorkload(Workload):
             target = tvm.target.Target({"kind": "llvm"})
             self._ref_lib = tvm.compile(tvm.IRModule({"main": self.prim_func()}), target=target).mod
         dev = tvm.cpu()
-        args = [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in inputs]
+        args = [tvm.runtime.tensor(np.require(x, requirements='C'), dev) for x in inputs]  # keeps 0-d arrays
         out = tvm.runtime.tensor(np.zeros(self.output_shape(), self.dtype), dev)
         self._ref_lib["main"](*args, out)
         return out.numpy()
