@@ -13,6 +13,7 @@ import numpy as np
 
 from .errors import TiletuneError
 from .paths import check_output
+from .quiet import quiet_tvm
 from .records import best, load
 from .schedules import build, make_space
 from .target import host_cores
@@ -256,7 +257,8 @@ class Model:
         self.meta = json.loads(meta_path.read_text())
         set_threads(int(self.meta["target"].get("num-cores") or 0) or None)
         self._dev = tvm.cpu()
-        self._vm = relax.VirtualMachine(tvm.runtime.load_module(path), self._dev)
+        with quiet_tvm():  # the VM logs every memory scope it loads
+            self._vm = relax.VirtualMachine(tvm.runtime.load_module(path), self._dev)
         self._main = self._vm["main"]
         self._specs = [(tuple(s["shape"]), np.dtype(s["dtype"]), s["name"]) for s in self.inputs]
         self._args = _Args(self._dev, "input")

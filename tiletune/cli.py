@@ -10,6 +10,7 @@ import sys
 
 from .commands import bench, best, build, hardware, model, rpc, space, strategies, table, tune
 from .errors import TiletuneError
+from .quiet import VERBOSE_ENV
 
 # the command modules, in --help order
 COMMANDS = [tune, space, strategies, best, build, hardware, table, bench, rpc, model]
@@ -22,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Workload specs look like gemm:M=1024,N=1024,K=1024 or "
         "conv2d:N=1,C=128,H=28,W=28,K=256,R=3,S=3,stride=2,pad=1. Run 'tiletune COMMAND --help' for details.",
     )
+    p.add_argument("--verbose", dest="tvm_verbose", action="store_true",
+                   help="show everything TVM logs, also the lines tiletune filters out as noise (same as "
+                        "TILETUNE_VERBOSE=1; see tiletune.quiet)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for mod in COMMANDS:
         mod.add_parser(sub)
@@ -31,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.tvm_verbose:
+        os.environ[VERBOSE_ENV] = "1"
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

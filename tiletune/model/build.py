@@ -127,7 +127,8 @@ def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
             sch = schedule(k.workload, c.space, c.config, tasks.target)
             new, label = sch.mod["main"].without_attr("global_symbol"), "tuned"
         else:
-            new, sched = checked(k.func, tasks.target)
+            with quiet_tvm():  # compiles and runs the kernel: pow's warnings
+                new, sched = checked(k.func, tasks.target)
             label = f"default ({sched})"
         for name in k.names:
             funcs[name] = new
@@ -154,7 +155,8 @@ def compile_module(mod, target: dict):
                             "(its legalization left the operator as it is)")
     pipeline = tvm.transform.Sequential(dataflow_lower_passes(tgt) + finalize_passes(tgt))
     try:
-        return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
+        with quiet_tvm():
+            return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
     except Exception as e:  # noqa: BLE001
         raise TiletuneError(f"compiling the model failed ({one_line(str(e), 300)})") from None
 

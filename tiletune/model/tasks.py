@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import TiletuneError
+from ..quiet import quiet_tvm
 from ..workloads.primfunc import PrimFuncWorkload, _walk
 from .importer import to_relax
 from .layout import DEFAULT_LAYOUT, check_layout, convert
@@ -80,7 +81,7 @@ def fuse(mod, target: dict):
     from tvm.relax.backend.cpu_generic.pipeline import library_dispatch_passes
 
     try:
-        with tvm.target.Target(target) as tgt:
+        with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
                 relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                 relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
