@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TiletuneError
+from .families import FAMILIES
 from .zoo import MODELS
 
 
@@ -108,8 +109,6 @@ def load(spec: str) -> ModelSource:
         module, example = MODELS[spec]()
         return _from_torch(spec, spec, module, example)
     if spec.startswith("family:"):
-        from .families import FAMILIES
-
         name = spec.split(":", 1)[1]
         if name not in FAMILIES:
             raise TiletuneError(f"unknown family {name!r}; accepted: {', '.join(FAMILIES)}")

@@ -18,7 +18,7 @@ the loops are ordered
   guard every broadcast input element (TVM's x86 conv2d schedules pad into a buffer too).
 - PrimFunc workloads (``tiletune.workloads.primfunc``): the anchor block is tiled like a TE family's output
   stage; the blocks before it are inlined, and its elementwise epilogue (bias add, residual add, ReLU, SiLU,
-  GELU: a chain or a DAG) is fused into the accumulator's write-back (``tiletune.schedules.epilogue``), so
+  GELU: a chain or a DAG) is fused into the accumulator's write-back (``tiletune.workloads.epilogue``), so
   the write-back computes the function's output. Without a write-back (one spatial level) the epilogue
   blocks stay separate loop nests. ``pack`` applies as for the families, to inputs that are parameters.
 - The register tile (NHWC conv2d, and fused kernels whose anchor is an outer product; ``register_rule``): the innermost spatial level S3 sits inside the last
@@ -56,7 +56,7 @@ from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
 from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
 from ..workloads.primfunc import PrimFuncWorkload
-from .epilogue import fuse_epilogue
+from ..workloads.epilogue import fuse_epilogue
 
 # the innermost vectorized loop is capped to keep codegen sane; longer ones are "invalid"
 MAX_VECTOR = 128

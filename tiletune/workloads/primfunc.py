@@ -11,7 +11,7 @@ prints them), a file holding that text, a PrimFunc or an IRModule with one PrimF
 - Blocks before the anchor are its producers (padding, layout copies): the CPU template inlines them
   (``compute_inline``). Blocks after it are its epilogue (bias add, residual add, ReLU, clip, SiLU, GELU, ...;
   a chain or a DAG): the template fuses them into the accumulator's write-back (``cache_write`` +
-  ``reverse_compute_at``, then ``tiletune.schedules.epilogue.fuse_epilogue``), so one tuned kernel computes
+  ``reverse_compute_at``, then ``tiletune.workloads.epilogue.fuse_epilogue``), so one tuned kernel computes
   the whole function. Both steps are tried
   once when the workload is made, so what cannot be fused is refused with the reason.
 - The function's last parameter is its output (as Relax and ``te.create_prim_func`` order them); the others
@@ -49,6 +49,7 @@ import numpy as np
 from ..errors import TiletuneError
 from .access import DTYPE_BYTES, IndexExpr, TensorAccess
 from .base import DTYPES, Axis, Workload, register_spec_parser
+from .epilogue import EpilogueError, fuse_epilogue
 
 KEY_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<shapes>[0-9x,]*)\]@(?P<hash>[0-9a-f]{16})$")
 SUFFIXES = (".tir.py", ".py", ".tir", ".tvmscript")
@@ -101,8 +102,11 @@ def _int(x, what: str) -> int:
 def _parse_script(text: str):
     import tvm.script
 
+    from ..quiet import quiet_tvm
+
     try:
-        return tvm.script.from_source(text)
+        with quiet_tvm():  # building pow(x, 3) warns
+            return tvm.script.from_source(text)
     except Exception as e:  # TVM's parser raises its own diagnostic errors
         raise TiletuneError(f"not valid TVMScript ({type(e).__name__}: {_first_line(e)})") from None
 
@@ -349,8 +353,6 @@ class PrimFuncWorkload(Workload):
         import tvm
         from tvm import s_tir
 
-        from ..schedules.epilogue import EpilogueError, fuse_epilogue
-
         sch = s_tir.Schedule(tvm.IRModule({"main": self.func}))
         for n in self._producers:
             try:
@@ -415,7 +417,10 @@ class PrimFuncWorkload(Workload):
 
         if self._ref_lib is None:
             target = tvm.target.Target({"kind": "llvm"})
-            self._ref_lib = tvm.compile(tvm.IRModule({"main": self.prim_func()}), target=target).mod
+            from ..quiet import quiet_tvm
+
+            with quiet_tvm():  # pow's warnings
+                self._ref_lib = tvm.compile(tvm.IRModule({"main": self.prim_func()}), target=target).mod
         dev = tvm.cpu()
         args = [tvm.runtime.tensor(np.require(x, requirements='C'), dev) for x in inputs]  # keeps 0-d arrays
         out = tvm.runtime.tensor(np.zeros(self.output_shape(), self.dtype), dev)
