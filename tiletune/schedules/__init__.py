@@ -48,9 +48,13 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
     Libraries given to users keep them."""
     import tvm
 
+    from ..quiet import quiet_tvm
+
     sch = schedule(workload, space, config, target)
     if arg_checks:
-        return tvm.compile(sch.mod, target=tvm.target.Target(target))
+        with quiet_tvm():  # pow's warnings (fused GELU epilogues)
+            return tvm.compile(sch.mod, target=tvm.target.Target(target))
     outer = tvm.transform.PassContext.current()
     with tvm.transform.PassContext(opt_level=outer.opt_level, config={**outer.config, "tirx.disable_assert": True}):
-        return tvm.compile(sch.mod, target=tvm.target.Target(target))
+        with quiet_tvm():
+            return tvm.compile(sch.mod, target=tvm.target.Target(target))
