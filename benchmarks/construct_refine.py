@@ -52,7 +52,8 @@ from tiletune.bench.results import RunResult  # noqa: E402
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.errors import TiletuneError  # noqa: E402
 from tiletune.strategies import get  # noqa: E402
-from tiletune.strategies.common import CONSTRUCTIVE_STARTS, DEFAULT_PRIOR, DEFAULT_START, EVO_PRIOR  # noqa: E402
+from tiletune.strategies.learned import DEFAULT_PRIOR, EVO_PRIOR  # noqa: E402
+from tiletune.strategies.starts import CONSTRUCTIVE_STARTS, DEFAULT_START  # noqa: E402
 
 LOCAL = ("gbfs", "na2c", "dgd", "xgb", "evo", "ga")
 PAPER_START = {"gbfs": "untiled", "na2c": "untiled"}  # the others: random

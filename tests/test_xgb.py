@@ -121,7 +121,7 @@ def test_xgb_beats_random_on_synthetic_cost():
         xgb_best.append(r.best.median_s)
         rnd_best.append(run("random", space, cost, seed, 64)[0].best.median_s)
         t = s.timing()
-        assert t["model_fit"] > 0 and t["sa"] > 0 and s.model.stats["fits"] >= 5
+        assert t["model_fit"] > 0 and t["sa"] > 0 and s.model.model.stats["fits"] >= 5
     assert np.mean(xgb_best) < np.mean(rnd_best), (xgb_best, rnd_best)
 
 
@@ -131,7 +131,7 @@ def test_reg_loss_and_sa_options_run():
     r, s = run("xgb", space, cost, 0, 40, options={"loss": "reg", "cooling": "exp", "restarts": 1, "start": "random",
                                                     "retrain": "plan", "plan_size": 16})
     assert r.trials == 40 and r.best is not None
-    assert s.model.stats["fits"] == 3  # AutoTVM schedule: min_train (8) results, then every 16
+    assert s.model.model.stats["fits"] == 3  # AutoTVM schedule: min_train (8) results, then every 16
 
 
 def test_tvm_features_need_a_workload():
@@ -162,10 +162,10 @@ def test_transfer_warm_start_ranks_held_out_configs(tmp_path):
     ctx = TuneContext(workload=dst, transfer=(str(path),))
     with pytest.warns(UserWarning, match="extents"):
         s = create("xgb", dst_space, seed=0, context=ctx)
-    assert s.model.fitted and s.transfer.groups == [301]
+    assert s.model.fitted and [(b.name, b.groups) for b in s.model.background] == [("transfer", [301])]
     held = dst_space.sample_unique(np.random.default_rng(5), 200)
     truth = np.array([1 / tile_cost(dst_space)(c) for c in held])
-    pred = s.model.predict(s.extractor.table.rows(held))
+    pred = s.model.predict(held)
     untrained = np.zeros(len(held))  # no model: every configuration ties
     assert spearman(pred, truth) > 0.5 > abs(np.nan_to_num(spearman(untrained + 1e-12 * np.arange(len(held)), truth)))
     # the very first batch already comes from the model: better than random on average

@@ -2,16 +2,18 @@
 
 To add one: write ``tiletune/strategies/<name>.py`` with a ``@register`` Strategy subclass and add the
 module name to ``base.MODULES``. The conformance suite (tests/test_strategy_conformance.py) then runs on it.
-Pieces that several strategies share live outside the strategy modules: ``common`` (the start option of the
-local searches, torch, unvisited samples, the prior options, the surrogate-steered base),
-``tiletune.construct`` (Gensor's walk and Roller's tree: the constructions of the strategies gensor and
-roller and of the constructive starts), ``tiletune.cost_model.surrogate`` (features + XGBoost for evo and
-dgd) and ``tiletune.cost_model.etir`` (Gensor's eTIR state and analytic model, also Roller's).
+Pieces that several strategies share live outside the strategy modules: ``options`` (``Option``, the value
+checks, the top-k options of the constructive strategies), ``starts`` (the start of the local searches),
+``sampling`` (uniform samples of unvisited configurations), ``learned`` (the options and base of the searches
+steered by a learned cost model), ``torch_support``; ``tiletune.construct`` (Gensor's walk and Roller's tree:
+the constructions of the strategies gensor and roller and of the constructive starts),
+``tiletune.cost_model.surrogate`` (features + XGBoost + background rows for xgb, evo and dgd) and
+``tiletune.cost_model.etir`` (Gensor's eTIR state and analytic model, also Roller's).
 """
 from __future__ import annotations
 
-from .base import (GeneratorStrategy, Option, Strategy, Trial, TuneContext, create, get, parse_options, register,
-                   registry)
+from .base import GeneratorStrategy, Strategy, Trial, TuneContext, create, get, parse_options, register, registry
+from .options import Option
 
 __all__ = ["GeneratorStrategy", "Option", "Strategy", "Trial", "TuneContext", "create", "get", "parse_options",
            "register", "registry"]

@@ -1,7 +1,8 @@
 """The strategy interface: batched ask/tell over Configs.
 
 A strategy sees the Space and the results it is told, nothing else (no TVM). Options are declared
-as data (``Option``) with defaults and help; unknown options and bad values raise TiletuneError.
+as data (``tiletune.strategies.options.Option``) with defaults and help; unknown options and bad values
+raise TiletuneError.
 Randomness comes from an explicit numpy Generator seeded by ``seed``.
 
 Contract with the tuning loop (``tiletune.tune``):
@@ -23,17 +24,17 @@ top to bottom like its paper's pseudo-code.
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Generator, Sequence
+from typing import Any, ClassVar, Generator, Sequence
 
 import numpy as np
 
 from ..errors import TiletuneError
 from ..space import Config, Space
+from .options import Option
 
 
 @dataclass(frozen=True)
@@ -49,52 +50,13 @@ class Trial:
         return self.error is None and math.isfinite(self.cost)
 
 
-@dataclass(frozen=True)
-class Option:
-    name: str
-    default: Any
-    help: str
-    type: Callable[[Any], Any] = float
-    choices: tuple | None = None
-    check: Callable[[Any], bool] | None = None  # extra validity test
-    check_help: str = ""
-
-    def parse(self, raw: Any, strategy: str) -> Any:
-        try:
-            if self.type is bool and isinstance(raw, str):
-                low = raw.strip().lower()
-                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError(raw)
-                value = low in ("1", "true", "yes", "on")
-            else:
-                value = self.type(raw)
-        except (TypeError, ValueError):
-            raise TiletuneError(
-                f"strategy {strategy}: option {self.name}={raw!r} is not a valid {self.type.__name__}"
-            ) from None
-        if self.choices is not None and value not in self.choices:
-            raise TiletuneError(
-                f"strategy {strategy}: option {self.name}={value!r} not in {list(self.choices)}"
-            )
-        if self.check is not None and not self.check(value):
-            raise TiletuneError(f"strategy {strategy}: option {self.name}={value!r}: {self.check_help}")
-        return value
-
-
-def with_default(options: tuple[Option, ...], name: str, default: Any) -> tuple[Option, ...]:
-    """The same options with a different default for ``name`` (for a variant of a strategy)."""
-    if name not in {o.name for o in options}:
-        raise ValueError(f"no option {name!r}")
-    return tuple(dataclasses.replace(o, default=default) if o.name == name else o for o in options)
-
-
 @dataclass
 class TuneContext:
     """What a strategy may know beyond the space, all optional.
 
     ``workload`` (a Workload), ``target`` (a target dict) and ``hardware`` (a HardwareSpec) let model-based
     strategies lower or model configurations; ``transfer`` lists records files of other workloads whose
-    results a cost model may learn from (strategy xgb), and ``levels`` is the tiling levels the space was
+    results a cost model may learn from (xgb, evo, dgd), and ``levels`` is the tiling levels the space was
     built with (``space.parse_levels``), so that transferred records map into the same kind of space."""
 
     workload: Any = None
@@ -113,11 +75,9 @@ class Strategy(ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     #: builds a few configurations from a model and measures only those (no search to an optimum)
     constructive: ClassVar[bool] = False
-    #: configurations per measured batch when the run does not set one (``--batch-size``): 8, small enough
-    #: for a strategy that learns from results to learn often at small budgets. A strategy whose proposals do
-    #: not depend on results (random, grid) sets 16: larger batches cost it nothing in quality and halve the
-    #: build barrier at the end of each batch, where the last, slowest compilations leave a core idle (1.3x
-    #: trials/s on GEMM 256^3 together with the 10 ms warm-up and the 1.5 cut-off; benchmarks/README.md)
+    #: configurations per measured batch when the run does not set one (``--batch-size``): 8, so that a strategy
+    #: that learns from results learns often; 16 for one whose proposals do not depend on results (random,
+    #: grid). Decision: docs/decisions/batch-size.md
     batch_size: ClassVar[int] = 8
 
     def __init__(self, space: Space, *, seed: int = 0, context: TuneContext | None = None,
@@ -249,7 +209,8 @@ class GeneratorStrategy(Strategy):
             self._resume(list(trials))
 
 
-#: strategy modules, loaded on first use of the registry (the common modules are not strategies)
+#: strategy modules, loaded on first use of the registry (options, starts, sampling, learned and torch_support
+#: are shared pieces, not strategies)
 MODULES = ("random_search", "grid", "gensor", "roller", "gbfs", "na2c", "rnn", "xgb", "ga", "dgd", "evo")
 _REGISTRY: dict[str, type[Strategy]] = {}
 _loaded = False

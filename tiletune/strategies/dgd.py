@@ -63,14 +63,12 @@ Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo
   The model is ``tiletune.cost_model.xgb.XGBCostModel`` (reg loss on normalised throughput), see
   ``tiletune.cost_model.surrogate``.
 
-- The start (option ``start``, shared with the other local searches): ``random`` is the paper's (the
-  initial sample of ``sample_size`` random configurations, every descent from a random point);
-  ``untiled`` or a JSON object: the paper's initial sample, then the first descent from that state;
-  ``gensor`` / ``roller`` / ``construct`` (construct, then refine; ``construct`` is the default, chosen by
-  measurement): the top ``start_k`` constructions of that method are measured first and are the initial
-  sample (no random sample: at small budgets 64 random measurements would be the whole run), and the first
-  descents start from them, the fastest measured first; random restarts follow. The benchmarks that
-  reproduce the paper pin ``start=random``.
+- The start (``tiletune.strategies.starts``; the paper's is ``random``: the initial sample of
+  ``sample_size`` random configurations, every descent from a random point): a constructive start's
+  configurations are measured first and are the initial sample (no random sample: at small budgets 64 random
+  measurements would be the whole run), and the first descents start from them, the fastest measured first;
+  random restarts follow. ``untiled`` or a JSON object: the paper's initial sample, then the first descent from
+  that state.
 
 - Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
   ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the
@@ -87,12 +85,11 @@ from typing import Sequence
 import numpy as np
 
 from ..space import Config, Space
-from .base import GeneratorStrategy, Option, Search, Trial, register, with_default
-from .common import (CONSTRUCTIVE_STARTS, DEFAULT_PRIOR, DEFAULT_START, NONNEGATIVE, POSITIVE, START_K_OPTION,
-                     START_SWEEP_OPTION, TRANSFER_DECAY_OPTION, SurrogateStrategy, feature_options, prior_options,
-                     start_option, start_seeds)
-
-_RATIO = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
+from .base import GeneratorStrategy, Search, Trial, register
+from .learned import DEFAULT_PRIOR, SurrogateStrategy, surrogate_options
+from .options import NONNEGATIVE, POSITIVE, PROBABILITY, Option, with_default
+from .sampling import sample_unvisited
+from .starts import CONSTRUCTIVE_STARTS, start_options, start_seeds
 
 
 @register
@@ -106,15 +103,12 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
                **POSITIVE),
         Option("window", 3, "sliding-window size: candidates measured per batch (paper: 3)", int, **POSITIVE),
         Option("score_ratio", 0.6, "stop scanning below this share of the best prediction (paper: 0.6)", float,
-               **_RATIO),
+               **PROBABILITY),
         Option("measure_ratio", 0.6, "early stop when a window is below this share of the best measured "
-               "(paper: 0.6)", float, **_RATIO),
+               "(paper: 0.6)", float, **PROBABILITY),
         Option("search_budget", 0, "random restarts (the paper's search_budget); 0: until the loop's budget",
                int, **NONNEGATIVE),
-        start_option(DEFAULT_START, "the paper: random"),
-        START_K_OPTION,
-        START_SWEEP_OPTION,
-    ) + feature_options("program") + prior_options(DEFAULT_PRIOR) + (TRANSFER_DECAY_OPTION,)
+    ) + start_options("the paper: random") + surrogate_options("program", DEFAULT_PRIOR)
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
@@ -195,15 +189,8 @@ class DGD(SurrogateStrategy, GeneratorStrategy):
 
     def random_sample_point(self) -> Config | None:
         """A uniformly random unmeasured configuration (None when none is left)."""
-        got = self.space.sample_unique(self.rng, 1, exclude=set(self.measured))
-        if got:
-            return got[0]
-        if self.space.size <= 200_000:
-            for j in self.rng.permutation(self.space.size):
-                c = self.space.get(int(j))
-                if c not in self.measured and self.space.is_legal(c):
-                    return c
-        return None
+        got = sample_unvisited(self.space, self.rng, 1, set(self.measured))
+        return got[0] if got else None
 
 
 @register

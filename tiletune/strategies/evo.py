@@ -46,26 +46,20 @@ Choices where Ansor or the paper leaves a detail open here:
   when it is not (synthetic spaces, the conformance suite); ``analytical`` = the seven TVM-AF-DS
   features (``tiletune.features.analytical``), also falling back on the knob features without a workload;
   ``knob``, ``itervar``, ``curve``, ``curve1`` by name (``tiletune.cost_model.surrogate``).
-- Population: Ansor's 2048 for cheap features (knob, analytical: ~0.5 ms per configuration);
-  ``population=0`` (auto) gives 128 for features that lower every configuration with TVM (~40 ms each
-  on these 2-core machines with 2 feature workers; Ansor's C++ extraction is far cheaper), so that a
+- Population: Ansor's 2048 for cheap features (knob, analytical); ``population=0`` (auto) gives 128 for
+  features that lower every configuration with TVM (Ansor's C++ extraction is far cheaper), so that a
   round's extraction (about population x (num_iters + 1) new configurations) stays comparable to its
   measurements. ``timing()`` reports the seconds spent in features, fitting and prediction.
-- The start (option ``start``, shared with the other local searches): ``random`` is Ansor's (the first
-  round from a random population); ``gensor`` / ``roller`` / ``construct`` (construct, then refine;
-  ``construct`` is the default, chosen by measurement) measure the top ``start_k`` constructions of that
-  method first, as a round of their own, and the measured ones seed the next populations
-  (``use_measured_ratio``); ``untiled`` or a JSON object does the same with that one state. The
-  benchmarks that reproduce the paper pin ``start=random``.
+- The start (``tiletune.strategies.starts``; Ansor's is ``random``: the first round from a random
+  population): its configurations are measured first, as a round of their own, and the measured ones seed
+  the next populations (``use_measured_ratio``).
 - Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
   ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the
   model (``tiletune.cost_model.surrogate``); with either, the model's scores are used from the first round
-  instead of random ones until ``warmup``. ``prior=analytic`` is the default (chosen by measurement): without
-  it the first round (64 trials, before any model) is the constructions and a random-scored evolution,
-  which at 48 trials ended below random search on 3 of the 7 workloads of ``construct-refine``; with it evo
-  was ahead of its prior-less self on 6 of 7 and of random search on all 7 (2 seeds, Zen 5;
-  benchmarks/README.md). Where the analytic model cannot apply (a space without tile knobs) the default
-  falls back on ``prior=none`` with a warning; ``prior=none`` is Ansor's (the paper benchmarks pin it).
+  instead of random ones until ``warmup``. ``prior=analytic`` is the default (docs/decisions/prior.md): without
+  it the first round is the start and a random-scored evolution. Where the analytic model cannot apply (a space
+  without tile knobs) the default falls back on ``prior=none`` with a warning; ``prior=none`` is Ansor's (the
+  paper benchmarks pin it).
 - A round shorter than ``measure_per_round`` happens when the space runs out of unmeasured points; when
   the whole space is measured ``ask`` returns [].
 """
@@ -79,12 +73,11 @@ import numpy as np
 
 from ..cost_model.surrogate import TVM_FEATURES
 from ..space import ChoiceKnob, Config, Space, divisors
-from .base import Option, Trial, register, with_default
-from .common import (DEFAULT_START, EVO_PRIOR, NONNEGATIVE, POSITIVE, START_K_OPTION,
-                     START_SWEEP_OPTION, TRANSFER_DECAY_OPTION,
-                     SurrogateStrategy, feature_options, prior_options, start_option, start_seeds)
-
-_PROB = dict(check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]")
+from .base import Trial, register
+from .learned import EVO_PRIOR, SurrogateStrategy, surrogate_options
+from .options import NONNEGATIVE, POSITIVE, PROBABILITY, Option, with_default
+from .sampling import sample_unvisited
+from .starts import start_options, start_seeds
 
 
 # ---- Ansor's mutation and crossover ------------------------------------------------------------------
@@ -152,20 +145,19 @@ class EvolutionarySearch(SurrogateStrategy):
         Option("population", 0, "evolution population (Ansor 2048; 0: auto, 2048 or 128 for TVM features)", int,
                **NONNEGATIVE),
         Option("num_iters", 4, "evolution iterations per round (Ansor 4)", int, **NONNEGATIVE),
-        Option("mutation_prob", 0.85, "probability to mutate a selected configuration (Ansor 0.85)", float, **_PROB),
-        Option("crossover_ratio", 0.05, "probability to cross it with a second parent instead", float, **_PROB),
+        Option("mutation_prob", 0.85, "probability to mutate a selected configuration (Ansor 0.85)", float,
+               **PROBABILITY),
+        Option("crossover_ratio", 0.05, "probability to cross it with a second parent instead", float,
+               **PROBABILITY),
         Option("eps_greedy", 0.05, "share of each round measured from random configurations (Ansor 0.05)", float,
-               **_PROB),
+               **PROBABILITY),
         Option("use_measured_ratio", 0.2, "share of the population seeded with the best measured (Ansor 0.2)",
-               float, **_PROB),
+               float, **PROBABILITY),
         Option("warmup", 100, "results before the model's scores are used (Ansor num_warmup_sample 100)", int,
                **NONNEGATIVE),
         Option("tile_weight", 0.9, "weight of MutateTileSize among the rules (Ansor 0.90; rest: choice knobs)",
-               float, **_PROB),
-        start_option(DEFAULT_START, "Ansor: random"),
-        START_K_OPTION,
-        START_SWEEP_OPTION,
-    ) + feature_options("program") + prior_options(EVO_PRIOR) + (TRANSFER_DECAY_OPTION,)
+               float, **PROBABILITY),
+    ) + start_options("Ansor: random") + surrogate_options("program", EVO_PRIOR)
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
@@ -193,19 +185,7 @@ class EvolutionarySearch(SurrogateStrategy):
 
     # ---- one round ----------------------------------------------------------------------------------
     def _random_unmeasured(self, n: int, exclude: set[Config]) -> list[Config]:
-        out = self.space.sample_unique(self.rng, n, exclude=self.asked | exclude)
-        if len(out) < n and self.space.size <= 200_000:  # near exhaustion: enumerate what is left
-            left = [i for i in self.rng.permutation(self.space.size)
-                    if self.space.get(int(i)) not in self.asked and self.space.get(int(i)) not in exclude]
-            seen = set(out)
-            for i in left:
-                c = self.space.get(int(i))
-                if c not in seen and self.space.is_legal(c):
-                    out.append(c)
-                    seen.add(c)
-                if len(out) >= n:
-                    break
-        return out
+        return sample_unvisited(self.space, self.rng, n, self.asked | exclude)
 
     def _mutate(self, c: Config) -> Config | None:
         if not self.rules:

@@ -17,20 +17,14 @@ A gene is a configuration written as one option index per knob. AutoTVM's GATune
             a child that was measured before is mutated one random knob at a time until it is new
             genes <- the children (no duplicates)
 
-The start (option ``start``, shared with the other local searches): ``random`` is AutoTVM's (a uniform
-first generation); ``gensor`` / ``roller`` / ``construct`` (construct, then refine; ``construct``, both
-tops alternating, is the default, chosen by measurement) put the top ``start_k`` constructions of that
-method first in the first generation (the rest uniform), so they are measured first and breed;
-``untiled`` or a JSON object does the same with that one state.
+The start (``tiletune.strategies.starts``; AutoTVM's is ``random``, a uniform first generation): its
+configurations come first in the first generation (the rest uniform), so they are measured first and breed.
 
-AutoTVM's defaults are pop_size 100, elite_num 3, mutation_prob 0.1; ours keep elite_num and
-mutation_prob and take pop_size 16, chosen by measurement (benchmarks/construct_refine.py, setting
-``ga16``: 7 workloads, 5 seeds). With 100 a run below 100 trials never leaves its first generation, i.e.
-it is random search plus the start; with 16 the seed-mean best was ahead of pop_size 100 on all 7
-workloads at 48 trials (56x56 conv: 99 against 80 GFLOPS) and at 128 (depthwise conv: 85 against 59).
-``pop_size=100`` is AutoTVM's GA, which the paper benchmarks pin. When the unmeasured part of the space
-is smaller than a generation, the generation is cut to it; the search ends when every configuration has
-been measured.
+AutoTVM's defaults are pop_size 100, elite_num 3, mutation_prob 0.1; ours keep elite_num and mutation_prob
+and take pop_size 16 (docs/decisions/ga-pop-size.md: with 100, a run below 100 trials never leaves its first
+generation, i.e. it is random search plus the start); ``pop_size=100`` is AutoTVM's GA, which the paper
+benchmarks pin. When the unmeasured part of the space is smaller than a generation, the generation is cut to
+it; the search ends when every configuration has been measured.
 """
 from __future__ import annotations
 
@@ -39,8 +33,10 @@ from typing import Sequence
 import numpy as np
 
 from ..space import Config
-from .base import Option, Strategy, Trial, register
-from .common import DEFAULT_START, START_K_OPTION, START_SWEEP_OPTION, start_option, start_seeds
+from .base import Strategy, Trial, register
+from .options import NONNEGATIVE, PROBABILITY, Option, at_least
+from .sampling import sample_unvisited
+from .starts import start_options, start_seeds
 
 
 @register
@@ -48,16 +44,10 @@ class GATuner(Strategy):
     name = "ga"
     summary = "AutoTVM's genetic algorithm: elitism, one-point crossover of knobs, mutation"
     options = (
-        Option("pop_size", 16, "genes per generation (AutoTVM: 100)", int,
-               check=lambda v: v >= 2, check_help="must be >= 2"),
-        Option("elite_num", 3, "best genes carried into the next selection pool", int,
-               check=lambda v: v >= 0, check_help="must be >= 0"),
-        Option("mutation_prob", 0.1, "probability to reset each knob of a child", float,
-               check=lambda v: 0 <= v <= 1, check_help="must be in [0, 1]"),
-        start_option(DEFAULT_START, "AutoTVM: random"),
-        START_K_OPTION,
-        START_SWEEP_OPTION,
-    )
+        Option("pop_size", 16, "genes per generation (AutoTVM: 100)", int, **at_least(2)),
+        Option("elite_num", 3, "best genes carried into the next selection pool", int, **NONNEGATIVE),
+        Option("mutation_prob", 0.1, "probability to reset each knob of a child", float, **PROBABILITY),
+    ) + start_options("AutoTVM: random")
 
     def __init__(self, space, **kw):
         super().__init__(space, **kw)
@@ -87,17 +77,8 @@ class GATuner(Strategy):
         return genes
 
     def _random_unvisited(self) -> tuple[int, ...] | None:
-        if len(self.visited) >= self.space.size:
-            return None
-        if self.space.size - len(self.visited) < 64 and self.space.size <= 200_000:
-            rest = [g for g in (self._gene(self.space.get(i)) for i in range(self.space.size))
-                    if g not in self.visited and self._legal(g)]
-            return rest[int(self.rng.integers(len(rest)))] if rest else None
-        for _ in range(1000):
-            g = self._gene(self.space.sample(self.rng))
-            if g not in self.visited:
-                return g
-        return None
+        got = sample_unvisited(self.space, self.rng, 1, {self._config(g) for g in self.visited})
+        return self._gene(got[0]) if got else None
 
     # ---- ask / tell ------------------------------------------------------------------------------
     def ask(self, n: int) -> list[Config]:

@@ -36,15 +36,11 @@ Choices where the paper leaves a detail open:
 - rho = 0 (or "all") means rho = len(g(s)); then, with no budget, every state reachable from s0 is
   visited (the paper's remark after Algorithm 1). Stop: Q empty (``ask`` returns []) or the loop's
   budget (the paper's T_max).
-- The start (option ``start``, ``common.start_states``): ``untiled`` is the paper's s0, the untiled state
-  [[m,1,1,1],[k,1],[n,1,1,1]] (choice knobs at their first value); ``random`` draws s0 uniformly; a JSON
-  object (knob name -> value) gives it by hand; ``gensor`` / ``roller`` / ``construct`` (construct, then
-  refine; ``construct``: both tops alternating) make the first B the top ``start_k`` constructions of that
-  method (``tiletune.construct``): all of them are tested first and join S_v and Q, so the search expands
-  the best of them first. The default is ``construct``, chosen by measurement: from the untiled s0 the
-  search spends its first ~100 trials leaving the slow region, so at small budgets it ends below random
-  search, and Gensor's and Roller's tops together did better than Roller's alone
-  (benchmarks/construct_refine.py); the benchmarks that reproduce the paper pin ``start=untiled``.
+- The start (``tiletune.strategies.starts``; the paper's s0 is ``untiled``, the untiled state
+  [[m,1,1,1],[k,1],[n,1,1,1]]): the first B is its configurations; all of them are tested first and join S_v
+  and Q, so the search expands the best of them first. From the untiled s0 the search spends its first ~100
+  trials leaving the slow region (docs/decisions/default-start.md); the benchmarks that reproduce the paper pin
+  ``start=untiled``.
 """
 from __future__ import annotations
 
@@ -52,8 +48,9 @@ import heapq
 import math
 
 from ..space import Config, Space
-from .base import GeneratorStrategy, Option, Search, register
-from .common import DEFAULT_START, START_K_OPTION, START_SWEEP_OPTION, start_option, strategy_starts
+from .base import GeneratorStrategy, Search, register
+from .options import Option
+from .starts import start_options, strategy_starts
 
 
 def parse_rho(value) -> int:
@@ -75,10 +72,7 @@ class GBFS(GeneratorStrategy):
     summary = "Greedy Best-First Search over tiling moves (Zhang et al., Algorithm 1)"
     options = (
         Option("rho", 5, "neighbours of a popped state tested at random (0 or 'all': every neighbour)", parse_rho),
-        start_option(DEFAULT_START, "the paper: untiled"),
-        START_K_OPTION,
-        START_SWEEP_OPTION,
-    )
+    ) + start_options("the paper: untiled")
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)

@@ -18,8 +18,8 @@ from typing import Sequence
 from ..construct.gensor import MAX_VTHREAD, T0, THRESHOLD, WALKS, GensorWalk
 from ..cost_model.etir import Model
 from ..space import Config, Space
-from .base import Option, Strategy, Trial, register
-from .common import after_topk_option, topk_option
+from .base import Strategy, Trial, register
+from .options import GREATER_THAN_ZERO, POSITIVE, Option, after_topk_option, between, topk_option
 
 
 def _vthread_mode(v: str) -> str:
@@ -43,15 +43,14 @@ class Gensor(Strategy):
     constructive = True
     options = (
         topk_option(1),
-        Option("t0", T0, "initial temperature T0", float, check=lambda v: v > 0, check_help="must be > 0"),
+        Option("t0", T0, "initial temperature T0", float, **GREATER_THAN_ZERO),
         Option("threshold", THRESHOLD, "stop when T falls to the threshold (T halves per step: 1e-30 -> 100 steps)",
-               float, check=lambda v: v > 0, check_help="must be > 0"),
+               float, **GREATER_THAN_ZERO),
         Option("vthread", "auto", "setVthread action: auto (on for GPU hardware only), on, off", _vthread_mode),
         Option("cache_moves", "on", "annealed cache action (on) or a fixed level schedule (off)", _onoff),
         Option("walks", WALKS, "independent annealed walks pooled into the first construction", int,
-               check=lambda v: 1 <= v <= 64, check_help="must be 1..64"),
-        Option("max_vthread", MAX_VTHREAD, "largest virtual-thread count", int, check=lambda v: v >= 1,
-               check_help=">= 1"),
+               **between(1, 64)),
+        Option("max_vthread", MAX_VTHREAD, "largest virtual-thread count", int, **POSITIVE),
         after_topk_option("next-best constructed states"),
     )
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..space import Config
-from .base import Option, Strategy, Trial, register
+from .base import Strategy, Trial, register
+from .options import Option, POSITIVE
 
 
 @register
@@ -13,8 +14,7 @@ class GridSearch(Strategy):
     summary = "exhaustive enumeration in index order (stride > 1 visits every stride-th index first)"
     batch_size = 16  # proposals do not depend on results: see Strategy.batch_size
     options = (
-        Option("stride", 1, "visit indices 0, s, 2s, ... then 1, 1+s, ... (s=1: plain order)", int,
-               check=lambda v: v >= 1, check_help="must be >= 1"),
+        Option("stride", 1, "visit indices 0, s, 2s, ... then 1, 1+s, ... (s=1: plain order)", int, **POSITIVE),
     )
 
     def __init__(self, space, **kw):

@@ -1,7 +1,7 @@
 """N-A2C: Neighbourhood Actor Advantage Critic (Zhang et al., "Compiler-Level Matrix Multiplication
 Optimization for Deep Learning", section 4.3, Algorithm 2).
 
-Same MDP as G-BFS (see gbfs.py; s0 from ``common.start_states``): states are configurations, actions move a
+Same MDP as G-BFS (see gbfs.py; s0 from ``tiletune.strategies.starts``): states are configurations, actions move a
 prime factor between two levels of one axis (or a choice knob one step), reward r(s, a) = 1 / cost(s')
 (eq. 8).
 
@@ -27,9 +27,8 @@ One episode is one ``ask(n)``: len(B_test) = n, the loop's batch; its results co
 Choices where the paper leaves a detail open (paper's notation):
 
 - s0 itself is tested first (the first batch is [s0]), so H_v and cost_min start from it. The start
-  (option ``start``): ``untiled`` (the paper's s0), ``random``, a JSON object, or ``gensor`` / ``roller``
-  (construct, then refine): the top ``start_k`` constructions are the first batch and the centre s0 moves
-  to the best of them when their costs are told. Default ``roller``, chosen by measurement as for G-BFS.
+  (``tiletune.strategies.starts``; the paper's s0 is ``untiled``): with a constructive start the
+  constructions are the first batch and the centre s0 moves to the best of them when their costs are told.
 - Actions are drawn from the legitimate ones at s, A(s) = {a in A : J(step(s, a)) = 1}: the random
   branch is uniform over A(s) and pi(s) is the actor's softmax renormalised over A(s) (option
   greedy=true takes its argmax instead of sampling). A walk stops early at a state with A(s) empty.
@@ -65,13 +64,11 @@ from typing import Sequence
 import numpy as np
 
 from ..space import Action, Config, Space, SplitKnob
-from .base import Option, Strategy, Trial, register
-from .common import (DEFAULT_START, START_K_OPTION, START_SWEEP_OPTION, require_torch, start_option, strategy_starts,
-                     unvisited_sample)
-
-
-def _positive(v) -> bool:
-    return v > 0
+from .base import Strategy, Trial, register
+from .options import DISCOUNT, GREATER_THAN_ZERO, NONNEGATIVE, POSITIVE, PROBABILITY, Option
+from .sampling import sample_unvisited
+from .starts import start_options, strategy_starts
+from .torch_support import require_torch
 
 
 def inverse_actions(space: Space) -> list[int]:
@@ -154,36 +151,28 @@ class NA2C(Strategy):
     name = "na2c"
     summary = "Neighbourhood Actor Advantage Critic: T-step episodes around the best state (Zhang et al., Alg. 2)"
     options = (
-        Option("T", 3, "exploration steps per walk from the centre s0", int, check=_positive, check_help="must be >= 1"),
+        Option("T", 3, "exploration steps per walk from the centre s0", int, **POSITIVE),
         Option("T_mode", "fixed", "fixed T, or 'decay' (T -> T_min) or 'grow' (T -> T_max while not improving)",
                str, choices=("fixed", "decay", "grow")),
-        Option("T_min", 1, "smallest T for T_mode=decay", int, check=_positive, check_help="must be >= 1"),
-        Option("T_max", 10, "largest T for T_mode=grow", int, check=_positive, check_help="must be >= 1"),
+        Option("T_min", 1, "smallest T for T_mode=decay", int, **POSITIVE),
+        Option("T_max", 10, "largest T for T_mode=grow", int, **POSITIVE),
         Option("T_every", 4, "episodes per change of T (decay), or episodes without improvement per step (grow)",
-               int, check=_positive, check_help="must be >= 1"),
+               int, **POSITIVE),
         Option("epsilon", 0.8, "probability of following the actor's policy pi(s) (else a random action)", float,
-               check=lambda v: 0.0 <= v <= 1.0, check_help="must be in [0, 1]"),
+               **PROBABILITY),
         Option("greedy", False, "follow argmax pi(s) instead of sampling pi(s)", bool),
-        Option("memory", 2000, "size of the memory M of (s, a, r, s') transitions", int, check=_positive,
-               check_help="must be >= 1"),
+        Option("memory", 2000, "size of the memory M of (s, a, r, s') transitions", int, **POSITIVE),
         Option("predecessors", "all", "store every (s, a) with step(s, a) = s' ('all') or only walked ones",
                str, choices=("all", "walked")),
-        Option("gamma", 0.9, "discount of the critic's target r + gamma V(s')", float,
-               check=lambda v: 0.0 <= v < 1.0, check_help="must be in [0, 1)"),
-        Option("lr", 1e-3, "Adam learning rate of actor and critic", float, check=_positive,
-               check_help="must be > 0"),
-        Option("hidden", 64, "hidden units per layer of the MLPs", int, check=_positive, check_help="must be >= 1"),
-        Option("train_steps", 16, "minibatch updates after each measured batch", int,
-               check=lambda v: v >= 0, check_help="must be >= 0"),
-        Option("minibatch", 64, "transitions per update", int, check=_positive, check_help="must be >= 1"),
-        Option("entropy", 0.01, "entropy bonus of the actor loss", float, check=lambda v: v >= 0,
-               check_help="must be >= 0"),
+        Option("gamma", 0.9, "discount of the critic's target r + gamma V(s')", float, **DISCOUNT),
+        Option("lr", 1e-3, "Adam learning rate of actor and critic", float, **GREATER_THAN_ZERO),
+        Option("hidden", 64, "hidden units per layer of the MLPs", int, **POSITIVE),
+        Option("train_steps", 16, "minibatch updates after each measured batch", int, **NONNEGATIVE),
+        Option("minibatch", 64, "transitions per update", int, **POSITIVE),
+        Option("entropy", 0.01, "entropy bonus of the actor loss", float, **NONNEGATIVE),
         Option("max_walks", 64, "walks in a row that collect nothing new before falling back to random "
-               "unvisited states", int, check=_positive, check_help="must be >= 1"),
-        start_option(DEFAULT_START, "the paper: untiled"),
-        START_K_OPTION,
-        START_SWEEP_OPTION,
-    )
+               "unvisited states", int, **POSITIVE),
+    ) + start_options("the paper: untiled")
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
@@ -258,7 +247,7 @@ class NA2C(Strategy):
             idle_walks = 0 if new else idle_walks + 1
             if idle_walks >= self.opts["max_walks"]:
                 # guard: the T-step neighbourhood of s0 is visited; fill up with random unvisited states
-                extra = unvisited_sample(self.space, self.rng, n - len(collect),
+                extra = sample_unvisited(self.space, self.rng, n - len(collect),
                                          set(self.H_v) | self.pending | seen)
                 self.fallbacks += len(extra)
                 collect += extra

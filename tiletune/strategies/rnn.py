@@ -35,12 +35,10 @@ from typing import Sequence
 import numpy as np
 
 from ..space import Config, Space
-from .base import Option, Strategy, Trial, register
-from .common import require_torch, unvisited_sample
-
-
-def _positive(v) -> bool:
-    return v > 0
+from .base import Strategy, Trial, register
+from .options import DISCOUNT, GREATER_THAN_ZERO, NONNEGATIVE, POSITIVE, Option
+from .sampling import sample_unvisited
+from .torch_support import require_torch
 
 
 class _Controller:
@@ -121,14 +119,13 @@ class RNNController(Strategy):
     summary = "RNN controller (LSTM/GRU) emitting knobs one by one, trained with REINFORCE (baseline)"
     options = (
         Option("cell", "lstm", "recurrent cell", str, choices=("lstm", "gru")),
-        Option("hidden", 64, "hidden units of the cell", int, check=_positive, check_help="must be >= 1"),
-        Option("lr", 0.005, "Adam learning rate", float, check=_positive, check_help="must be > 0"),
-        Option("baseline_decay", 0.9, "beta of the moving-average baseline b", float,
-               check=lambda v: 0.0 <= v < 1.0, check_help="must be in [0, 1)"),
-        Option("entropy", 0.001, "entropy bonus", float, check=lambda v: v >= 0, check_help="must be >= 0"),
-        Option("updates", 1, "REINFORCE steps per told batch", int, check=_positive, check_help="must be >= 1"),
+        Option("hidden", 64, "hidden units of the cell", int, **POSITIVE),
+        Option("lr", 0.005, "Adam learning rate", float, **GREATER_THAN_ZERO),
+        Option("baseline_decay", 0.9, "beta of the moving-average baseline b", float, **DISCOUNT),
+        Option("entropy", 0.001, "entropy bonus", float, **NONNEGATIVE),
+        Option("updates", 1, "REINFORCE steps per told batch", int, **POSITIVE),
         Option("tries", 8, "controller samples per wanted configuration before falling back to random "
-               "unvisited ones", int, check=_positive, check_help="must be >= 1"),
+               "unvisited ones", int, **POSITIVE),
     )
 
     def __init__(self, space: Space, **kw):
@@ -171,7 +168,7 @@ class RNNController(Strategy):
         finally:
             torch.set_num_threads(threads)
         if len(out) < n:
-            extra = unvisited_sample(self.space, self.rng, n - len(out), self.proposed)
+            extra = sample_unvisited(self.space, self.rng, n - len(out), self.proposed)
             self.fallbacks += len(extra)
             self.proposed.update(extra)
             out += extra

@@ -14,8 +14,8 @@ from typing import Sequence
 from ..construct.roller import BRANCH, RollerTree
 from ..cost_model.etir import Model
 from ..space import Config, Space
-from .base import Option, Strategy, Trial, register
-from .common import after_topk_option, topk_option
+from .base import Strategy, Trial, register
+from .options import Option, after_topk_option, between, topk_option
 
 
 @register
@@ -26,7 +26,7 @@ class Roller(Strategy):
     options = (
         topk_option(10),
         Option("branch", BRANCH, "enlargements kept per scale-up step besides the greedy path", int,
-               check=lambda v: 1 <= v <= 4, check_help="must be 1..4"),
+               **between(1, 4)),
         after_topk_option("the remaining constructed leaves"),
     )
 
