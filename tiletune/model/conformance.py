@@ -75,12 +75,19 @@ def cases(families=None, paths=PATHS, layouts=LAYOUTS) -> list[tuple[str, str, s
 
 
 def export_onnx(source, path: str) -> None:
-    """``torch.onnx.export`` of a torch ``ModelSource`` to ``path`` (opset 17, the TorchScript exporter)."""
+    """``torch.onnx.export`` of a torch ``ModelSource`` to ``path`` (opset 17, the TorchScript exporter), with
+    ``nn.MultiheadAttention``'s inference fast path off (as one exports it: its fused ATen kernel has no ONNX
+    form)."""
     import torch
 
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False)
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)  # its fused kernel has no ONNX form
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
 def run_case(family: str, path: str, layout: str, *, target: dict, records: str, workdir: str,

@@ -286,7 +286,7 @@ def pools():
             y = self.conv(x)
             a = F.max_pool2d(y, 3, stride=2, padding=1, ceil_mode=True)
             b = F.avg_pool2d(y, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
-            c = F.adaptive_avg_pool2d(y, (a.shape[2], a.shape[3]))
+            c = F.pad(F.adaptive_avg_pool2d(y[..., :12, :12], (6, 3)).repeat(1, 1, 1, 2), (0, 1, 0, 1))
             d = y.amax((2, 3), keepdim=True).expand_as(a) + F.adaptive_max_pool2d(y[..., :12, :12], 1)
             return torch.cat([a, b, c, d, F.adaptive_max_pool2d(y[..., :12, :12], (6, 4)).repeat(1, 1, 2, 2)[
                 ..., :7, :7]], dim=1)

@@ -4,7 +4,8 @@
   (``torch.fx.experimental.optimization.fuse``: conv + BN -> one conv with scaled weights and a bias), where
   the module traces symbolically; then ``torch.export.export`` (under ``no_grad``) and
   ``tvm.relax.frontend.torch.from_exported_program(keep_params_as_input=False)``.
-- ONNX: ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants).
+- ONNX: constants folded first (``tiletune.model.onnx_fold``: pads and shapes the exporter computes at run
+  time), then ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants).
 - Then, for both: comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
   ``_bool_compares_as_int8``), and BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
   is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
@@ -18,6 +19,7 @@ import copy
 import warnings
 
 from ..errors import TiletuneError
+from .onnx_fold import fold_constants
 from .source import ModelSource
 
 
@@ -69,7 +71,7 @@ def _to_relax(source: ModelSource):
         from tvm.relax.frontend.onnx import from_onnx
 
         try:
-            model = onnx.load(source.onnx_path)
+            model = fold_constants(onnx.load(source.onnx_path))
             shapes = {i.name: list(i.shape) for i in source.inputs}
             dtypes = {i.name: i.dtype for i in source.inputs}
             mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
