@@ -189,3 +189,20 @@ def test_build_names_the_tasks_left_to_the_default_schedule(home, tmp_path):
     assert why[first.name] == ("no successful trial (3 of 3 failed: build-error: tvm.error.InternalError: Buffer x "
                                "is used before)")
     assert why[second.name] == "not tuned (no record)"
+
+
+def test_a_kernel_that_does_not_compile_is_named():
+    """compile_module's error names the kernel that fails (found by compiling each alone), not TVM's dump."""
+    import tvm
+    from tvm import s_tir, te
+
+    from tiletune.model.build import _failing_kernel
+
+    a = te.placeholder((64,), name="a")
+    good = te.create_prim_func([a, te.compute((64,), lambda i: a[i] + 1.0, name="b")])
+    sch = s_tir.Schedule(tvm.IRModule({"main": good}))
+    sch.bind(sch.get_loops(sch.get_sblock("b"))[0], "threadIdx.x")  # a GPU binding in a CPU kernel
+    tgt = tvm.target.Target({"kind": "llvm"})
+    assert _failing_kernel(tvm.IRModule({"good": good}), tgt) is None
+    name, why = _failing_kernel(tvm.IRModule({"good": good, "bad_kernel": sch.mod["main"]}), tgt)
+    assert name == "bad_kernel" and why and "\n" not in why

@@ -158,7 +158,24 @@ def compile_module(mod, target: dict):
         with quiet_tvm():
             return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
     except Exception as e:  # noqa: BLE001
-        raise TiletuneError(f"compiling the model failed ({one_line(str(e), 300)})") from None
+        culprit = _failing_kernel(mod, tgt)
+        where = f"kernel {culprit[0]} does not compile: {culprit[1]}" if culprit else one_line(str(e), 300)
+        raise TiletuneError(f"compiling the model failed ({where})") from None
+
+
+def _failing_kernel(mod, tgt) -> tuple[str, str] | None:
+    """(name, its error in one line) of the first kernel of ``mod`` that TVM cannot compile alone, or None when
+    each compiles (the failure is then in the model's own passes)."""
+    import tvm
+
+    for gv, f in mod.functions.items():
+        if isinstance(f, tvm.tirx.PrimFunc):
+            try:
+                with quiet_tvm():
+                    tvm.compile(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), target=tgt)
+            except Exception as e:  # noqa: BLE001
+                return gv.name_hint, one_line(str(e), 300)
+    return None
 
 
 def _flat(out) -> list[np.ndarray]:
