@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,7 @@ from tiletune.cli import build_parser, main
 from tiletune.commands.common import measure_settings, options_by_strategy, options_for, split_option
 from tiletune.errors import TiletuneError
 from tiletune.measure.base import MeasureSettings
+from tiletune.session import DEFAULT_STRATEGY
 
 
 def test_help_lists_commands(capsys):
@@ -140,10 +142,16 @@ def test_option_spellings():
 
 def test_tune_accepts_the_qualified_option(capsys, tmp_path):
     rec = str(tmp_path / "x.jsonl")
-    assert main(["tune", "gemm:M=8,N=8,K=8", "-O", "random.bogus=1", "-q", "-o", rec]) == 2
+    assert main(["tune", "gemm:M=8,N=8,K=8", "-O", f"{DEFAULT_STRATEGY}.bogus=1", "-q", "-o", rec]) == 2
     assert "unknown option" in capsys.readouterr().err
     assert main(["tune", "gemm:M=8,N=8,K=8", "-O", "grid.stride=1", "-q", "-o", rec]) == 2
-    assert "is for strategy 'grid', but this run uses 'random'" in capsys.readouterr().err
+    assert f"is for strategy 'grid', but this run uses '{DEFAULT_STRATEGY}'" in capsys.readouterr().err
+
+
+def test_tune_defaults_to_the_strategy_the_decision_names():
+    assert build_parser().parse_args(["tune", "gemv:M=8,K=4"]).strategy == DEFAULT_STRATEGY
+    decision = Path(__file__).resolve().parent.parent / "docs" / "decisions" / "default-strategy.md"
+    assert f"`{DEFAULT_STRATEGY}`" in decision.read_text().splitlines()[0]
 
 
 def test_bench_passes_unqualified_options_to_the_strategies_that_have_them(monkeypatch, tmp_path, capsys):

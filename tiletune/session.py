@@ -1,8 +1,9 @@
-"""Assemble one tuning run from user-level inputs: workload spec, target, levels, strategy, measurer.
+"""Assemble tuning runs from user-level inputs: workload spec, target, levels, strategy, measurer.
 
-The CLI and the benchmark harness both go through ``run`` so that every comparison is made the same
-way. The space comes from ``tiletune.schedules.make_space`` and the measurer from
-``tiletune.measure.factory.make_measurer`` (both also importable from here, as before).
+``build_task`` turns a workload into what the tuning loop needs (space, context, strategy, measurer); ``run``
+builds one task and tunes it. The CLI and the benchmark harness go through ``run`` so that every comparison is
+made the same way; the model tuner builds each of its tasks with ``build_task``. The space comes from
+``tiletune.schedules.make_space`` and the measurer from ``tiletune.measure.factory``.
 """
 from __future__ import annotations
 
@@ -11,24 +12,26 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import TiletuneError
+from .hardware import HardwareSpec
 from .hardware import load as load_hardware
-from .measure.base import MeasureSettings, Measurer
-from .measure.factory import make_measurer, measured_here
-from .measure.local import check_fits_here
+from .measure.factory import MeasureSettings, Measurer, WorkerPool, check_measurable, make_measurer
 from .paths import check_output
 from .schedules import make_space
-from .strategies import TuneContext, create
+from .space import Space
+from .strategies import Strategy, TuneContext, create
 from .strategies import get as get_strategy
 from .target import parse_target, target_key
 from .tune import Callback, TuneRun, check_budget, tune
 from .workloads import parse
 from .workloads.base import Workload
 
+DEFAULT_STRATEGY = "dgd"  # of `tiletune tune` and RunSpec: docs/decisions/default-strategy.md
+
 
 @dataclass
 class RunSpec:
     workload: str | Workload  # a spec, or the workload already parsed
-    strategy: str = "random"
+    strategy: str = DEFAULT_STRATEGY
     trials: int | None = 64
     seconds: float | None = None
     early_stop: int | None = None
@@ -45,40 +48,82 @@ class RunSpec:
     rpc: str | None = None  # HOST:PORT:KEY of a TVM RPC tracker whose devices measure (tiletune.measure.rpc)
 
 
+@dataclass
+class Task:
+    """One workload ready for the tuning loop: its space, the strategy's context, the strategy and the measurer
+    (None when ``build_task`` was asked for none)."""
+
+    workload: Workload
+    target: dict
+    space: Space
+    context: TuneContext
+    strategy: Strategy
+    measurer: Measurer | None = None
+    owns_measurer: bool = False  # made by build_task (closed by ``close``), not given by the caller
+
+    def close(self) -> None:
+        """Stop the measurer ``build_task`` made (its workers) and what the strategy holds (feature workers),
+        also when the first fails."""
+        try:
+            if self.owns_measurer and self.measurer is not None:
+                self.measurer.close()
+        finally:
+            self.strategy.close()
+
+
+def build_task(workload: str | Workload, strategy: str = DEFAULT_STRATEGY, *, target: Any = None,
+               levels: Any = None, seed: int = 0, options: dict | None = None, defaults: dict | None = None,
+               hardware: str | HardwareSpec | None = None, transfer: Sequence[str] = (),
+               measurer: Measurer | None = None, measure: bool = True, replay: str | None = None,
+               settings: MeasureSettings | None = None, rpc: str | None = None,
+               pool: WorkerPool | None = None) -> Task:
+    """The space, context, strategy and measurer of one workload. Everything a user can get wrong (target,
+    workload size, hardware and transfer files, options) is checked before the measurer and the strategy start.
+
+    ``strategy`` with the caller's ``options`` and its own ``defaults`` (``strategies.create``: a model's
+    task-specific start, which still falls back where it cannot apply); ``hardware``: a HardwareSpec or its
+    JSON file. The measurer: ``measurer`` when given (the caller closes it); else, with ``measure``, one made
+    here (``measure.factory.make_measurer`` with ``replay``, ``settings``, ``rpc`` and the shared ``pool``),
+    started before the strategy so that its workers import TVM while the strategy prepares, and closed by
+    ``Task.close``; ``measure=False``: none (a caller that makes its measurers itself, round by round)."""
+    wl = parse(workload)
+    target = parse_target(target)
+    if measurer is None and measure:
+        check_measurable(wl, target, replay=replay, rpc=rpc)  # before the space is built, which loads TVM
+    space = make_space(wl, levels, target)
+    hw = load_hardware(hardware) if isinstance(hardware, (str, Path)) else hardware
+    context = TuneContext(workload=wl, target=target, hardware=hw, transfer=tuple(transfer), levels=levels)
+    for p in transfer:
+        if not Path(p).exists():
+            raise TiletuneError(f"--transfer file {p!r} does not exist")
+    get_strategy(strategy).check_options(options or {})  # option errors before any worker starts
+    own = measurer is None and measure
+    m = make_measurer(wl, space, target, replay=replay, settings=settings, rpc=rpc, pool=pool) if own else measurer
+    try:
+        strat = create(strategy, space, seed=seed, context=context, options=options, defaults=defaults)
+    except BaseException:
+        if own:
+            m.close()
+        raise
+    return Task(wl, target, space, context, strat, m, own)
+
+
 def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | None = None) -> TuneRun:
-    """One tuning run. Everything a user can get wrong (budget, records path, target, workload size, options,
-    files) is checked before the strategy and the measurer start."""
+    """One tuning run. Everything a user can get wrong (budget, records path, and what ``build_task`` checks)
+    is checked before the strategy and the measurer start."""
     batch_size = spec.batch_size if spec.batch_size is not None else get_strategy(spec.strategy).batch_size
     check_budget(spec.trials, spec.seconds, spec.early_stop, batch_size)
     if spec.records is not None:
         check_output(spec.records, "records file")
-    wl = parse(spec.workload)
-    target = parse_target(spec.target)
-    if measurer is None and measured_here(target, replay=spec.replay, rpc=spec.rpc):
-        check_fits_here(wl, target)  # before the space is built, which loads TVM
-    space = make_space(wl, spec.levels, target)
-    hardware = None
-    if spec.hardware is not None:
-        hardware = load_hardware(spec.hardware)
-    context = TuneContext(workload=wl, target=target, hardware=hardware, transfer=tuple(spec.transfer),
-                          levels=spec.levels)
-    for p in spec.transfer:
-        if not Path(p).exists():
-            raise TiletuneError(f"--transfer file {p!r} does not exist")
-    get_strategy(spec.strategy).check_options(spec.options)  # option errors before any worker starts
-    # the measurer first: its workers import TVM while the strategy prepares (a model, constructions, torch)
-    m, strat = measurer, None
+    task = build_task(spec.workload, spec.strategy, target=spec.target, levels=spec.levels, seed=spec.seed,
+                      options=spec.options, hardware=spec.hardware, transfer=spec.transfer, measurer=measurer,
+                      replay=spec.replay, settings=spec.settings, rpc=spec.rpc)
     try:
-        if m is None:
-            m = make_measurer(wl, space, target, replay=spec.replay, settings=spec.settings,
-                              rpc=spec.rpc)
-        strat = create(spec.strategy, space, seed=spec.seed, context=context, options=spec.options)
-        key = target_key(target) if spec.replay is None else getattr(m, "target_key", target_key(target))
-        return tune(space=space, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, target=key,
-                    trials=spec.trials, seconds=spec.seconds, early_stop=spec.early_stop,
-                    batch_size=batch_size, records=spec.records, callbacks=callbacks)
+        key = target_key(task.target)
+        if spec.replay is not None:
+            key = getattr(task.measurer, "target_key", key)
+        return tune(space=task.space, strategy=task.strategy, measurer=task.measurer, workload=task.workload.key,
+                    flops=task.workload.flops, target=key, trials=spec.trials, seconds=spec.seconds,
+                    early_stop=spec.early_stop, batch_size=batch_size, records=spec.records, callbacks=callbacks)
     finally:
-        if measurer is None and m is not None:
-            m.close()
-        if strat is not None:
-            strat.close()  # strategies with worker pools (feature extraction) stop them, even on errors
+        task.close()  # the measurer's workers and the strategy's (feature pools), even on errors

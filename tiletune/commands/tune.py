@@ -8,7 +8,7 @@ from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.factory import measured_here
 from ..progress import Progress, summary
-from ..session import RunSpec
+from ..session import DEFAULT_STRATEGY, RunSpec
 from ..session import run as run_session
 from ..space import parse_levels
 from ..target import parse_target
@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
         "command resumes.",
     )
     p.add_argument("workload", help="workload spec, e.g. gemm:M=512,N=512,K=512")
-    p.add_argument("--strategy", "-s", default="random", help="strategy name (see 'tiletune strategies')")
+    p.add_argument("--strategy", "-s", default=DEFAULT_STRATEGY,
+                   help="strategy name (see 'tiletune strategies'; default: %(default)s)")
     add_option_argument(p, "an option of the strategy, e.g. rho=0.5 or gbfs.rho=0.5 (repeatable)")
     p.add_argument("--trials", "-n", type=int, default=64, help="trial budget; 0 = no trial limit, only with --seconds or --early-stop (default: %(default)s)")
     p.add_argument("--seconds", type=float, default=None, help="wall-time budget in seconds (> 0)")

@@ -1,14 +1,20 @@
 """Which measurer answers a tuning run: a replay table, the local warm workers, or the devices of an RPC
-tracker."""
+tracker. The door into the measurers for everything above ``tiletune.measure`` (sessions, the benchmark
+harness, the model tuner): ``make_measurer``, ``measured_here``, ``check_measurable`` (refuse early what this
+machine cannot measure) and ``shared_pool`` (warm workers that the measurers of several workloads share)."""
 from __future__ import annotations
 
 from ..errors import TiletuneError
 from ..space import Space
+from ..target import host_cores
 from ..workloads.base import Workload
 from . import rpc as rpc_measure
 from .base import MeasureSettings, Measurer
-from .local import LocalMeasurer, WorkerPool
+from .local import LocalMeasurer, WorkerPool, check_fits_here
 from .replay import ReplayMeasurer
+
+__all__ = ["Measurer", "MeasureSettings", "WorkerPool", "check_measurable", "make_measurer", "measured_here",
+           "shared_pool"]
 
 
 def make_measurer(workload: Workload, space: Space, target: dict, *, replay: str | None = None,
@@ -33,3 +39,21 @@ def measured_here(target: dict, *, replay: str | None = None, rpc: str | None = 
     """Whether a run measures on this machine's CPU (LocalMeasurer): an llvm target, no replay table, no
     RPC tracker."""
     return replay is None and rpc is None and target.get("kind") == "llvm"
+
+
+def check_measurable(workload: Workload, target: dict, *, replay: str | None = None, rpc: str | None = None) -> None:
+    """Where the run measures on this machine (``measured_here``): refuse, before any worker starts or TVM
+    loads, a target this machine cannot run and a workload its memory cannot hold (``check_fits_here``)."""
+    if measured_here(target, replay=replay, rpc=rpc):
+        check_fits_here(workload, target)
+
+
+def shared_pool(target: dict, *, rpc: str | None = None) -> WorkerPool | None:
+    """Warm workers for the measurers of several workloads in turn (``make_measurer(..., pool=)``; the caller
+    closes it): as many as a LocalMeasurer would start for ``target``, building and running its kernels here,
+    or with ``rpc`` building them for the tracker's devices. None where nothing is built here (a non-LLVM target
+    without ``rpc``: its measurers are refused, or answer from a replay table)."""
+    if not (measured_here(target) or rpc is not None):
+        return None
+    cores = int(target.get("num-cores") or 0) or None
+    return WorkerPool(min(host_cores(), cores or host_cores()), threads=cores)
