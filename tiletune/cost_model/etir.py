@@ -121,15 +121,9 @@ class Model:
         kc loop for GEMM): the accumulators of the register tile stay in registers over one long reduction axis
         (the input channels), and the short window axes (kernel rows and columns) run outside it. The analytic
         model does not build it: it places the window axes in R1 and the channels in R0, and scores these
-        kernels 2-3x slower than its own tops (NCHW conv2d 64 -> 64 at 56x56 on znver5: the fastest kernels
-        measured in 25,000 trials, ~150 GFLOPS, all hold the 64 channels in R1 with r and s outside; the model's
-        top constructions, r and s in R1, ran at 75-94). The second keeps the column window inside R1 too: the
-        vector loads of a strided convolution read every stride-th input column, and the fastest kernels of the
-        ResNet C7 conv (stride 2) keep s in R1; Roller's tree in this order built a 120 GFLOPS C7 kernel where
-        every other construction ran at 107 or less (benchmarks/README.md, "The direct loop order"). With stride 1
-        the second order gained nothing (56x56 conv 0.99x and 1.00x, Inception 1.03x and 0.975x against the first
-        alone, 3 seeds recorded and then 5 seeds re-measured) and took a start and its sweep from the others, so
-        it is built for strided convolutions only."""
+        kernels below its own tops. The second keeps the column window inside R1 too: the vector loads of a
+        strided convolution read every stride-th input column; it is built for strided convolutions only.
+        Measurements: docs/decisions/direct-order.md."""
         main = longest_reduction(self.space)
         if main is None or self.hw.kind != "cpu":
             return []
@@ -164,15 +158,10 @@ class Model:
         every other spatial axis has S2 = S3 = 1, the whole window sits in R1, and the unroll depth covers the
         body of one output point (``unroll_value``). The loop over the output row is then the innermost loop
         left after TVM's unrolling, with a straight-line body, and LLVM's loop vectoriser vectorises it, one
-        accumulator per lane. Measured on the NCHW depthwise 3x3 conv (256 channels, 28x28, znver5): of the 8
-        distinct kernels above 100 GFLOPS in the construct-refine runs' records, 6 had this shape, with at most
-        a small S2 tile over it, the three fastest among them (c = [16, 16, 1, 1], p = [7, 1, 4, 1], q = [1,
-        28, 1, 1]: 112-120), while the constructions with explicit vector tiles ran at 7-56 and the 900-trial
-        reference search's best at 64; the plain row construction (p and c in S0 / S1 only) ran at 84-90
-        (benchmarks/README.md, "The row order"). An S3 tile on another axis under it (p3 = 2..14, inside R1)
-        ran at 18-51: LLVM then no longer vectorises the row, so the order keeps S2 and S3 at 1 and leaves those
-        tiles to the searches. The analytic model scores these kernels as scalar code (one lane), so it never
-        builds them itself."""
+        accumulator per lane. An S3 tile on another axis under it stops LLVM from vectorising the row, so the
+        order keeps S2 and S3 at 1 and leaves those tiles to the searches. The analytic model scores these
+        kernels as scalar code (one lane), so it never builds them itself. Measurements:
+        docs/decisions/row-order.md."""
         if self.hw.kind != "cpu" or self.inner is None or self.n != self.knobs[self.inner][1].levels - 1:
             return False
         reduction = {a.name for a in self.axes if a.kind == "R"}
@@ -296,10 +285,8 @@ class Model:
         conv2d, ...): its P x V accumulators (P = points of the other spatial axes, V =
         ``vector_registers`` of the vectorised axis' tile) and one reduction step's operands, P broadcasts
         and V vector loads, all in registers: P V + P + V + 1 <= the architectural vector registers. A
-        choice: the operands are counted in full because LLVM hoists them ahead of the FMAs (znver5, NCHW
-        conv2d 128 -> 256 at 14 x 14: with P = 8, V = 3 the kernel spilled 15 registers and ran at 72
-        GFLOPS, with P = 4 it spilled 4 and ran at 147; GEMM's 8 x 32 tile, P V + P + V + 1 = 27 on
-        AVX-512, runs at 490)."""
+        choice: the operands are counted in full because LLVM hoists them ahead of the FMAs (a tile that
+        counted only its accumulators spilled; docs/decisions/analytic-model.md)."""
         if self.inner is None:
             return True
         x = e.tiles[self.inner][0]
