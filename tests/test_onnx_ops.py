@@ -42,12 +42,11 @@ def export(module, args, path):
 CASES = [  # (cell, layers, bidirectional, batch_first, initial states as inputs, extra options)
     ("LSTM", 1, False, False, False, {}),
     ("LSTM", 2, True, True, True, {}),
-    ("LSTM", 1, True, False, True, {}),
     ("LSTM", 2, False, True, False, {}),
     ("GRU", 1, False, False, False, {}),
     ("GRU", 2, True, True, True, {}),
     ("RNN", 1, True, False, True, {}),
-    ("RNN", 2, False, False, False, {"nonlinearity": "relu"}),
+    ("RNN", 1, False, True, False, {"nonlinearity": "relu"}),
 ]
 
 

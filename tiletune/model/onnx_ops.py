@@ -37,6 +37,13 @@ def _text(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _split(bb, t, sections, axis: int) -> list:
+    """``t`` split along ``axis`` (one split op), its parts emitted."""
+    parts = bb.emit(relax.op.split(t, sections, axis=axis))
+    n = sections if isinstance(sections, int) else len(sections) + 1
+    return [bb.emit(relax.TupleGetItem(parts, i)) for i in range(n)]
+
+
 def _static_shape(expr, what: str, op: str) -> list[int]:
     try:
         return [int(d) for d in expr.ty.shape]
@@ -105,8 +112,7 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
         def unstack(t):  # [seq, ...] -> seq tensors [...]
             if seq == 1:  # split into one section gives the tensor, not a tuple
                 return [emit(relax.op.squeeze(t, axis=[0]))]
-            parts = emit(relax.op.split(t, seq, axis=0))
-            return [emit(relax.op.squeeze(relax.TupleGetItem(parts, i), axis=[0])) for i in range(seq)]
+            return [emit(relax.op.squeeze(p, axis=[0])) for p in _split(bb, t, seq, 0)]
 
         ys, hs, cs = [], [], []
         for d in range(dirs):
@@ -116,7 +122,7 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
             wb = rb = None
             if b is not None:
                 bias = direction_slice(b, d)  # [2 * gates * hidden]: Wb then Rb
-                wb, rb = (emit(relax.TupleGetItem(emit(relax.op.split(bias, 2, axis=0)), i)) for i in range(2))
+                wb, rb = _split(bb, bias, 2, 0)
             # the input projection of every step in one matmul, its bias Wb included; the recurrence bias Rb
             # is added per step by _step (GRU with linear_before_reset needs it inside the reset product)
             xw = emit(relax.op.matmul(x, w_t))  # [seq, batch, gates * hidden]
@@ -163,8 +169,7 @@ class LSTM(_Recurrent):
         g = e(relax.op.add(xw, e(relax.op.matmul(h, state["r_t"]))))
         if state["rb"] is not None:
             g = e(relax.op.add(g, state["rb"]))
-        parts = e(relax.op.split(g, 4, axis=-1))
-        i, o, f, cc = (e(relax.TupleGetItem(parts, k)) for k in range(4))
+        i, o, f, cc = _split(bb, g, 4, -1)
         i, o, f = (e(cls._act(acts[0], v)) for v in (i, o, f))
         cc = e(cls._act(acts[1], cc))
         c = e(relax.op.add(e(relax.op.multiply(f, c)), e(relax.op.multiply(i, cc))))
@@ -186,23 +191,22 @@ class GRU(_Recurrent):
     def _recurrence(cls, bb, r_d, rb, hidden):
         e = bb.emit
         r_t = e(relax.op.permute_dims(r_d, [1, 0]))  # [hidden, 3 * hidden]
-        rzr, rh = (e(relax.TupleGetItem(e(relax.op.split(r_t, [2 * hidden], axis=1)), k)) for k in range(2))
+        rzr, rh = _split(bb, r_t, [2 * hidden], 1)
         s = {"r_t": r_t, "r_zr": rzr, "r_h": rh, "rb": rb, "rb_zr": None, "rb_h": None}
         if rb is not None:
-            s["rb_zr"], s["rb_h"] = (e(relax.TupleGetItem(e(relax.op.split(rb, [2 * hidden], axis=0)), k))
-                                     for k in range(2))
+            s["rb_zr"], s["rb_h"] = _split(bb, rb, [2 * hidden], 0)
         return s
 
     @classmethod
     def _step(cls, bb, xw, h, c, state, attr, acts):
         e = bb.emit
         dtype = str(xw.ty.dtype)
-        xz, xr, xh = (e(relax.TupleGetItem(e(relax.op.split(xw, 3, axis=-1)), k)) for k in range(3))
+        xz, xr, xh = _split(bb, xw, 3, -1)
         if int(attr.get("linear_before_reset", 0)):
             hr = e(relax.op.matmul(h, state["r_t"]))
             if state["rb"] is not None:
                 hr = e(relax.op.add(hr, state["rb"]))
-            hz, hrr, hh = (e(relax.TupleGetItem(e(relax.op.split(hr, 3, axis=-1)), k)) for k in range(3))
+            hz, hrr, hh = _split(bb, hr, 3, -1)
             z = e(cls._act(acts[0], e(relax.op.add(xz, hz))))
             r = e(cls._act(acts[0], e(relax.op.add(xr, hrr))))
             cand = e(cls._act(acts[1], e(relax.op.add(xh, e(relax.op.multiply(r, hh))))))
@@ -210,7 +214,7 @@ class GRU(_Recurrent):
             hzr = e(relax.op.matmul(h, state["r_zr"]))
             if state["rb_zr"] is not None:
                 hzr = e(relax.op.add(hzr, state["rb_zr"]))
-            hz, hrr = (e(relax.TupleGetItem(e(relax.op.split(hzr, 2, axis=-1)), k)) for k in range(2))
+            hz, hrr = _split(bb, hzr, 2, -1)
             z = e(cls._act(acts[0], e(relax.op.add(xz, hz))))
             r = e(cls._act(acts[0], e(relax.op.add(xr, hrr))))
             hh = e(relax.op.matmul(e(relax.op.multiply(r, h)), state["r_h"]))
