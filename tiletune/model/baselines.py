@@ -138,6 +138,10 @@ def run_method(job: dict) -> dict:
         t0 = time.perf_counter()
         if method in ("torch", "torch-compile"):
             prepare, call, outputs = _torch_method(source, threads, method == "torch-compile")
+            import torch
+
+            from ..bench.vendor import torch_kernel
+            out["torch_kernel"] = torch_kernel(torch)  # the ISA torch dispatches for, and its threads
         elif method == "onnxruntime":
             prepare, call, outputs = _onnx_method(source, threads, tmp)
         elif method in ("tiletune", "tvm-default", "metaschedule"):
