@@ -5,7 +5,8 @@
   the module traces symbolically; then ``torch.export.export`` (under ``no_grad``) and
   ``tvm.relax.frontend.torch.from_exported_program(keep_params_as_input=False)``.
 - ONNX: constants folded first (``tiletune.model.onnx_fold``: pads and shapes the exporter computes at run
-  time), then ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants).
+  time), then ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants) with converters for LSTM, GRU
+  and RNN, which it lacks (``tiletune.model.onnx_ops``).
 - Then, for both: comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
   ``_bool_compares_as_int8``), and BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
   is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
@@ -20,6 +21,7 @@ import warnings
 
 from ..errors import TiletuneError
 from .onnx_fold import fold_constants
+from .onnx_ops import onnx_converters
 from .source import ModelSource
 
 
@@ -74,7 +76,8 @@ def _to_relax(source: ModelSource):
             model = fold_constants(onnx.load(source.onnx_path))
             shapes = {i.name: list(i.shape) for i in source.inputs}
             dtypes = {i.name: i.dtype for i in source.inputs}
-            mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
+            with onnx_converters():  # LSTM, GRU, RNN
+                mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
         except Exception as e:  # noqa: BLE001
             raise TiletuneError(f"{source.spec}: TVM's ONNX frontend cannot import it ({_reason(e)})") from None
     try:

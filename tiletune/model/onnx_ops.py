@@ -25,7 +25,6 @@ import contextlib
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.frontend.onnx import onnx_frontend
 
 from ..errors import TiletuneError
 
@@ -52,7 +51,18 @@ def _static_shape(expr, what: str, op: str) -> list[int]:
             from None
 
 
-class _Recurrent(onnx_frontend.OnnxOpConverter):
+class _Converter:
+    """What TVM's ONNX frontend asks of a converter (its ``OnnxOpConverter`` contract, written here so that this
+    module imports without onnx): ``get_converter(opset)`` gives the ``_impl_vN`` of the largest N <= opset."""
+
+    @classmethod
+    def get_converter(cls, opset):
+        versions = sorted(int(d[len("_impl_v"):]) for d in dir(cls) if d.startswith("_impl_v"))
+        fit = [v for v in versions if v <= opset]
+        return getattr(cls, f"_impl_v{max(fit) if fit else versions[0]}")
+
+
+class _Recurrent(_Converter):
     """What the three converters share: attribute checks, per-direction slicing, the unrolled loop."""
 
     op = ""
@@ -252,6 +262,8 @@ def onnx_converters():
     """Within the block, TVM's Relax ONNX frontend also converts ``LSTM``, ``GRU`` and ``RNN`` (its own
     converter wins where it has one). Only the module function ``onnx_frontend._get_convert_map`` is
     replaced, and put back on exit whatever happens; nested blocks restore in order."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
     original = onnx_frontend._get_convert_map
 
     def extended():
