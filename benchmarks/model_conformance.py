@@ -15,10 +15,10 @@ import sys
 import tempfile
 import time
 
-from tiletune.measure.local import WorkerPool
+from tiletune.measure.factory import shared_pool
 from tiletune.model.conformance import Outcome, cases, run_case, table
 from tiletune.model.families import FAMILIES
-from tiletune.target import host_cores, parse_target
+from tiletune.target import parse_target
 
 
 def main(argv=None) -> int:
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
             done[(r["family"], r["path"], r["layout"])] = r
     target = parse_target(None)
     todo = cases(families, args.paths.split(","), args.layouts.split(","))
-    pool = WorkerPool(host_cores())
+    pool = shared_pool(target)
     outcomes = []
     try:
         with tempfile.TemporaryDirectory() as work:

@@ -10,7 +10,7 @@ from tiletune.model.build import untuned_reasons
 from tiletune.model.conformance import cases, run_case
 from tiletune.model.families import CONV_FAMILIES, FAMILIES
 from tiletune.records import Record
-from tiletune.target import host_cores, parse_target
+from tiletune.target import parse_target
 
 pytestmark = pytest.mark.tvm
 pytest.importorskip("onnx")
@@ -19,12 +19,12 @@ pytest.importorskip("onnx")
 @pytest.fixture(scope="module")
 def suite(home, tmp_path_factory):
     """One pool of warm workers, one records file and one work directory for every case of the module."""
-    from tiletune.measure.local import WorkerPool
+    from tiletune.measure.factory import shared_pool
 
-    pool = WorkerPool(min(2, host_cores()))
+    target = parse_target(None)
+    pool = shared_pool(target)
     work = tmp_path_factory.mktemp("conformance")
-    yield {"pool": pool, "records": str(work / "records.jsonl"), "workdir": str(work),
-           "target": parse_target(None)}
+    yield {"pool": pool, "records": str(work / "records.jsonl"), "workdir": str(work), "target": target}
     pool.close()
 
 

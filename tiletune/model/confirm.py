@@ -21,13 +21,7 @@ cut-off off, so every candidate gets all its samples.
 - A pass whose candidates are already those of the latest pass is not measured again, so re-running a
   finished ``tiletune model tune`` command measures nothing.
 
-Off by default (``CONFIRM_DEFAULT``), by measurement: ``benchmarks/out/model-confirm`` (Zen 5, idle) recalled
-the tuning of ``model-start-2`` and built every model with and without confirming the top 3. Confirmation
-changed the kernel of 5 (xgb) and 9 (Gensor) of MobileNetV2's 31 tasks, and the summed confirmed medians of
-the chosen kernels by 0.6% and 1.4%; end to end the builds did not differ beyond the timing noise
-(MobileNetV2, 3 timings each: 2.97 / 3.09 / 3.07 ms confirmed against 2.87 / 3.11 / 2.85 ms; ResNet-50, one
-timing: 21.5 against 20.9 ms), at 30-40 s per model. Which kernel is fastest alone did not decide which is
-fastest inside the model at this resolution.
+Off by default (``CONFIRM_DEFAULT``): docs/decisions/model-confirm.md.
 """
 from __future__ import annotations
 
@@ -43,7 +37,7 @@ from ..tune import measured_record
 
 #: candidates re-measured per task when confirmation is asked for (``tiletune model tune --confirm K``)
 CONFIRM_TOP = 3
-#: the default of ``tune_model`` and ``model tune --confirm``: off, by measurement (module docstring)
+#: the default of ``tune_model`` and ``model tune --confirm``: off (docs/decisions/model-confirm.md)
 CONFIRM_DEFAULT = 0
 #: interleaved rounds of a confirmation
 CONFIRM_ROUNDS = 2

@@ -28,17 +28,12 @@ Then the padding of every padded NHWC convolution becomes an operator of its own
 ``conv2d(x, padding=p)`` -> ``conv2d(nn.pad(x, p), padding=0)``), which FuseOps keeps out of the
 convolution's kernel: the pad is a kernel of its own (``pad``, default schedule: parallel, vectorized over
 the channels; for ResNet-18's 56x56x64 input, 0.2 M floats), and the convolution's kernel reads a padded
-buffer with no bounds check. Inlined, the padding's bounds check guards every input element in the
-innermost loop: on two ResNet layers in NHWC (64->64 3x3 at 56 and 256->256 3x3 at 14), the kernels of
-Roller's top 3 constructions ran 1.8-2.8x faster with the input padded into a buffer first (the CPU
-template's ``pad_buffer`` knob of the named NHWC conv2d, which PrimFunc workloads do not have; timed
-alternately on a loaded 2-core machine). This is that choice made once for every task of a model.
+buffer with no bounds check (inlined, the padding's bounds check guards every input element in the
+innermost loop). This is the named NHWC conv2d's ``pad_buffer`` knob, which PrimFunc workloads do not have,
+made once for every task of a model; the measurement: docs/decisions/model-layout.md.
 
 The model's inputs and outputs keep their shapes: only the kernels inside change. ``NCHW`` leaves the module
-as imported. The default, ``DEFAULT_LAYOUT`` = NHWC, was chosen by a measurement taken on a loaded machine
-(indicative only; ``benchmarks/model_layout.py`` repeats it): ResNet-18 tuned with 10 trials per task in both
-layouts, the tasks' best kernels added up to 150 ms in NHWC and 677 ms in NCHW (before the padding was taken
-out of the NHWC kernels).
+as imported. The default, ``DEFAULT_LAYOUT`` = NHWC: docs/decisions/model-layout.md.
 """
 from __future__ import annotations
 
@@ -47,7 +42,7 @@ from dataclasses import dataclass, field
 from ..errors import TiletuneError, one_line
 
 LAYOUTS = ("NCHW", "NHWC")
-DEFAULT_LAYOUT = "NHWC"
+DEFAULT_LAYOUT = "NHWC"  # docs/decisions/model-layout.md
 #: the layouts of ConvertLayout: data, then weight (HWIO: the input channel innermost but one, the output
 #: channel innermost, the weight layout of the named NHWC conv2d workload)
 DESIRED = {"relax.nn.conv2d": ["NHWC", "HWIO"]}

@@ -16,31 +16,14 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
 - Resume: re-running the same command replays the same decisions (the strategies and the scheduler are
   seeded, and recalled results equal the measured ones), answering from the records file what was
   measured before; nothing is measured twice.
-- Construct, then refine (issue 21): every task's search starts from its constructed kernels. The default
-  strategy is ``xgb``; in the model path every local search's start defaults to ``MODEL_START`` =
-  ``construct`` (Gensor's and Roller's top constructions alternating: ``tiletune.construct.constructions``)
-  and its ``start_k`` to ``MODEL_START_K`` = 10, which are measured before the cost model proposes anything,
-  and the task scheduler's first rounds go to every task in turn (round robin), so the first 10 trials of
-  every task are the top 5 of both constructions. Neither construction is good on every model (Roller's
-  MobileNetV2 is 5.6x slower than Gensor's, Gensor's ResNet-50 1.4x slower than Roller's); on MobileNetV2 at
-  10 trials per task, the ``construct`` start's kernels summed to 1.99 ms against 3.06 with ``roller`` (end
-  to end 3.13 against 4.10 ms; ResNet-50 21.2 against 21.4; ``benchmarks/model_start.py``, one run). A
-  single-workload search starts from the same two constructions (``DEFAULT_START``), their top 4. Measured
-  again after the register-counting model (``benchmarks/out/model-start-2``, two timings each): ResNet-50
-  tuned so is 1.3x faster than the Gensor-constructed model; MobileNetV2 4-5% slower, and level or 0-4%
-  faster in three later timings of the same builds (``benchmarks/out/model-confirm``): level within the
-  timing noise. With the run's seed Gensor's walk is that of ``-s gensor``,
-  so a model tuned with 10 trials per task has measured every kernel the Gensor-constructed model of 4
-  trials per task chooses from, and Roller's top 5 (top 3-4 for a convolution, whose constructions in the
-  direct loop orders, or for an NCHW depthwise conv in the row order, come third:
-  ``tiletune.construct.direct_constructions``). ``-O start=...`` or ``-O
-  start_k=N`` change it, as for a single workload. The choice-knob sweep of the first two constructions and
-  of the direct ones (``start_sweep``, default 2, see ``tiletune.strategies.common``) comes after the 10
-  constructions, so it changes nothing at 10 trials per task; at 20 trials per task it takes the other 10.
-  Measured so (``benchmarks/out/model-sweep``, one tuning run each, three timings): ResNet-50 0.96-0.99 of
-  the latency without the sweep in all three, MobileNetV2 0.71-1.11 (its timings move by 40% between runs):
-  no loss, a small gain where the timings are steady.
-- Confirmation (``tiletune.model.confirm``; off by default, by measurement): with ``confirm=K``, after the
+- Each task is built as ``session.run`` builds a workload (``tiletune.session.build_task``: space, context,
+  strategy), its measurer comes from ``tiletune.measure.factory`` in one shared pool of warm workers.
+- Construct, then refine: the default strategy is ``DEFAULT_STRATEGY`` and every local search starts from the
+  task's top ``MODEL_START_K`` constructions (``start=MODEL_START``: Gensor's and Roller's alternating, the
+  direct- or row-order ones third where they apply; ``tiletune.construct``), measured before the cost model
+  proposes anything; the scheduler gives every task a round first. ``-O start=...`` / ``-O start_k=N`` change
+  it. Why: docs/decisions/model-start.md.
+- Confirmation (``tiletune.model.confirm``; off by default: docs/decisions/model-confirm.md): with ``confirm=K``, after the
   budget each task's K fastest configurations are measured again side by side, in 2 interleaved rounds
   without the early cut-off, and the build takes the fastest of these measurements instead of the luckiest
   single one. It costs ``2 x K`` measurements per task on top of the budget (its time is part of
@@ -60,12 +43,11 @@ from typing import Any, Callable
 from ..errors import TiletuneError, one_line
 from ..hardware import load as load_hardware
 from ..measure.base import MeasureSettings, Measurer
-from ..measure.factory import make_measurer, measured_here
-from ..measure.local import WorkerPool
+from ..measure.factory import WorkerPool, make_measurer, shared_pool
 from ..records import load
-from ..schedules import make_space
-from ..strategies import TuneContext, create, get as get_strategy
-from ..target import host_cores, target_key
+from ..session import build_task
+from ..strategies import get as get_strategy
+from ..target import target_key
 from ..tune import TuneRun, tune
 from .confirm import CONFIRM_DEFAULT, check_top, chosen, confirm_settings, confirm_task
 from .scheduler import make_scheduler
@@ -73,8 +55,8 @@ from .tasks import Kernel, ModelTasks
 
 
 DEFAULT_STRATEGY = "xgb"
-MODEL_START = "construct"  # see the module docstring
-MODEL_START_K = 10  # the roller strategy's top-k
+MODEL_START = "construct"  # docs/decisions/model-start.md
+MODEL_START_K = 10
 
 
 def task_defaults(strategy: str) -> dict:
@@ -194,17 +176,14 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
         # a budget of less than a round per task: rounds of an equal share, so that every task gets its first
         # round (at rounds of 8, gensor with 4 trials per task reached 15 of ResNet-50's 29 tasks)
         round_trials = max(1, trials // len(states))
-    for st in states:  # strategies and options are checked before anything is measured
-        wl = st.kernel.workload
-        st.space = make_space(wl, None, target)
-        ctx = TuneContext(workload=wl, target=target, hardware=hw, transfer=(), levels=None)
-        st.strategy = create(strategy, st.space, seed=seed, context=ctx, options=options,
-                             defaults=task_defaults(strategy))
+    for st in states:  # built as session.run builds a workload; strategies and options checked before measuring
+        task = build_task(st.kernel.workload, strategy, target=target, seed=seed, options=options,
+                          defaults=task_defaults(strategy), hardware=hw, measure=False)
+        st.space, st.strategy = task.space, task.strategy
     sched = make_scheduler(scheduler, seed)
     own_pool = pool is None
-    if own_pool and (measured_here(target) or rpc is not None):
-        cores = int(target.get("num-cores") or 0) or None
-        pool = WorkerPool(min(host_cores(), cores or host_cores()), threads=cores)
+    if own_pool:
+        pool = shared_pool(target, rpc=rpc)
     started = time.monotonic()
     total = 0
     stopped = "trials"
