@@ -261,6 +261,7 @@ class Model:
             self._vm = relax.VirtualMachine(tvm.runtime.load_module(path), self._dev)
         self._main = self._vm["main"]
         self._specs = [(tuple(s["shape"]), np.dtype(s["dtype"]), s["name"]) for s in self.inputs]
+        self._dims = self.meta.get("dims", {})  # a model with symbolic dimensions: name -> [lo, hi or None]
         self._args = _Args(self._dev, "input")
 
     @property
@@ -270,8 +271,27 @@ class Model:
     def __call__(self, *inputs) -> list[np.ndarray]:
         if len(inputs) != len(self._specs):
             raise TiletuneError(f"the model takes {len(self._specs)} inputs, got {len(inputs)}")
-        args = [self._args.input(i, x, *spec) for i, (x, spec) in enumerate(zip(inputs, self._specs))]
+        specs = self._resolve(inputs) if self._dims else self._specs
+        args = [self._args.input(i, x, *spec) for i, (x, spec) in enumerate(zip(inputs, specs))]
         return _outputs(self._main(*args))
+
+    def _resolve(self, inputs) -> list[tuple]:
+        """The input specs with each symbolic dimension (a name in the shape) at the size the inputs give it,
+        checked against its bounds and equal wherever it appears."""
+        values: dict[str, int] = {}
+        out = []
+        for x, (shape, dtype, name) in zip(inputs, self._specs):
+            got = tuple(getattr(x, "shape", None) or np.shape(x))
+            if len(got) == len(shape):
+                for d, v in zip(shape, got):
+                    if isinstance(d, str):
+                        lo, hi = self._dims[d]
+                        if values.setdefault(d, int(v)) != v:
+                            raise TiletuneError(f"input {name}: {d}={v}, but {values[d]} in an earlier input")
+                        if v < lo or (hi is not None and v > hi):
+                            raise TiletuneError(f"input {name}: {d}={v} is outside the model's bounds {lo}..{hi}")
+            out.append((tuple(values.get(d, -1) if isinstance(d, str) else d for d in shape), dtype, name))
+        return out
 
 
 def _outputs(out) -> list[np.ndarray]:

@@ -15,7 +15,10 @@ from ..model.build import (ModelRunner, best_configs, check, compile_module, exp
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
-from ..model.tasks import ModelTasks, load_model_tasks
+from ..model.shapes import (best_configs_shaped, check_bindings, dispatch_module, label, parse_shapes,
+                            shape_tasks)
+from ..model.source import load as load_source
+from ..model.tasks import ModelTasks, model_tasks
 from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
 from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, tune_model
 from ..model.zoo import MODELS
@@ -25,7 +28,10 @@ from .common import (HelpFormatter, add_measure_arguments, add_option_argument, 
                      options_for, rpc_address)
 
 MODEL_HELP = (f"a built-in model ({', '.join(MODELS)}), path/to/file.py:function returning "
-              "(torch.nn.Module, example_inputs), or a .onnx file")
+              "(torch.nn.Module, example_inputs[, dynamic_shapes]), or a .onnx file")
+SHAPES_HELP = ("a model with symbolic dimensions: the shapes to tune / build, NAME=V1,V2,... (repeat it for "
+               "another dimension: every combination; a dimension not given takes the example's size; default: "
+               "the example's shape)")
 
 
 def add_parser(sub) -> None:
@@ -44,6 +50,7 @@ def add_parser(sub) -> None:
                    help="also time every kernel (tuned schedule from --records, else the default) and show its "
                    "share of the model's latency")
     t.add_argument("--records", "-r", default=None, metavar="RECORDS.jsonl", help="records of 'model tune' (with --measure)")
+    t.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2", help=SHAPES_HELP)
     t.set_defaults(func=run_tasks)
 
     u = msub.add_parser("tune", help="tune every task of a model under one trial budget", formatter_class=HelpFormatter,
@@ -70,6 +77,9 @@ def add_parser(sub) -> None:
                    "default: it did not make the measured models faster end to end): off")
     add_measure_arguments(u, batch_size=8)
     u.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    u.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
+                   help=SHAPES_HELP + "; every shape's tasks share the budget and the records file, and a later run "
+                   "with another shape measures only its new kernels")
     u.set_defaults(func=run_tune)
 
     b = msub.add_parser("build", help="build the model with its best kernels and export it", formatter_class=HelpFormatter,
@@ -84,6 +94,9 @@ def add_parser(sub) -> None:
                    help="also write the tuned kernels as a MetaSchedule JSON database in DIR "
                    "(apply them with relax.transform.MetaScheduleApplyDatabase)")
     b.add_argument("--no-check", action="store_true", help="skip the comparison with the original framework")
+    b.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
+                   help=SHAPES_HELP + "; these shapes get their tuned kernels, every other shape within the bounds "
+                   "the symbolic model with the default schedule, in the same library")
     b.set_defaults(func=run_build)
 
     e = msub.add_parser("bench", help="time the tuned model against PyTorch, torch.compile, ONNX Runtime, TVM",
@@ -114,13 +127,48 @@ def _common(p) -> None:
 
 
 def _load(args) -> tuple:
+    """(source, its tasks, the DynamicTasks of a model with symbolic dimensions else None): a dynamic model's
+    tasks are those of every shape of --shapes (tiletune.model.shapes), merged."""
     target = parse_target(args.target)
     if target.get("kind") != "llvm":
         raise TiletuneError("tiletune model builds for CPU (llvm) targets only")
-    source, tasks = load_model_tasks(args.model, target, args.layout)
+    source = load_source(args.model)
+    bindings = parse_shapes(getattr(args, "shapes", None), source)  # a bad --shapes: one line before the import
+    dyn = None
+    if source.dynamic:
+        dyn = shape_tasks(source, target, args.layout, bindings)
+        tasks = dyn.merged
+    else:
+        tasks = model_tasks(source, target, args.layout)
     for note in tasks.notes:
         print(f"note: {note}")
-    return source, tasks
+    return source, tasks, dyn
+
+
+def _shapes_text(dyn) -> str:
+    if dyn is None:
+        return ""
+    dims = ", ".join(f"{n} in {d.bounds}" for n, d in dyn.source.dims.items())
+    return f" at {len(dyn.shapes)} shape(s) ({'; '.join(st.label for st in dyn.shapes)}; {dims})"
+
+
+def _shapes_args(dyn) -> str:
+    if dyn is None:
+        return ""
+    out = {}
+    for st in dyn.shapes:
+        for k, v in st.binding.items():
+            out.setdefault(k, []).append(str(v))
+    return "".join(f" --shapes {k}={','.join(dict.fromkeys(v))}" for k, v in out.items())
+
+
+def _short(name: str, n: int) -> str:
+    """``name`` in at most ``n`` characters, a dynamic model's ``@shape`` suffix kept."""
+    if len(name) <= n:
+        return name
+    base, at, shape = name.partition("@")
+    keep = max(8, n - len(shape) - 2)
+    return f"{base[:keep]}~{at}{shape}" if at else name[:n]
 
 
 def _mflops(x: int) -> str:
@@ -141,7 +189,7 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
             how = "tuned (best of the records)" if chosen and k.hash in chosen else "tune"
         else:
             how = f"default schedule: {k.reason}"
-        row = [str(i), k.name[:48], k.shapes[:60], _mflops(k.flops), str(k.calls),
+        row = [str(i), _short(k.name, 48), k.shapes[:60], _mflops(k.flops), str(k.calls),
                f"{100 * k.flops * k.calls / total:.1f}"]
         if latency is not None:
             s = latency.get(k.hash, math.nan)
@@ -154,16 +202,16 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
 
 
 def run_tasks(args) -> int:
-    source, tasks = _load(args)
+    source, tasks, dyn = _load(args)
     n_t = len(tasks.tasks)
-    print(f"model {source.spec} ({tasks.layout}): {len(tasks.kernels)} kernels, {n_t} tuned as tasks, "
+    print(f"model {source.spec} ({tasks.layout}){_shapes_text(dyn)}: {len(tasks.kernels)} kernels, {n_t} tuned as tasks, "
           f"{len(tasks.kernels) - n_t} with the default schedule; {_mflops(tasks.total_flops)} MFLOPs per inference")
     latency = chosen = None
     if args.records and not args.measure:
         raise TiletuneError("--records is used with --measure")
     if args.measure:
         set_threads(int(tasks.target.get("num-cores") or 0) or None)
-        chosen = best_configs(tasks, args.records)
+        chosen = best_configs(tasks, args.records) if dyn is None else best_configs_shaped(dyn, args.records)
         latency = kernel_latencies(tasks, chosen, _bench_settings())
         total = sum(latency[k.hash] * k.calls for k in tasks.kernels if math.isfinite(latency[k.hash]))
         print(f"sum of the kernels' latencies: {total * 1e3:.3f} ms per inference (each kernel timed alone)")
@@ -186,10 +234,10 @@ def run_tune(args) -> int:
     check_top(args.confirm)
     check_output(args.records, "records file")
     rpc = rpc_address(args)  # a bad --rpc or an unreachable tracker: one line before the model is imported
-    source, tasks = _load(args)
-    if os.path.exists(args.records):
-        best_configs(tasks, args.records)  # a records file of another model is refused here
-    print(f"model {source.spec} ({tasks.layout}): {len(tasks.tasks)} tasks to tune "
+    source, tasks, dyn = _load(args)
+    if os.path.exists(args.records):  # a records file of another model is refused here
+        best_configs(tasks, args.records) if dyn is None else best_configs_shaped(dyn, args.records)
+    print(f"model {source.spec} ({tasks.layout}){_shapes_text(dyn)}: {len(tasks.tasks)} tasks to tune "
           f"({len(tasks.kernels) - len(tasks.tasks)} other kernels get the default schedule); strategy {args.strategy}, scheduler {args.scheduler}")
     progress = None if args.quiet else ModelProgress(args.trials, len(tasks.tasks))
     tuned = set()
@@ -221,7 +269,7 @@ def run_tune(args) -> int:
               f"{result.confirm_s:.1f} s (the build takes the fastest of these)")
     rows = [("task", "calls", "trials", "best GFLOPS", "us/call", "state")]
     for st in sorted(result.states, key=lambda s: -s.flops * s.calls):
-        rows.append((st.kernel.name[:55], str(st.calls), str(st.trials), f"{st.best_gflops:.1f}",
+        rows.append((_short(st.kernel.name, 55), str(st.calls), str(st.trials), f"{st.best_gflops:.1f}",
                      f"{st.best_s * 1e6:.1f}" if math.isfinite(st.best_s) else "-", st.done or "-"))
     w = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for r in rows:
@@ -232,14 +280,17 @@ def run_tune(args) -> int:
     tuned_sum = sum(st.best_s * st.calls for st in result.states if math.isfinite(st.best_s))
     print(f"tuned kernels: {tuned_sum * 1e3:.3f} ms per inference (the tasks' best kernels, timed alone)")
     print(f"records   {args.records}")
-    print(f"next      tiletune model build {args.model} --layout {tasks.layout} -r {args.records} -o model.so")
+    print(f"next      tiletune model build {args.model} --layout {tasks.layout}{_shapes_args(dyn)} -r {args.records} "
+          "-o model.so")
     return 0 if any(math.isfinite(st.best_s) for st in result.states) or not result.states else 1
 
 
 def run_build(args) -> int:
     check_output(args.output, "model library", parents=False)
     check_output(args.output + ".json", "model description", parents=False)
-    source, tasks = _load(args)
+    source, tasks, dyn = _load(args)
+    if dyn is not None:
+        return _build_dynamic(args, source, tasks, dyn)
     chosen = best_configs(tasks, args.records)
     mod, how = scheduled_module(tasks, chosen)
     ex = compile_module(mod, tasks.target)
@@ -259,6 +310,40 @@ def run_build(args) -> int:
     if foreign:
         print(f"note: {args.records} also holds {foreign} workload(s) that are not kernels of this model "
               f"(another model, or this one tuned with the other --layout; this build is {tasks.layout})")
+    if args.database:
+        n = export_database(tasks, chosen, args.database)
+        print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")
+    return 0
+
+
+def _build_dynamic(args, source, tasks, dyn) -> int:
+    """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
+    shapes' functions and to the symbolic one (tiletune.model.shapes)."""
+    chosen = best_configs_shaped(dyn, args.records)
+    check_at = check_bindings(source, [st.binding for st in dyn.shapes])
+    mod, how = dispatch_module(dyn, chosen, check_at)
+    ex = compile_module(mod, tasks.target)
+    errors = {}
+    if not args.no_check:
+        runner = ModelRunner(ex)
+        for b in check_at:
+            errors[label(b)] = check(source, runner, binding=b)
+    err = max(errors.values()) if errors else None
+    meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout,
+            "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
+            "dims": {n: [d.lo, d.hi] for n, d in source.dims.items()},
+            "shapes": [st.label for st in dyn.shapes], "other_shapes": "symbolic module, default schedule",
+            "kernels": how, "tuned": len(chosen), "tasks": len(tasks.tasks), "check_error": err,
+            "check_errors": errors}
+    export(ex, args.output, meta)
+    dims = ", ".join(f"{n} in {d.bounds}" for n, d in source.dims.items())
+    print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "
+          f"({len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels), every other shape with the symbolic "
+          "model's default-scheduled kernels")
+    if errors:
+        print(f"output matches the original at {', '.join(errors)} (max error {err:.2g})")
+    for name, why in untuned_reasons(tasks, args.records, chosen).items():
+        print(f"default schedule: {name}: {why}")
     if args.database:
         n = export_database(tasks, chosen, args.database)
         print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")

@@ -217,13 +217,15 @@ def compare(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     return worst
 
 
-def check(source, runner: ModelRunner, seed: int = 0) -> float:
-    """Run the compiled model and the original on the same random inputs; TiletuneError when they differ
-    by more than ``RTOL`` (relative to the output's scale); returns the error."""
-    inputs = source.random_inputs(seed)
+def check(source, runner: ModelRunner, seed: int = 0, binding: dict[str, int] | None = None) -> float:
+    """Run the compiled model and the original on the same random inputs (a dynamic model's at ``binding``,
+    default the example's shape); TiletuneError when they differ by more than ``RTOL`` (relative to the output's
+    scale); returns the error."""
+    inputs = source.random_inputs(seed, binding) if binding else source.random_inputs(seed)
     err = compare(runner(*inputs), source.reference(inputs))
     if not err <= RTOL:
-        raise TiletuneError(f"the compiled model's output differs from the original's: max error {err:.3g} "
+        at = f" at {', '.join(f'{k}={v}' for k, v in binding.items())}" if binding else ""
+        raise TiletuneError(f"the compiled model's output differs from the original's{at}: max error {err:.3g} "
                             f"(relative to the output's scale; allowed {RTOL:g})")
     return err
 

@@ -7,6 +7,10 @@
 - ONNX: constants folded first (``tiletune.model.onnx_fold``: pads and shapes the exporter computes at run
   time), then ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants) with converters for LSTM, GRU
   and RNN, which it lacks (``tiletune.model.onnx_ops``).
+- Dynamic shapes (``source.dims``): torch.export gets the factory's ``dynamic_shapes``; the imported module's
+  symbolic variables (torch names them ``s27``; ONNX by its ``dim_param``) are renamed to the dimensions'
+  names, and ``main`` keeps TVM's ``tir_var_lower_bound`` / ``tir_var_upper_bound`` attributes under those
+  names (``tiletune.model.shapes`` binds them to values).
 - Then, for both: comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
   ``_bool_compares_as_int8``), and BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
   is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
@@ -60,7 +64,7 @@ def _to_relax(source: ModelSource):
         try:
             with torch.no_grad(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ep = torch.export.export(module, source.example)
+                ep = torch.export.export(module, source.example, dynamic_shapes=source.dynamic_shapes)
         except Exception as e:  # noqa: BLE001
             raise TiletuneError(f"{source.spec}: torch.export failed ({_reason(e)})") from None
         try:
@@ -74,7 +78,7 @@ def _to_relax(source: ModelSource):
 
         try:
             model = fold_constants(onnx.load(source.onnx_path))
-            shapes = {i.name: list(i.shape) for i in source.inputs}
+            shapes = {i.name: list(i.shape) for i in source.inputs if not any(isinstance(d, str) for d in i.shape)}
             dtypes = {i.name: i.dtype for i in source.inputs}
             with onnx_converters():  # LSTM, GRU, RNN
                 mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
@@ -86,14 +90,50 @@ def _to_relax(source: ModelSource):
     except Exception as e:  # noqa: BLE001
         raise TiletuneError(f"{source.spec}: preparing the imported model failed ({_reason(e)})") from None
     _check_static(source, mod)
+    if source.dynamic:
+        mod = _name_symbolic_vars(source, mod)
     return _bool_compares_as_int8(mod)
 
 
+def _name_symbolic_vars(source: ModelSource, mod):
+    """``mod`` with the symbolic variables of ``main``'s inputs renamed to ``source.dims``' names and its bounds
+    attributes set from them (a TiletuneError when the import made a symbolic axis static: the model
+    specialised it)."""
+    import tvm
+    from tvm import relax, tirx
+
+    main = mod["main"]
+    rename: dict = {}
+    for spec, param in zip(source.inputs, main.params):
+        shape = list(getattr(param.ty, "shape", None) or [])
+        for axis, d in enumerate(spec.shape):
+            if not isinstance(d, str) or axis >= len(shape):
+                continue
+            v = shape[axis]
+            if not isinstance(v, tirx.Var):
+                raise TiletuneError(f"{source.spec}: axis {axis} of {spec.name} ({d}) is not symbolic in the imported "
+                                    f"model ({v}): the model fixes its size")
+            rename.setdefault(v, tirx.Var(d, "int64"))
+    if rename:
+        mod = relax.transform.BindSymbolicVars(rename)(mod)
+    dims = source.dims
+    lo = {n: d.lo for n, d in dims.items()}
+    hi = {n: d.hi for n, d in dims.items() if d.hi is not None}
+    main = mod["main"].without_attr("tir_var_lower_bound").without_attr("tir_var_upper_bound")
+    main = main.with_attr("tir_var_lower_bound", lo)
+    if hi:
+        main = main.with_attr("tir_var_upper_bound", hi)
+    mod = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    mod["main"] = main
+    return mod
+
+
 def extra_converters() -> dict:
-    """Converters for ATen operators that TVM 0.27's PyTorch frontend lacks: ``amax`` and ``amin`` (a max or
-    min over dimensions: global max pooling, masks) and ``adaptive_max_pool2d`` where the output size divides
-    the input's (a max pool of stride = window = input / output; the global pool included). An adaptive max
-    pool whose cells overlap is refused in one line."""
+    """Converters for ATen operators that TVM 0.27's PyTorch frontend lacks or gets wrong: ``amax`` and ``amin``
+    (a max or min over dimensions: global max pooling, masks); ``adaptive_max_pool2d`` where the output size
+    divides the input's (a max pool of stride = window = input / output; the global pool included; overlapping
+    cells are refused in one line); ``elu`` with its ``scale`` and ``input_scale`` (TVM ignores them, and
+    torch.export writes SELU as ``elu(x, alpha, scale)``: TVM's SELU was off by the factor 1.0507)."""
     from tvm import relax
 
     def reduce(op):
@@ -116,8 +156,21 @@ def extra_converters() -> dict:
                                                             strides=(h // oh, w // ow)))
         return imp.block_builder.emit(relax.Tuple([out, relax.op.zeros_like(out)]))
 
+    def elu(node, imp):  # ATen's elu(x, alpha, scale, input_scale); TVM's converter drops scale (SELU's)
+        args = imp.retrieve_args(node)
+        x = args[0]
+        alpha, scale, input_scale = (float(args[i]) if len(args) > i else 1.0 for i in (1, 2, 3))
+        dtype = x.ty.dtype
+
+        def c(v):
+            return relax.const(v, dtype)
+
+        expm1 = relax.op.subtract(relax.op.exp(relax.op.multiply(x, c(input_scale))), c(1.0))
+        out = relax.op.where(relax.op.greater(x, c(0.0)), x, relax.op.multiply(c(alpha), expm1))
+        return imp.block_builder.emit(relax.op.multiply(out, c(scale)))
+
     return {"amax.default": reduce(relax.op.max), "amin.default": reduce(relax.op.min),
-            "adaptive_max_pool2d.default": adaptive_max_pool2d}
+            "adaptive_max_pool2d.default": adaptive_max_pool2d, "elu.default": elu}
 
 
 def _bool_compares_as_int8(mod):

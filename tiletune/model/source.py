@@ -1,6 +1,13 @@
 """What a model spec names: a built-in model (``tiletune.model.zoo``), a layer family of the conformance suite
 (``family:NAME``, ``tiletune.model.families``), a Python factory
-``path/to/file.py:function`` returning ``(torch.nn.Module, example_inputs)``, or an ``.onnx`` file.
+``path/to/file.py:function`` returning ``(torch.nn.Module, example_inputs)`` or ``(torch.nn.Module,
+example_inputs, dynamic_shapes)``, or an ``.onnx`` file.
+
+Dynamic shapes: ``dynamic_shapes`` is torch.export's, each symbolic axis a named ``torch.export.Dim(name,
+min=, max=)`` (``{"x": {1: Dim("seq", min=8, max=256)}}``, keyed by ``forward``'s argument names, or a tuple
+in argument order); an ONNX input dimension with a ``dim_param`` is a symbolic dimension of that name, bounded
+below by 1 and not above. Such a source's ``InputSpec.shape`` holds the name at that axis and ``dims`` the
+bounds (``Dim``); ``random_inputs(seed, binding)`` takes a value per name (default: the example's).
 
 ``load(spec)`` gives a ``ModelSource``: the torch module and its example inputs, or the ONNX file and its
 input shapes; ``random_inputs(seed)`` draws new inputs of the same shapes and dtypes (floats from a normal
@@ -26,9 +33,29 @@ from .zoo import MODELS
 @dataclass
 class InputSpec:
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]  # a str: a symbolic dimension (its name in ``ModelSource.dims``)
     dtype: str
     high: int = 0  # integer inputs: values drawn below this
+
+    def resolve(self, binding: dict[str, int]) -> tuple[int, ...]:
+        """The shape with each symbolic dimension replaced by its value in ``binding``."""
+        return tuple(binding[d] if isinstance(d, str) else d for d in self.shape)
+
+
+@dataclass
+class Dim:
+    """A symbolic dimension: its bounds (``hi`` None: unbounded) and the example inputs' value (None: none)."""
+    name: str
+    lo: int
+    hi: int | None
+    example: int | None = None
+
+    def contains(self, v: int) -> bool:
+        return v >= self.lo and (self.hi is None or v <= self.hi)
+
+    @property
+    def bounds(self) -> str:
+        return f"{self.lo}..{self.hi if self.hi is not None else 'inf'}"
 
 
 @dataclass
@@ -40,16 +67,34 @@ class ModelSource:
     module: Any = None  # torch: the nn.Module (eval mode)
     example: tuple = ()  # torch: the example inputs (torch tensors)
     onnx_path: str | None = None
+    dims: dict[str, Dim] = field(default_factory=dict)  # symbolic dimensions by name (empty: static)
+    dynamic_shapes: Any = None  # torch: the factory's dynamic_shapes, for torch.export
     _ort: Any = field(default=None, repr=False)
 
-    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+    @property
+    def dynamic(self) -> bool:
+        return bool(self.dims)
+
+    def example_binding(self) -> dict[str, int]:
+        """The example inputs' value of every symbolic dimension that has one."""
+        return {n: d.example for n, d in self.dims.items() if d.example is not None}
+
+    def random_inputs(self, seed: int = 0, binding: dict[str, int] | None = None) -> list[np.ndarray]:
+        """Random inputs (see the module docstring); symbolic dimensions take their value in ``binding``, else
+        the example's."""
+        values = {**self.example_binding(), **(binding or {})}
+        missing = sorted({d for s in self.inputs for d in s.shape if isinstance(d, str)} - set(values))
+        if missing:
+            raise TiletuneError(f"{self.spec}: no value for the symbolic dimension(s) {', '.join(missing)} "
+                                "(give them with --shapes NAME=VALUE)")
         rng = np.random.default_rng(seed)
         out = []
         for s in self.inputs:
+            shape = s.resolve(values)
             if np.issubdtype(np.dtype(s.dtype), np.integer):
-                out.append(rng.integers(0, max(1, s.high), size=s.shape).astype(s.dtype))
+                out.append(rng.integers(0, max(1, s.high), size=shape).astype(s.dtype))
             else:
-                out.append(rng.standard_normal(s.shape).astype(s.dtype))
+                out.append(rng.standard_normal(shape).astype(s.dtype))
         return out
 
     def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -106,8 +151,8 @@ def short_name(spec: str) -> str:
 def load(spec: str) -> ModelSource:
     """The model named by ``spec`` (see the module docstring); a TiletuneError says what is accepted."""
     if spec in MODELS:
-        module, example = MODELS[spec]()
-        return _from_torch(spec, spec, module, example)
+        module, example, *dynamic = MODELS[spec]()
+        return _from_torch(spec, spec, module, example, *dynamic)
     if spec.startswith("family:"):
         name = spec.split(":", 1)[1]
         if name not in FAMILIES:
@@ -147,15 +192,16 @@ def _from_factory(spec: str, path: str, fn: str) -> ModelSource:
         got = factory()
     except Exception as e:
         raise TiletuneError(f"{spec} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    if not (isinstance(got, tuple) and len(got) == 2):
-        raise TiletuneError(f"{spec} must return (torch.nn.Module, example_inputs), got {type(got).__name__}")
-    module, example = got
+    if not (isinstance(got, tuple) and len(got) in (2, 3)):
+        raise TiletuneError(f"{spec} must return (torch.nn.Module, example_inputs) or (torch.nn.Module, "
+                            f"example_inputs, dynamic_shapes), got {type(got).__name__}")
+    module, example, dynamic = (*got, None) if len(got) == 2 else got
     if not isinstance(example, (tuple, list)):
         example = (example,)
-    return _from_torch(spec, short_name(spec), module, tuple(example))
+    return _from_torch(spec, short_name(spec), module, tuple(example), dynamic)
 
 
-def _from_torch(spec: str, name: str, module, example: tuple) -> ModelSource:
+def _from_torch(spec: str, name: str, module, example: tuple, dynamic_shapes=None) -> ModelSource:
     import torch
 
     if not isinstance(module, torch.nn.Module):
@@ -167,7 +213,65 @@ def _from_torch(spec: str, name: str, module, example: tuple) -> ModelSource:
         dtype = str(x.dtype).replace("torch.", "")
         high = int(x.max()) + 1 if not x.is_floating_point() and x.numel() else 0
         inputs.append(InputSpec(f"input{i}", tuple(x.shape), dtype, high))
-    return ModelSource(spec, name, "torch", inputs, module=module.eval(), example=tuple(example))
+    dims = _torch_dims(spec, module, inputs, dynamic_shapes) if dynamic_shapes is not None else {}
+    return ModelSource(spec, name, "torch", inputs, module=module.eval(), example=tuple(example), dims=dims,
+                       dynamic_shapes=dynamic_shapes if dims else None)
+
+
+def _torch_dims(spec: str, module, inputs: list[InputSpec], dynamic_shapes) -> dict[str, Dim]:
+    """The symbolic dimensions of torch.export's ``dynamic_shapes`` (a dict by ``forward``'s argument names or
+    a tuple in their order, each entry ``{axis: Dim}``); every input's symbolic axis gets the Dim's name in
+    ``inputs``. A TiletuneError names what is not accepted."""
+    import inspect
+
+    import torch
+
+    if isinstance(dynamic_shapes, dict):
+        try:
+            params = list(inspect.signature(module.forward).parameters)
+        except (TypeError, ValueError):
+            params = []
+        unknown = [k for k in dynamic_shapes if k not in params[:len(inputs)]]
+        if unknown:
+            raise TiletuneError(f"{spec}: dynamic_shapes names {unknown[0]!r}, not an input of forward() "
+                                f"(inputs: {', '.join(params[:len(inputs)]) or 'none'})")
+        per_input = [dynamic_shapes.get(p) for p in params[:len(inputs)]]
+    elif isinstance(dynamic_shapes, (tuple, list)):
+        if len(dynamic_shapes) != len(inputs):
+            raise TiletuneError(f"{spec}: dynamic_shapes has {len(dynamic_shapes)} entries for {len(inputs)} inputs")
+        per_input = list(dynamic_shapes)
+    else:
+        raise TiletuneError(f"{spec}: dynamic_shapes must be a dict (by input name) or a tuple, got "
+                            f"{type(dynamic_shapes).__name__}")
+    dims: dict[str, Dim] = {}
+    for inp, axes in zip(inputs, per_input):
+        if axes is None:
+            continue
+        if isinstance(axes, (tuple, list)):
+            axes = dict(enumerate(axes))
+        if not isinstance(axes, dict):
+            raise TiletuneError(f"{spec}: the dynamic shape of {inp.name} must map axes to torch.export.Dim")
+        shape = list(inp.shape)
+        for axis, d in axes.items():
+            if d is None:
+                continue
+            if not isinstance(d, torch.export.Dim):
+                raise TiletuneError(f"{spec}: axis {axis} of {inp.name} is {d!r}: name the dimension with "
+                                    "torch.export.Dim(name, min=..., max=...)")
+            if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+                raise TiletuneError(f"{spec}: axis {axis!r} of {inp.name} is not an axis of its {len(shape)}-d example")
+            axis %= len(shape)
+            dname = d.__name__
+            hi = int(d.max) if isinstance(d.max, int) else None  # torch's unbounded max is not an int
+            new = Dim(dname, max(int(d.min), 1), hi, int(shape[axis]))
+            old = dims.setdefault(dname, new)
+            if (old.lo, old.hi, old.example) != (new.lo, new.hi, new.example):
+                raise TiletuneError(f"{spec}: dimension {dname} has different bounds or example sizes at two inputs")
+            if not new.contains(new.example):
+                raise TiletuneError(f"{spec}: the example's {dname}={new.example} is outside its bounds {new.bounds}")
+            shape[axis] = dname
+        inp.shape = tuple(shape)
+    return dims
 
 
 def _from_onnx(spec: str) -> ModelSource:
@@ -184,16 +288,21 @@ def _from_onnx(spec: str) -> ModelSource:
         raise TiletuneError(f"{spec} is not a readable ONNX model ({type(e).__name__})") from None
     inits = {i.name for i in model.graph.initializer}
     inputs = []
+    symbolic: dict[str, Dim] = {}
     for v in model.graph.input:
         if v.name in inits:
             continue
         t = v.type.tensor_type
-        dims = []
+        dims: list[int | str] = []
         for d in t.shape.dim:
-            if not d.HasField("dim_value"):
-                raise TiletuneError(f"{spec}: input {v.name} has a symbolic dimension ({d.dim_param or '?'}); "
-                                    "export the model with static shapes")
-            dims.append(int(d.dim_value))
+            if d.HasField("dim_value"):
+                dims.append(int(d.dim_value))
+            elif d.dim_param and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", d.dim_param):
+                dims.append(d.dim_param)
+                symbolic.setdefault(d.dim_param, Dim(d.dim_param, 1, None))
+            else:
+                raise TiletuneError(f"{spec}: input {v.name} has a dimension without a size or a name "
+                                    f"({d.dim_param or '?'}); export it with static shapes or a named dimension")
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)).name
         inputs.append(InputSpec(v.name, tuple(dims), dtype, 2 if "int" in dtype else 0))
-    return ModelSource(spec, _label(p.stem), "onnx", inputs, onnx_path=str(p))
+    return ModelSource(spec, _label(p.stem), "onnx", inputs, onnx_path=str(p), dims=symbolic)

@@ -208,9 +208,14 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
 
 
 def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT) -> ModelTasks:
-    """The kernels of ``source``: imported, its convolutions in ``layout``, fused, extracted."""
+    """The kernels of ``source``: imported, its convolutions in ``layout``, fused, extracted. A model with
+    symbolic dimensions is taken at its example's shape (``tiletune.model.shapes`` handles several)."""
     layout = check_layout(layout)
     converted = convert(to_relax(source), layout)
+    if source.dynamic:
+        from .shapes import bind, parse_shapes
+
+        converted.mod = bind(converted.mod, parse_shapes(None, source)[0])
     tasks = extract(fuse(converted.mod, target), target, layout)
     tasks.notes = converted.notes
     return tasks

@@ -1,0 +1,130 @@
+"""Dynamic shapes (issue 38): a model with a symbolic sequence length (Linear + GELU + attention on [1, seq, 32],
+seq in 8..64) tuned at two lengths into one records file, a third length added later without re-measuring, built
+once into one library that dispatches in its Relax main, run at the tuned lengths, between them and at the bounds,
+equal to torch; bad --shapes are one line each."""
+import json
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tvm
+torch = pytest.importorskip("torch")
+
+FACTORY = '''
+import torch
+from torch import nn
+
+
+class Attn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.qkv, self.out = nn.Linear(32, 32), nn.Linear(32, 96), nn.Linear(32, 32)
+
+    def forward(self, x):
+        h = nn.functional.gelu(self.fc(x))
+        q, k, v = self.qkv(h).split(32, dim=-1)
+        b, n, _ = q.shape
+        q, k, v = (t.view(b, n, 4, 8).transpose(1, 2) for t in (q, k, v))
+        a = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.out(a.transpose(1, 2).reshape(b, n, 32)) + x
+
+
+def make():
+    torch.manual_seed(0)
+    return Attn().eval(), (torch.randn(1, 16, 32),), {"x": {1: torch.export.Dim("seq", min=8, max=64)}}
+
+
+def fixed():
+    torch.manual_seed(0)
+    return nn.Linear(32, 32).eval(), (torch.randn(4, 32),)
+'''
+
+
+@pytest.fixture(scope="module")
+def spec(home):
+    path = home / "seq_model.py"
+    path.write_text(FACTORY)
+    return f"{path}:make"
+
+
+def _keys(path) -> list[str]:
+    return [json.loads(line)["workload"] for line in path.read_text().splitlines()]
+
+
+def test_source_keeps_the_symbolic_dimension(spec):
+    from tiletune.model.importer import to_relax
+    from tiletune.model.source import load
+
+    source = load(spec)
+    assert source.dynamic and source.inputs[0].shape == (1, "seq", 32)
+    d = source.dims["seq"]
+    assert (d.lo, d.hi, d.example) == (8, 64, 16)
+    assert [x.shape for x in source.random_inputs(0, {"seq": 24})] == [(1, 24, 32)]
+    main = to_relax(source)["main"]
+    assert str(main.params[0].ty.shape[1]) == "seq"
+    assert {k: int(v) for k, v in main.attrs["tir_var_upper_bound"].items()} == {"seq": 64}
+
+
+def test_bad_shapes_are_one_line(spec, capsys):
+    from tiletune.cli import main
+
+    def err(argv):
+        assert main(argv) == 2
+        e = capsys.readouterr().err.strip()
+        assert e.startswith("tiletune: error:") and "\n" not in e, e
+        return e
+
+    assert "unknown dimension 'len'" in err(["model", "tasks", spec, "--shapes", "len=16"])
+    assert "seq=128 is outside seq's bounds 8..64" in err(["model", "tasks", spec, "--shapes", "seq=16,128"])
+    assert "seq=4 is outside" in err(["model", "tasks", spec, "--shapes", "seq=4"])
+    assert "seq=1.5 is not an integer" in err(["model", "tasks", spec, "--shapes", "seq=16,1.5"])
+    assert "seq=abc is not an integer" in err(["model", "tasks", spec, "--shapes", "seq=abc"])
+    assert "is not NAME=V1,V2" in err(["model", "tasks", spec, "--shapes", "seq"])
+    assert "given twice" in err(["model", "tasks", spec, "--shapes", "seq=16", "--shapes", "seq=32"])
+    assert "no symbolic dimension" in err(["model", "tasks", spec.replace(":make", ":fixed"), "--shapes", "seq=16"])
+
+
+def test_tune_two_lengths_add_one_build_once_and_run_any_length(spec, home, tmp_path, capsys):
+    from tiletune.api import load_model
+    from tiletune.cli import main
+    from tiletune.errors import TiletuneError
+    from tiletune.model.source import load
+
+    rec = tmp_path / "seq.jsonl"
+    quick = ["-s", "random", "--repeat", "1", "--min-repeat-ms", "0", "-q"]
+    assert main(["model", "tasks", spec, "--shapes", "seq=16,32"]) == 0
+    out = capsys.readouterr().out
+    assert "at 2 shape(s) (seq=16; seq=32; seq in 8..64)" in out
+    assert "fused_matmul_add@seq=16" in out and "fused_matmul_add@seq=32" in out
+
+    # two lengths, one budget: one trial per task of both shapes, one records file
+    assert main(["model", "tune", spec, "--shapes", "seq=16,32", "-r", str(rec), "--trials", "8", *quick]) == 0
+    out = capsys.readouterr().out
+    assert "8 trials (8 measured, 0 from records)" in out and "--shapes seq=16,32" in out
+    first = _keys(rec)
+    assert len(set(first)) == 8 and {k.split("@")[0].split("[")[0] for k in first} >= {"fused_matmul_add"}
+
+    # a later length adds its tasks without measuring the others again
+    assert main(["model", "tune", spec, "--shapes", "seq=48", "-r", str(rec), "--trials", "4", *quick]) == 0
+    capsys.readouterr()
+    added = _keys(rec)[len(first):]
+    assert len(added) == 4 and not set(added) & set(first)
+
+    lib = tmp_path / "seq.so"
+    assert main(["model", "build", spec, "--shapes", "seq=16,32", "-r", str(rec), "-o", str(lib)]) == 0
+    out = capsys.readouterr().out
+    assert "output matches the original at seq=16, seq=32, seq=24, seq=8, seq=64" in out
+    meta = json.loads((tmp_path / "seq.so.json").read_text())
+    assert meta["dims"] == {"seq": [8, 64]} and meta["inputs"][0]["shape"] == [1, "seq", 32]
+    assert meta["tuned"] == 8 and set(meta["kernels"]) == {"seq=16", "seq=32", "any"}
+    assert "tuned" in meta["kernels"]["seq=16"].values() and "tuned" in meta["kernels"]["seq=32"].values()
+
+    source = load(spec)
+    model = load_model(str(lib))
+    for n in (16, 32, 8, 20, 41, 64):
+        x = source.random_inputs(n, {"seq": n})
+        got = model(*x)[0]
+        assert got.shape == (1, n, 32)
+        np.testing.assert_allclose(got, source.reference(x)[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(TiletuneError, match="seq=65 is outside the model's bounds 8..64"):
+        model(np.zeros((1, 65, 32), "float32"))
