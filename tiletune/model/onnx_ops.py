@@ -1,8 +1,9 @@
-"""ONNX ``LSTM``, ``GRU`` and ``RNN`` for TVM 0.27's Relax ONNX frontend, which has no converter for them.
+"""ONNX ``LSTM``, ``GRU``, ``RNN`` and ``Celu`` for TVM 0.27's Relax ONNX frontend, which has no converter for
+them.
 
 Use ``with onnx_converters(): mod = from_onnx(...)``: inside the block the frontend's operator table
 (``onnx_frontend._get_convert_map``, which the importer calls when it checks for unsupported operators and
-again for each node) also holds these three; on exit the original table function is back, errors included.
+again for each node) also holds these; on exit the original table function is back, errors included.
 
 Each converter unrolls the time loop (the sequence length must be static) into Relax matmuls and elementwise
 ops: the input projection of all steps is one matmul per direction, then one matmul by the recurrence weights
@@ -254,12 +255,26 @@ class RNN(_Recurrent):
         return e(cls._act(acts[0], g)), None
 
 
-CONVERTERS = {"LSTM": LSTM, "GRU": GRU, "RNN": RNN}
+class Celu(_Converter):
+    """ONNX Celu: max(0, x) + min(0, alpha (exp(x / alpha) - 1)), alpha an attribute (default 1)."""
+
+    @classmethod
+    def _impl_v12(cls, bb, inputs, attr, params):
+        x = inputs[0]
+        dtype = x.ty.dtype
+        alpha = float(attr.get("alpha", 1.0))
+        a = relax.const(alpha, dtype)
+        neg = relax.op.multiply(a, relax.op.subtract(relax.op.exp(relax.op.divide(x, a)), relax.const(1.0, dtype)))
+        zero = relax.const(0.0, dtype)
+        return bb.emit(relax.op.add(relax.op.maximum(x, zero), relax.op.minimum(neg, zero)))
+
+
+CONVERTERS = {"LSTM": LSTM, "GRU": GRU, "RNN": RNN, "Celu": Celu}
 
 
 @contextlib.contextmanager
 def onnx_converters():
-    """Within the block, TVM's Relax ONNX frontend also converts ``LSTM``, ``GRU`` and ``RNN`` (its own
+    """Within the block, TVM's Relax ONNX frontend also converts ``LSTM``, ``GRU``, ``RNN`` and ``Celu`` (its own
     converter wins where it has one). Only the module function ``onnx_frontend._get_convert_map`` is
     replaced, and put back on exit whatever happens; nested blocks restore in order."""
     from tvm.relax.frontend.onnx import onnx_frontend
