@@ -14,7 +14,9 @@
 - Then, for both: comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
   ``_bool_compares_as_int8``), and BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
   is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
-  elementwise epilogue of the convolution's kernel.
+  elementwise epilogue of the convolution's kernel. Elementwise operators are moved before the reshapes
+  around them (``tiletune.model.reshape_hoist``), so that an activation after ``nn.Linear`` fuses into the
+  matmul's kernel.
 
 A model that fails to export or import is one TiletuneError line naming the step and the reason.
 """
@@ -26,6 +28,7 @@ import warnings
 from ..errors import TiletuneError
 from .onnx_fold import fold_constants
 from .onnx_ops import onnx_converters
+from .reshape_hoist import hoist_over_reshapes
 from .source import ModelSource
 
 
@@ -92,7 +95,7 @@ def _to_relax(source: ModelSource):
     _check_static(source, mod)
     if source.dynamic:
         mod = _name_symbolic_vars(source, mod)
-    return _bool_compares_as_int8(mod)
+    return hoist_over_reshapes(_bool_compares_as_int8(mod))
 
 
 def _name_symbolic_vars(source: ModelSource, mod):

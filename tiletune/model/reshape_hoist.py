@@ -1,0 +1,75 @@
+"""Elementwise operators moved before the reshapes around them, so that they fuse into the matmul before.
+
+PyTorch's ``nn.Linear`` on a 3-D input imports as ``reshape -> matmul -> add -> reshape``; an activation after
+it then reads the reshaped result: ``matmul -> add -> reshape -> gelu -> reshape -> matmul``. A reshape is an
+injective operator, and FuseOps fuses only elementwise and broadcast operators into a matmul's epilogue, so
+GELU becomes a kernel of its own that reads and writes the whole activation once more. An elementwise
+operator gives the same values before or after a reshape, so ``hoist_over_reshapes`` rewrites
+
+- ``u(reshape(y, s))`` -> ``reshape(u(y), s)`` for a unary elementwise ``u`` (``UNARY``) and for a binary one
+  whose other operand is a scalar constant (``BINARY``);
+- ``reshape(reshape(y, s1), s2)`` -> ``reshape(y, s2)``, and that to ``y`` when ``y`` already has shape ``s2``;
+
+after which the activation joins the matmul's epilogue and the reshapes in between cancel or become views.
+"""
+from __future__ import annotations
+
+UNARY = {"relax.nn.gelu", "relax.nn.gelu_tanh", "relax.nn.relu", "relax.nn.silu", "relax.sigmoid", "relax.tanh",
+         "relax.exp", "relax.erf", "relax.negative", "relax.sqrt", "relax.rsqrt", "relax.square", "relax.abs"}
+BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum",
+          "relax.power"}
+
+
+def hoist_over_reshapes(mod):
+    """``mod`` with elementwise operators moved before reshapes (see the module docstring)."""
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+
+    def op_name(call) -> str:
+        return getattr(getattr(call, "op", None), "name", "")
+
+    def is_scalar_const(e) -> bool:
+        return isinstance(e, tvm.ir.expr.Constant) and getattr(e.ty, "ndim", -1) == 0
+
+    @relax.expr_functor.mutator
+    class Hoist(relax.PyExprMutator):
+        def producer(self, e):
+            """The reshape call that binds ``e``, or None."""
+            if isinstance(e, relax.Var):
+                bound = self.lookup_binding(e)
+                if isinstance(bound, relax.Call) and op_name(bound) == "relax.reshape":
+                    return bound
+            return None
+
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            name = op_name(call)
+            if name in UNARY and len(call.args) == 1:
+                r = self.producer(call.args[0])
+                if r is not None:
+                    inner = self.builder_.emit(relax.Call(call.op, [r.args[0]], call.attrs))
+                    return relax.op.reshape(inner, r.args[1])
+            if name in BINARY and len(call.args) == 2:
+                for i in (0, 1):
+                    r, other = self.producer(call.args[i]), call.args[1 - i]
+                    if r is not None and is_scalar_const(other):
+                        args = [r.args[0], other] if i == 0 else [other, r.args[0]]
+                        inner = self.builder_.emit(relax.Call(call.op, args, call.attrs))
+                        return relax.op.reshape(inner, r.args[1])
+            if name == "relax.reshape":
+                r = self.producer(call.args[0])
+                if r is not None:
+                    y = r.args[0]
+                    shape = getattr(getattr(y, "ty", None), "shape", None)
+                    if shape is not None and tvm_ffi.structural_equal(shape, call.args[1]):
+                        return y
+                    return relax.op.reshape(y, call.args[1])
+            return call
+
+    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    for gv, f in list(out.functions.items()):
+        if isinstance(f, relax.Function):
+            out[gv] = Hoist().visit_expr(f)
+    return tvm.transform.Sequential([relax.transform.CanonicalizeBindings(),
+                                     relax.transform.DeadCodeElimination()])(out)
