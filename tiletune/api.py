@@ -106,31 +106,34 @@ class _Args:
     keeps is never overwritten by a later call. One instance is not safe to share between threads."""
 
     def __init__(self, dev, what: str):
-        self.dev, self.what = dev, what
-        self._stage: dict[int, tuple] = {}  # input index -> (tvm tensor, numpy view)
-        self._free: dict[tuple, list] = {}  # (shape, dtype) -> idle output tensors
-        self._lent: list = []  # (weakref to the view handed out, its tensor)
-
-    def input(self, i: int, x, shape: tuple, dtype: np.dtype, name: str):
         import tvm
 
+        self.dev, self.what = dev, what
+        self._from_dlpack, self._empty = tvm.runtime.from_dlpack, tvm.runtime.empty
+        self._stage: dict[int, tuple] = {}  # input index -> (tvm tensor, numpy view)
+        self._free: dict[tuple, list] = {}  # (shape, dtype) -> idle output tensors
+        self._lent: list = []  # (weakref to the view handed out, its tensor, its (shape, dtype))
+
+    def input(self, i: int, x, shape: tuple, dtype: np.dtype, name: str | None = None):
+        """The TVM tensor for input ``i`` (``name`` in errors; default: ``i``)."""
         if type(x) is not np.ndarray:
-            x = self._host_array(x, name)
+            x = self._host_array(x, name or str(i))
         if x.shape != shape:
+            name = name or str(i)
             raise TiletuneError(f"{self.what} {name}: shape {tuple(x.shape)} != expected {shape}")
         if x.dtype == dtype:
             try:
-                return tvm.runtime.from_dlpack(x)  # contiguous and aligned: shares x's memory
+                return self._from_dlpack(x)  # contiguous and aligned: shares x's memory
             except (RuntimeError, ValueError, BufferError, TypeError):
                 pass  # unaligned, strided or read-only: staged below
         staged = self._stage.get(i)
         if staged is None or staged[1].shape != shape or staged[1].dtype != dtype:
-            t = tvm.runtime.empty(shape, str(dtype), self.dev)
+            t = self._empty(shape, str(dtype), self.dev)
             staged = self._stage[i] = (t, np.from_dlpack(t))
         try:
             np.copyto(staged[1], x, casting="same_kind")
         except TypeError:
-            raise TiletuneError(f"{self.what} {name}: dtype {x.dtype} does not convert to {dtype} "
+            raise TiletuneError(f"{self.what} {name or i}: dtype {x.dtype} does not convert to {dtype} "
                                 "(same-kind casts only)") from None
         return staged[0]
 
@@ -144,22 +147,21 @@ class _Args:
 
     def output(self, shape: tuple, dtype: np.dtype):
         """(tvm tensor, numpy view) from the pool: a buffer no live array refers to, else a new one."""
-        import tvm
-
-        key = (shape, str(dtype))
-        alive = []
-        for ref, t in self._lent:
-            if ref() is None:
-                self._free.setdefault((tuple(t.shape), str(t.dtype)), []).append(t)
-            else:
-                alive.append((ref, t))
-        self._lent = alive
-        free = self._free.get(key)
-        t = free.pop() if free else tvm.runtime.empty(shape, str(dtype), self.dev)
-        for k in self._free:
-            del self._free[k][2:]  # two idle buffers per shape are enough to alternate
+        if self._lent:
+            alive = []
+            for item in self._lent:
+                if item[0]() is not None:
+                    alive.append(item)
+                    continue
+                idle = self._free.setdefault(item[2], [])
+                if len(idle) < 2:  # two idle buffers per shape are enough to alternate
+                    idle.append(item[1])
+            self._lent = alive
+        key = (shape, dtype)
+        idle = self._free.get(key)
+        t = idle.pop() if idle else self._empty(shape, str(dtype), self.dev)
         view = np.from_dlpack(t)
-        self._lent.append((weakref.ref(view), t))
+        self._lent.append((weakref.ref(view), t, key))
         return t, view
 
     def out_arg(self, out, shape: tuple, dtype: np.dtype, inputs: tuple):
@@ -171,9 +173,7 @@ class _Args:
             raise TiletuneError("out= overlaps an input; pass a separate array")
         if out.dtype == dtype and out.flags.writeable:
             try:
-                import tvm
-
-                return tvm.runtime.from_dlpack(out)
+                return self._from_dlpack(out)
             except (RuntimeError, ValueError, BufferError, TypeError):
                 pass
         return None
@@ -210,7 +210,8 @@ class Kernel:
     def __call__(self, *inputs, out: np.ndarray | None = None) -> np.ndarray:
         if len(inputs) != len(self._shapes):
             raise TiletuneError(f"{self.workload.key} takes {len(self._shapes)} inputs, got {len(inputs)}")
-        args = [self._args.input(i, x, s, self._dtype, str(i)) for i, (x, s) in enumerate(zip(inputs, self._shapes))]
+        inp, dt = self._args.input, self._dtype
+        args = [inp(i, x, s, dt) for i, (x, s) in enumerate(zip(inputs, self._shapes))]
         if out is not None:
             t = self._args.out_arg(out, self._out_shape, self._dtype, inputs)
             if t is not None:
