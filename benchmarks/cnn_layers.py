@@ -64,7 +64,7 @@ def same_run(row: dict, suite: str, index: int, spec: str, args) -> bool:
 
 def tune_layout(spec: str, records: Path, args, settings) -> dict:
     """Tune one layer in one layout (resuming from ``records``), then re-time its best kernel."""
-    from tiletune.measure.local import LocalMeasurer
+    from tiletune.measure.factory import make_measurer
     from tiletune.schedules import make_space
     from tiletune.session import RunSpec, run
     from tiletune.target import host_target
@@ -81,7 +81,7 @@ def tune_layout(spec: str, records: Path, args, settings) -> dict:
     wl = parse(spec)
     space = make_space(wl, None, target)
     config = space.from_dict(res.best.config)
-    with LocalMeasurer(wl, space, target, settings) as m:
+    with make_measurer(wl, space, target, settings=settings) as m:
         m.warm_up()  # every worker has imported TVM before the kernel is timed (none competes for a core)
         [again] = m.measure([config])
     median = again.median if again.ok else res.best.median_s

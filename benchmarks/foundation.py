@@ -29,7 +29,7 @@ from tiletune.workloads import parse as parse_workload
 
 
 def throughput(args) -> None:
-    from tiletune.measure.local import LocalMeasurer
+    from tiletune.measure.factory import make_measurer
     from tiletune.schedules import make_space
     from tiletune.target import host_target
     from tiletune.workloads import parse
@@ -39,7 +39,7 @@ def throughput(args) -> None:
     settings = MeasureSettings(**{k: v for k, v in (("cutoff", args.cutoff), ("warmup_ms", args.warmup_ms))
                                   if v is not None})
     t_start = time.perf_counter()
-    m = LocalMeasurer(wl, space, host_target(), settings)
+    m = make_measurer(wl, space, host_target(), settings=settings)
     m.warm_up()
     startup = time.perf_counter() - t_start
     spec = RunSpec(workload=wl.key, strategy="random", trials=args.trials, seed=args.seed, records=None,

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     from tiletune.bench.vendor import vendor
     from tiletune.errors import TiletuneError
     from tiletune.measure import MeasureSettings
-    from tiletune.measure.local import LocalMeasurer
+    from tiletune.measure.factory import make_measurer
     from tiletune.schedules import make_space
     from tiletune.target import host_target
     from tiletune.workloads import parse
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         rounds: list[list[float | None]] = []
         torch_rounds: list[tuple[float | None, str | None]] = []
         threads = int(target.get("num-cores") or 0) or None
-        with LocalMeasurer(wl, space, target, settings) as m:
+        with make_measurer(wl, space, target, settings=settings) as m:
             m.warm_up()
             for i in range(args.rounds):
                 res = m.measure(configs)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tiletune.bench.results import read_jsonl
 from tiletune.measure.base import MeasureSettings
-from tiletune.measure.local import LocalMeasurer
+from tiletune.measure.factory import make_measurer
 from tiletune.measure.rpc import RPCMeasurer, Tracker
 from tiletune.schedules import make_space
 from tiletune.session import RunSpec, run
@@ -102,7 +102,7 @@ def measure(mode: str, wl, trials: int, seed: int) -> dict:
     procs: list[subprocess.Popen] = []
     try:
         if mode == "local":
-            m = LocalMeasurer(wl, space, target, settings)
+            m = make_measurer(wl, space, target, settings=settings)
         else:
             rpc, procs = start_farm(int(mode[3:]))
             m = RPCMeasurer(wl, space, target, settings, rpc=rpc)

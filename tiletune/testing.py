@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import time
 
-from .measure.local import build_kernel, run_kernel
+from .measure.factory import build_kernel, run_kernel
 
 _RUN_FAULT: dict[int, int] = {}  # id(runtime module) -> unroll value, inside a worker
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
-from ..measure.local import WrongAnswer, run_kernel
+from ..measure.factory import WrongAnswer, run_kernel
 from ..workloads import parse
 from ..workloads.base import Workload
 from .results import BaselineResult

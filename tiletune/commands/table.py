@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 from ..errors import TiletuneError
-from ..measure.local import LocalMeasurer
+from ..measure.factory import make_measurer
 from ..paths import check_output
 from ..progress import Progress, failures
 from ..schedules import make_space
@@ -79,7 +79,7 @@ def run(args) -> int:
     settings = measure_settings(args)  # refuse bad values before starting workers
     _, trials = plan(space.size, args.exhaustive, args.sample)
     check_output(args.output, "table file")
-    measurer = LocalMeasurer(wl, space, target, settings)
+    measurer = make_measurer(wl, space, target, settings=settings)
     callbacks = [] if args.quiet else [Progress()]
     try:
         result = build_table(wl, space, target, args.output, measurer, exhaustive=args.exhaustive,

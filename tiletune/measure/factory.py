@@ -10,7 +10,7 @@ from ..target import host_cores
 from ..workloads.base import Workload
 from . import rpc as rpc_measure
 from .base import MeasureSettings, Measurer
-from .local import LocalMeasurer, WorkerPool, check_fits_here
+from .local import LocalMeasurer, WorkerPool, WrongAnswer, build_kernel, check_fits_here, run_kernel
 from .replay import ReplayMeasurer
 
 __all__ = ["Measurer", "MeasureSettings", "WorkerPool", "check_measurable", "make_measurer", "measured_here",
