@@ -13,8 +13,10 @@ from .base import MeasureSettings, Measurer
 from .local import LocalMeasurer, WorkerPool, WrongAnswer, build_kernel, check_fits_here, run_kernel
 from .replay import ReplayMeasurer
 
-__all__ = ["Measurer", "MeasureSettings", "WorkerPool", "check_measurable", "make_measurer", "measured_here",
-           "shared_pool"]
+#: what the rest of tiletune takes from measure/: the measurers and their pool, and the one-kernel build and run
+#: (the MetaSchedule baseline re-times its kernel with our runner; tiletune.testing injects faults around them)
+__all__ = ["Measurer", "MeasureSettings", "WorkerPool", "WrongAnswer", "build_kernel", "check_measurable",
+           "make_measurer", "measured_here", "run_kernel", "shared_pool"]
 
 
 def make_measurer(workload: Workload, space: Space, target: dict, *, replay: str | None = None,
