@@ -3,6 +3,7 @@ seq in 8..64) tuned at two lengths into one records file, a third length added l
 once into one library that dispatches in its Relax main, run at the tuned lengths, between them and at the bounds,
 equal to torch; bad --shapes are one line each."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -32,6 +33,20 @@ class Attn(nn.Module):
 def make():
     torch.manual_seed(0)
     return Attn().eval(), (torch.randn(1, 16, 32),), {"x": {1: torch.export.Dim("seq", min=8, max=64)}}
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(32, 32), nn.Linear(32, 16)
+
+    def forward(self, x, y):
+        return self.a(x).sum(1) + self.b(y).sum()
+
+
+def two_inputs():
+    torch.manual_seed(0)
+    return TwoInputs().eval(), (torch.randn(2, 16, 32), torch.randn(4, 32)), ({1: torch.export.Dim("seq", max=99)}, None)
 
 
 def fixed():
@@ -65,6 +80,25 @@ def test_source_keeps_the_symbolic_dimension(spec):
     assert {k: int(v) for k, v in main.attrs["tir_var_upper_bound"].items()} == {"seq": 64}
 
 
+def test_a_kernel_identical_at_two_shapes_is_one_task(spec):
+    from tiletune.model.shapes import parse_shapes, shape_tasks
+    from tiletune.model.source import load
+    from tiletune.target import host_target
+
+    source = load(spec.replace(":make", ":two_inputs"))
+    assert source.inputs[0].shape == (2, "seq", 32) and source.inputs[1].shape == (4, 32)
+    assert (source.dims["seq"].lo, source.dims["seq"].hi) == (1, 99)  # Dim's default min 0: at least 1
+    bindings = parse_shapes(["seq=8,24"], source)
+    assert bindings == [{"seq": 8}, {"seq": 24}]
+    dyn = shape_tasks(source, host_target(), "NHWC", bindings)
+    names = sorted(k.name for k in dyn.merged.tasks)
+    shared = [k for k in dyn.merged.tasks if k.inputs[0] == (4, 32)]  # y @ W_b: the same at every seq
+    assert len(shared) == 1 and shared[0].name.endswith("@seq=8,24") and shared[0].calls == 2, names
+    per_shape = [k for k in dyn.merged.tasks if k.inputs[0] != (4, 32)]
+    assert sorted(k.name.split("@")[1] for k in per_shape) == ["seq=24", "seq=8"], names
+    assert len(dyn.merged.keys()) == len(dyn.merged.tasks) == 3
+
+
 def test_bad_shapes_are_one_line(spec, capsys):
     from tiletune.cli import main
 
@@ -92,23 +126,21 @@ def test_tune_two_lengths_add_one_build_once_and_run_any_length(spec, home, tmp_
 
     rec = tmp_path / "seq.jsonl"
     quick = ["-s", "random", "--repeat", "1", "--min-repeat-ms", "0", "-q"]
-    assert main(["model", "tasks", spec, "--shapes", "seq=16,32"]) == 0
+    # two lengths, one budget: every task of both shapes (named by shape) gets a trial; one records file
+    assert main(["model", "tune", spec, "--shapes", "seq=16,32", "-r", str(rec), "--trials", "12", *quick]) == 0
     out = capsys.readouterr().out
-    assert "at 2 shape(s) (seq=16; seq=32; seq in 8..64)" in out
-    assert "fused_matmul_add@seq=16" in out and "fused_matmul_add@seq=32" in out
-
-    # two lengths, one budget: one trial per task of both shapes, one records file
-    assert main(["model", "tune", spec, "--shapes", "seq=16,32", "-r", str(rec), "--trials", "8", *quick]) == 0
-    out = capsys.readouterr().out
-    assert "8 trials (8 measured, 0 from records)" in out and "--shapes seq=16,32" in out
+    n = int(re.search(r"at 2 shape\(s\) \(seq=16; seq=32; seq in 8..64\): (\d+) tasks to tune", out).group(1))
+    assert n % 2 == 0 and 12 >= n >= 6, out  # the same kernels at each length, none shared (all depend on seq)
+    assert "matmul2@seq=16" in out and "matmul2@seq=32" in out
+    assert "12 trials (12 measured, 0 from records)" in out and "--shapes seq=16,32" in out
     first = _keys(rec)
-    assert len(set(first)) == 8 and {k.split("@")[0].split("[")[0] for k in first} >= {"fused_matmul_add"}
+    assert len(set(first)) == n
 
     # a later length adds its tasks without measuring the others again
-    assert main(["model", "tune", spec, "--shapes", "seq=48", "-r", str(rec), "--trials", "4", *quick]) == 0
+    assert main(["model", "tune", spec, "--shapes", "seq=48", "-r", str(rec), "--trials", str(n // 2), *quick]) == 0
     capsys.readouterr()
     added = _keys(rec)[len(first):]
-    assert len(added) == 4 and not set(added) & set(first)
+    assert len(set(added)) == n // 2 and not set(added) & set(first)
 
     lib = tmp_path / "seq.so"
     assert main(["model", "build", spec, "--shapes", "seq=16,32", "-r", str(rec), "-o", str(lib)]) == 0
@@ -116,7 +148,7 @@ def test_tune_two_lengths_add_one_build_once_and_run_any_length(spec, home, tmp_
     assert "output matches the original at seq=16, seq=32, seq=24, seq=8, seq=64" in out
     meta = json.loads((tmp_path / "seq.so.json").read_text())
     assert meta["dims"] == {"seq": [8, 64]} and meta["inputs"][0]["shape"] == [1, "seq", 32]
-    assert meta["tuned"] == 8 and set(meta["kernels"]) == {"seq=16", "seq=32", "any"}
+    assert meta["tuned"] == n and set(meta["kernels"]) == {"seq=16", "seq=32", "any"}
     assert "tuned" in meta["kernels"]["seq=16"].values() and "tuned" in meta["kernels"]["seq=32"].values()
 
     source = load(spec)

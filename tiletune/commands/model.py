@@ -320,8 +320,9 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
     """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
     shapes' functions and to the symbolic one (tiletune.model.shapes)."""
     chosen = best_configs_shaped(dyn, args.records)
-    check_at = check_bindings(source, [st.binding for st in dyn.shapes])
-    mod, how = dispatch_module(dyn, chosen, check_at)
+    tuned = [st.binding for st in dyn.shapes]
+    check_at = check_bindings(source, tuned)
+    mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
     ex = compile_module(mod, tasks.target)
     errors = {}
     if not args.no_check:

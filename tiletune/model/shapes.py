@@ -292,7 +292,8 @@ def fallback_module(dyn: DynamicTasks, check_at: list[dict[str, int]]):
 
 def dispatch_module(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, int]]):
     """(one module whose ``main`` runs every shape within the bounds, {shape label or "any": {kernel: how}});
-    see the module docstring."""
+    see the module docstring. The symbolic module's kernels are checked at ``check_at`` (shapes it serves: the
+    bounds and one between)."""
     import tvm
     from tvm import relax, tirx
 
