@@ -80,6 +80,7 @@ def _levels_of(config: dict, wl) -> dict[str, int]:
 
 
 #: the alignment (bytes) TVM's kernels assume for every buffer: less-aligned data would crash them
+#: (docs/decisions/api-zero-copy.md)
 ALIGNMENT = 64
 
 
