@@ -35,6 +35,35 @@ def test_lines_come_back_when_the_call_raises(capfd, monkeypatch):
     assert capfd.readouterr().err == "after\n"
 
 
+def test_nested_and_concurrent_windows_restore_fd2_once(capfd, monkeypatch):
+    import threading
+
+    monkeypatch.delenv(quiet.VERBOSE_ENV, raising=False)
+    with quiet.quiet_tvm():
+        os.write(2, (NOISE_LINES[0] + "a\n").encode())
+        with quiet.quiet_tvm():
+            os.write(2, (NOISE_LINES[1] + "b\n").encode())
+        os.write(2, b"c\n")
+    assert capfd.readouterr().err == "a\nb\nc\n"
+    inside, release = threading.Event(), threading.Event()
+
+    def other():
+        with quiet.quiet_tvm():
+            os.write(2, (NOISE_LINES[2] + "from the thread\n").encode())
+            inside.set()
+            release.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    inside.wait(10)
+    with quiet.quiet_tvm():  # opened while the thread's window is open, closed before it
+        os.write(2, (NOISE_LINES[3] + "main\n").encode())
+    release.set()
+    t.join()
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "from the thread\nmain\nafter\n"
+
+
 def test_verbose_env_lets_everything_through(capfd, monkeypatch):
     monkeypatch.setenv(quiet.VERBOSE_ENV, "1")
     with quiet.quiet_tvm():

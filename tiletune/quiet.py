@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -48,35 +49,63 @@ def filtered(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not is_noise(line))
 
 
+_lock = threading.Lock()
+_depth = 0  # quiet_tvm windows open in this process (all threads): only the outermost redirects fd 2
+_state: tuple | None = None  # (saved fd 2, buffer file) while redirected
+
+
+def _reset_in_child() -> None:  # a process forked inside a window writes to its parent's buffer
+    global _lock, _depth, _state
+    _lock, _depth, _state = threading.Lock(), 0, None
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
+
+
 @contextmanager
 def quiet_tvm() -> Iterator[None]:
     """Around a call into TVM: what it writes to fd 2 is held back, and written back without ``NOISE`` when
     the call returns or raises. A no-op with ``TILETUNE_VERBOSE`` set, or when fd 2 cannot be duplicated.
-    Anything else this process writes to fd 2 meanwhile (another thread included) comes out afterwards."""
+    Anything else this process writes to fd 2 meanwhile (another thread included) comes out afterwards.
+    Nested or concurrent windows (threads) share the outermost one's redirection, which ends with the last."""
+    global _depth, _state
     if verbose():
         yield
         return
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
-        yield
-        return
-    buf = tempfile.TemporaryFile()
-    try:
-        os.dup2(buf.fileno(), 2)
-        try:
-            yield
-        finally:
+    with _lock:
+        if _depth == 0:
             try:
                 sys.stderr.flush()
+                saved = os.dup(2)
             except (OSError, ValueError, AttributeError):
-                pass
-            os.dup2(saved, 2)
-            buf.seek(0)
-            kept = filtered(buf.read().decode(errors="replace")).encode()
-            while kept:
-                kept = kept[os.write(2, kept):]
+                saved = None
+            if saved is not None:
+                buf = tempfile.TemporaryFile()
+                os.dup2(buf.fileno(), 2)
+                _state = (saved, buf)
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _state is not None:
+                _restore(*_state)
+                _state = None
+
+
+def _restore(saved: int, buf) -> None:
+    """fd 2 back to ``saved``; the buffer's lines that are not noise written to it."""
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        os.dup2(saved, 2)
+        buf.seek(0)
+        kept = filtered(buf.read().decode(errors="replace")).encode()
+        while kept:
+            kept = kept[os.write(2, kept):]
     finally:
         os.close(saved)
         buf.close()
