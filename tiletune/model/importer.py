@@ -48,11 +48,13 @@ def fold_batchnorm(module):
         return module
 
 
-def to_relax(source: ModelSource):
-    """The Relax IRModule of ``source`` (``main`` takes the inputs, weights are constants)."""
+def to_relax(source: ModelSource, *, hoist: bool = True):
+    """The Relax IRModule of ``source`` (``main`` takes the inputs, weights are constants). ``hoist=False``
+    leaves elementwise operators after their reshapes (``benchmarks/fusion_gain.py`` measures what it costs)."""
     with warnings.catch_warnings():  # torch's export and TVM's frontends warn about their own internals
         warnings.simplefilter("ignore")
-        return _to_relax(source)
+        mod = _to_relax(source)
+    return hoist_over_reshapes(mod) if hoist else mod
 
 
 def _to_relax(source: ModelSource):
@@ -95,7 +97,7 @@ def _to_relax(source: ModelSource):
     _check_static(source, mod)
     if source.dynamic:
         mod = _name_symbolic_vars(source, mod)
-    return hoist_over_reshapes(_bool_compares_as_int8(mod))
+    return _bool_compares_as_int8(mod)
 
 
 def _name_symbolic_vars(source: ModelSource, mod):
