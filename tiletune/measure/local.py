@@ -120,7 +120,7 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float
     dev = tvm.cpu()
     inputs, ref = _inputs_and_reference(workload)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
-    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.dtype), dev)
+    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.out_dtype), dev)
     main = lib["main"]
     main(*args, out)  # first run: also the correctness check
     if settings.check:

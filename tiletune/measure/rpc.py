@@ -279,7 +279,7 @@ class _Device(threading.Thread):
         wl = self.m.workload
         if wl.key not in self.buffers:
             inputs, _ = self.m.reference()
-            zeros = np.zeros(wl.output_shape(), wl.dtype)
+            zeros = np.zeros(wl.output_shape(), wl.out_dtype)
             args = [tvm.runtime.tensor(x, dev) for x in inputs]
             self.buffers = {wl.key: (args, tvm.runtime.tensor(zeros, dev), zeros)}
         args, out, zeros = self.buffers[wl.key]

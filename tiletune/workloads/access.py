@@ -38,7 +38,7 @@ from typing import Mapping, Sequence
 
 from .base import Axis, Workload
 
-DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2}
+DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,14 @@ def tensor_accesses(workload: Workload | None, axes: Sequence[Axis] | None = Non
     if callable(own):
         return list(own())
     b = DTYPE_BYTES.get(workload.dtype, 4)
+    op, w = workload.op, workload
+    if getattr(workload, "out_dtype", workload.dtype) != workload.dtype:  # float32 output of half inputs
+        return [t if t.role == "input" else TensorAccess(t.name, t.role, t.dims, DTYPE_BYTES[workload.out_dtype])
+                for t in _family_accesses(workload, b)]
+    return _family_accesses(workload, b)
+
+
+def _family_accesses(workload: Workload, b: int) -> list[TensorAccess]:
     op, w = workload.op, workload
     if op == "gemm":
         return [TensorAccess("A", "input", (_v("m", w.M), _v("k", w.K)), b),

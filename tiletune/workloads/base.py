@@ -15,7 +15,28 @@ import numpy as np
 
 from ..errors import TiletuneError
 
-DTYPES = ("float32", "float64", "float16")
+try:  # registers numpy's "bfloat16" dtype (installed with TVM)
+    import ml_dtypes  # noqa: F401
+except ImportError:  # pragma: no cover
+    ml_dtypes = None
+
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+# half-precision inputs are multiplied and accumulated in float32 (as tensor cores and cuBLAS do); the output
+# dtype (``out_dtype=`` in the spec) is the input dtype by default, or float32
+# (docs/decisions/half-precision-output.md)
+HALF = ("float16", "bfloat16")
+ACCUMULATION = {"float16": "float32", "bfloat16": "float32"}
+# the check of a kernel's output against the reference, in one place: (rtol, atol per sqrt(reduction length))
+# of the accumulation dtype's rounding over the reduction, and the relative rounding of the output dtype
+# (two units in the last place: kernel and reference may round a sum to neighbouring values)
+ACCUMULATION_TOLERANCE = {"float64": (1e-4, 1e-11), "float32": (1e-4, 1e-4), "float16": (1e-1, 1e-1),
+                          "bfloat16": (2.5e-1, 5e-1)}
+OUTPUT_RTOL = {"float64": 0.0, "float32": 0.0, "float16": 2.0**-9, "bfloat16": 2.0**-6}
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    """numpy's dtype for a workload dtype (bfloat16: ml_dtypes')."""
+    return np.dtype(dtype)
 # TE gives these workloads' shapes and loop variables 32-bit integers (a Python int that fits is an int32
 # IntImm) and addresses each buffer with one flattened index: a buffer of more elements cannot be built
 # (TVM fails every trial: "Literal value ... exceeds range of int32", or an empty domain just past it)
@@ -48,9 +69,16 @@ class Workload:
     doc: ClassVar[str] = ""
     #: memory layouts the family accepts (``layout=`` in the spec), the default first; () = no layout param
     layouts: ClassVar[tuple[str, ...]] = ()
+    #: input dtypes the family accepts
+    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float64", "float16")
+    #: whether the family computes through ``mac`` and ``finish``: half-precision inputs accumulated in float32
+    #: (``ACCUMULATION``); otherwise a family computes in its input dtype
+    mixed_precision: ClassVar[bool] = False
 
-    def __init__(self, dtype: str = "float32", layout: str | None = None, **values: int):
+    def __init__(self, dtype: str = "float32", layout: str | None = None, out_dtype: str | None = None,
+                 **values: int):
         self.dtype = dtype
+        self.out_dtype = out_dtype or dtype
         self.layout = layout or (self.layouts[0] if self.layouts else None)
         self.values: dict[str, int] = dict(values)
         self._te: list | None = None
@@ -61,6 +89,8 @@ class Workload:
         body = ",".join(f"{p.name}={self.values[p.name]}" for p in self.params)
         if self.dtype != "float32":
             body += f",dtype={self.dtype}"
+        if self.out_dtype != self.dtype:
+            body += f",out_dtype={self.out_dtype}"
         if self.layouts and self.layout != self.layouts[0]:  # the default layout keeps the key it always had
             body += f",layout={self.layout}"
         return f"{self.op}:{body}"
@@ -112,33 +142,72 @@ class Workload:
 
         return te.create_prim_func(self.te()).with_attr("global_symbol", "main")
 
+    # ---- dtypes ------------------------------------------------------------------------------------
+    @property
+    def acc_dtype(self) -> str:
+        """The dtype products are accumulated in (float32 for half-precision inputs)."""
+        return ACCUMULATION.get(self.dtype, self.dtype) if self.mixed_precision else self.dtype
+
+    @property
+    def has_cast(self) -> bool:
+        """Whether the output is a cast of the accumulator (half inputs with a half output): a TE stage
+        ``<anchor>_cast`` after the reduction, which the templates fuse into the write-back."""
+        return self.out_dtype != self.acc_dtype
+
+    def mac(self, a, b):
+        """The product of two TE input elements in the accumulation dtype."""
+        if self.acc_dtype != self.dtype:
+            return a.astype(self.acc_dtype) * b.astype(self.acc_dtype)
+        return a * b
+
+    def finish(self, acc):
+        """The TE output from the accumulating stage ``acc``: itself, or its cast to ``out_dtype``."""
+        if not self.has_cast:
+            return acc
+        from tvm import te
+
+        return te.compute(acc.shape, lambda *i: acc(*i).astype(self.out_dtype), name=f"{acc.op.name}_cast")
+
+    def to_acc(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        """numpy inputs in the accumulation dtype (the reference computes in float32 on the rounded inputs)."""
+        return [np.asarray(a).astype(np_dtype(self.acc_dtype), copy=False) for a in arrays]
+
+    def to_out(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x).astype(np_dtype(self.out_dtype), copy=False)
+
+    def anchor_tensor(self):
+        """The TE stage the schedule templates tile (the reduction; the output unless it is cast)."""
+        out = self.te()[-1]
+        return out.op.input_tensors[0] if self.has_cast else out
+
     def anchor_name(self) -> str:
-        """Name of the block the schedule templates tile (the TE output stage)."""
-        return self.te()[-1].op.name
+        """Name of the block the schedule templates tile (the TE output stage, or the stage it casts)."""
+        return self.anchor_tensor().op.name
 
     def epilogue_blocks(self) -> tuple[str, ...]:
-        """Blocks after the anchor that the templates fuse into its write-back (none for TE families)."""
-        return ()
+        """Blocks after the anchor that the templates fuse into its write-back (the output cast, if any)."""
+        return (self.te()[-1].op.name,) if self.has_cast else ()
 
     def axes(self) -> list[Axis]:
-        """Axes of the output stage, spatial first then reduction, read from the TE compute."""
-        out = self.te()[-1]
+        """Axes of the anchor stage, spatial first then reduction, read from the TE compute."""
+        out = self.anchor_tensor()
         axes = [Axis(iv.var.name, int(iv.dom.extent), "S") for iv in out.op.axis]
         axes += [Axis(iv.var.name, int(iv.dom.extent), "R") for iv in out.op.reduce_axis]
         return axes
 
     def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
-        return [rng.uniform(-1.0, 1.0, size=s).astype(self.dtype) for s in self.input_shapes()]
+        return [rng.uniform(-1.0, 1.0, size=s).astype(np_dtype(self.dtype)) for s in self.input_shapes()]
 
     def tolerance(self) -> tuple[float, float]:
-        """(rtol, atol) for checking outputs; grows with the reduction length."""
+        """(rtol, atol) for checking outputs (``ACCUMULATION_TOLERANCE``, ``OUTPUT_RTOL``); atol grows with the
+        reduction length."""
         red = 1
         for a in self.axes_no_tvm():
             if a.kind == "R":
                 red *= a.extent
-        eps = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-2}[self.dtype]
-        return (max(1e-4, eps * 10), eps * 10 * max(1.0, np.sqrt(red)))
+        rtol, atol = ACCUMULATION_TOLERANCE[self.acc_dtype]
+        return (max(rtol, OUTPUT_RTOL[self.out_dtype]), atol * max(1.0, np.sqrt(red)))
 
     def axes_no_tvm(self) -> list[Axis]:
         """Axes without building TE (subclasses that know them statically override)."""
@@ -192,17 +261,27 @@ def _accepted() -> str:
     for op, cls in sorted(_REGISTRY.items()):
         ps = ",".join(p.name + ("" if p.default is None else f"[={p.default}]") for p in cls.params)
         lay = f"[,layout={'|'.join(cls.layouts)}]" if cls.layouts else ""
-        lines.append(f"  {op}:{ps}[,dtype=float32|float64|float16]{lay}")
+        dt = "|".join(cls.dtypes)
+        out = ",out_dtype=float32" if cls.mixed_precision else ""
+        lines.append(f"  {op}:{ps}[,dtype={dt}]{out and '[' + out + ']'}{lay}")
     lines += [f"  {h}" for _, h in _SPEC_PARSERS]
     return "\n".join(lines)
 
 
-def make(op: str, dtype: str = "float32", layout: str | None = None, **values: int) -> Workload:
+def make(op: str, dtype: str = "float32", layout: str | None = None, out_dtype: str | None = None,
+         **values: int) -> Workload:
     if op not in _REGISTRY:
         raise TiletuneError(f"unknown operator {op!r}; accepted:\n{_accepted()}")
     cls = _REGISTRY[op]
     if dtype not in DTYPES:
         raise TiletuneError(f"unknown dtype {dtype!r}; accepted: {', '.join(DTYPES)}")
+    if dtype not in cls.dtypes:
+        raise TiletuneError(f"{op} does not take dtype={dtype}; accepted: {', '.join(cls.dtypes)}")
+    if out_dtype is not None and out_dtype != dtype:
+        allowed = (dtype, ACCUMULATION[dtype]) if cls.mixed_precision and dtype in ACCUMULATION else (dtype,)
+        if out_dtype not in allowed:
+            raise TiletuneError(f"{op}: out_dtype={out_dtype} with dtype={dtype}; accepted: {', '.join(allowed)} "
+                                "(half-precision inputs may give a float32 output)")
     if layout is not None:
         if not cls.layouts:
             raise TiletuneError(f"{op} has no layout parameter (layout={layout!r} given)")
@@ -228,7 +307,7 @@ def make(op: str, dtype: str = "float32", layout: str | None = None, **values: i
         if v < p.minimum:
             raise TiletuneError(f"{op}: parameter {p.name}={v} must be >= {p.minimum} ({p.help})")
         full[p.name] = int(v)
-    wl = cls(dtype=dtype, layout=layout, **full)
+    wl = cls(dtype=dtype, layout=layout, out_dtype=out_dtype, **full)
     wl._validate()
     wl.check_index_range()
     return wl
@@ -255,7 +334,7 @@ def parse(spec: str | Workload) -> Workload:
     op = op.strip()
     values: dict[str, int] = {}
     dtype = "float32"
-    layout = None
+    layout = out_dtype = None
     if body.strip():
         for item in body.split(","):
             name, eq, val = item.partition("=")
@@ -264,6 +343,9 @@ def parse(spec: str | Workload) -> Workload:
                 raise TiletuneError(f"bad item {item!r} in workload spec {spec!r}: expected NAME=VALUE")
             if name == "dtype":
                 dtype = val
+                continue
+            if name == "out_dtype":
+                out_dtype = val
                 continue
             if name == "layout":
                 if layout is not None:
@@ -276,4 +358,4 @@ def parse(spec: str | Workload) -> Workload:
                 values[name] = int(val)
             except ValueError:
                 raise TiletuneError(f"parameter {name}={val!r} in {spec!r} is not an integer") from None
-    return make(op, dtype=dtype, layout=layout, **values)
+    return make(op, dtype=dtype, layout=layout, out_dtype=out_dtype, **values)

@@ -14,13 +14,15 @@ spec; NCHW is the default and its keys carry no layout):
 
 The zero padding is a separate TE stage named ``pad`` that the schedules inline into the convolution.
 Output size: P = (H + 2 pad - dilation (R - 1) - 1) // stride + 1, likewise Q from W and S.
+dtype=float16|bfloat16 multiplies and accumulates in float32, with the output in the input dtype (a cast
+stage ``conv_cast``/``dwconv_cast``) or float32 (``out_dtype=float32``), as ``tiletune.workloads.matmul``.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import TiletuneError
-from .base import Axis, Param, Workload, register
+from .base import DTYPES, Axis, Param, Workload, register
 
 _WINDOW = (
     Param("stride", "stride (both dimensions)", default=1),
@@ -84,6 +86,8 @@ def _windows(xp: np.ndarray, R: int, S: int, P: int, Q: int, stride: int, dil: i
 
 class _Conv(Workload):
     layouts = LAYOUTS
+    dtypes = DTYPES
+    mixed_precision = True
 
     @property
     def nhwc(self) -> bool:
@@ -154,22 +158,22 @@ class Conv2d(_Conv):
             out = te.compute(
                 self.output_shape(),
                 lambda n, p, q, k: te.sum(
-                    padded[n, p * st + r * dl, q * st + s * dl, c] * weight[r, s, c, k], axis=[r, s, c]
+                    self.mac(padded[n, p * st + r * dl, q * st + s * dl, c], weight[r, s, c, k]), axis=[r, s, c]
                 ),
                 name="conv",
             )
-            return [data, weight, out]
+            return [data, weight, self.finish(out)]
         c = te.reduce_axis((0, self.C), name="c")
         r = te.reduce_axis((0, self.R), name="r")
         s = te.reduce_axis((0, self.S), name="s")
         out = te.compute(
             (self.N, self.K, self.P, self.Q),
             lambda n, k, p, q: te.sum(
-                padded[n, c, p * st + r * dl, q * st + s * dl] * weight[k, c, r, s], axis=[c, r, s]
+                self.mac(padded[n, c, p * st + r * dl, q * st + s * dl], weight[k, c, r, s]), axis=[c, r, s]
             ),
             name="conv",
         )
-        return [data, weight, out]
+        return [data, weight, self.finish(out)]
 
     def axes_no_tvm(self):
         if self.nhwc:
@@ -183,10 +187,11 @@ class Conv2d(_Conv):
         ]
 
     def reference(self, data, weight):
+        data, weight = self.to_acc(data, weight)
         if self.nhwc:  # HWIO -> OIHW, NHWC -> NCHW and back
             data, weight = nhwc_to_nchw(data), weight.transpose(3, 2, 0, 1)
         win = _windows(_np_pad(data, self.pad), self.R, self.S, self.P, self.Q, self.stride, self.dilation)
-        out = np.einsum("ncrspq,kcrs->nkpq", win, weight, optimize=True).astype(data.dtype)
+        out = self.to_out(np.einsum("ncrspq,kcrs->nkpq", win, weight, optimize=True))
         return np.ascontiguousarray(nchw_to_nhwc(out)) if self.nhwc else out
 
     @property
@@ -227,19 +232,19 @@ class DepthwiseConv2d(_Conv):
             out = te.compute(
                 self.output_shape(),
                 lambda n, p, q, c: te.sum(
-                    padded[n, p * st + r * dl, q * st + s * dl, c] * weight[r, s, c], axis=[r, s]
+                    self.mac(padded[n, p * st + r * dl, q * st + s * dl, c], weight[r, s, c]), axis=[r, s]
                 ),
                 name="dwconv",
             )
-            return [data, weight, out]
+            return [data, weight, self.finish(out)]
         out = te.compute(
             (self.N, self.C, self.P, self.Q),
             lambda n, c, p, q: te.sum(
-                padded[n, c, p * st + r * dl, q * st + s * dl] * weight[c, 0, r, s], axis=[r, s]
+                self.mac(padded[n, c, p * st + r * dl, q * st + s * dl], weight[c, 0, r, s]), axis=[r, s]
             ),
             name="dwconv",
         )
-        return [data, weight, out]
+        return [data, weight, self.finish(out)]
 
     def axes_no_tvm(self):
         if self.nhwc:
@@ -253,12 +258,13 @@ class DepthwiseConv2d(_Conv):
         ]
 
     def reference(self, data, weight):
+        data, weight = self.to_acc(data, weight)
         if self.nhwc:  # HWC -> C1HW (as [C, R, S] here), NHWC -> NCHW and back
             data, w = nhwc_to_nchw(data), weight.transpose(2, 0, 1)
         else:
             w = weight[:, 0]
         win = _windows(_np_pad(data, self.pad), self.R, self.S, self.P, self.Q, self.stride, self.dilation)
-        out = np.einsum("ncrspq,crs->ncpq", win, w, optimize=True).astype(data.dtype)
+        out = self.to_out(np.einsum("ncrspq,crs->ncpq", win, w, optimize=True))
         return np.ascontiguousarray(nchw_to_nhwc(out)) if self.nhwc else out
 
     @property
