@@ -37,3 +37,33 @@ def test_reshape_pairs_cancel_and_values_are_unchanged(home):
     got = vm["main"](tvm.runtime.tensor(x[0]))
     got = got.numpy() if hasattr(got, "numpy") else got[0].numpy()
     np.testing.assert_allclose(got, source.reference(x)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_residual_and_mask_adds_join_the_matmul_kernel(home):
+    """A residual added after nn.Linear (same shape up to a leading unit dimension) and a mask broadcast over
+    the scores fuse into their matmuls; a broadcast that the reshape would change is left alone."""
+    import torch
+
+    from tiletune.model.source import _from_torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+            self.register_buffer("mask", torch.randn(1, 1, 6, 6))
+
+        def forward(self, x):
+            y = self.a(x) + x  # residual: [1, 6, 16] = reshape([6, 16]) + [1, 6, 16]
+            s = (y.view(1, 6, 2, 8).transpose(1, 2) @ y.view(1, 6, 2, 8).permute(0, 2, 3, 1)) + self.mask
+            return self.b(y) * 2.0, s.softmax(-1)
+
+    torch.manual_seed(0)
+    source = _from_torch("m", "m", M().eval(), (torch.randn(1, 6, 16),))
+    tasks = model_tasks(source, parse_target(None), "NHWC")
+    names = sorted(k.name for k in tasks.tasks)
+    # the first Linear with its bias and the residual; the scores with the mask; the second with the scale
+    assert len(names) == 3 and all("_add" in n for n in names), names
+    assert any(n.count("add") == 2 for n in names), names  # bias + residual in one kernel
+    assert any("multiply" in n for n in names), names
+    rest = [k.name for k in tasks.kernels if not k.tunable]
+    assert not any("add" in n or "multiply" in n for n in rest), rest
