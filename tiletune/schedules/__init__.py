@@ -1,22 +1,36 @@
-"""Config -> TensorIR schedule, per target family (``cpu`` for LLVM targets, ``cuda`` for CUDA targets),
-and the space of a workload that each family's template tunes."""
+"""Config -> TensorIR schedule, per target family (``cpu`` for LLVM targets, ``cuda`` for CUDA targets:
+``cuda_mma`` on tensor cores for float16/bfloat16 inputs, ``cuda`` SIMT otherwise), and the space of a
+workload that each family's template tunes."""
 from __future__ import annotations
 
 from typing import Any
 
 from ..space import Config, Space
-from ..workloads.base import Workload
-from . import cpu, cuda
+from ..errors import TiletuneError
+from ..workloads.base import HALF, Workload
+from . import cpu, cuda, cuda_mma
 
 
 def _is_cuda(target: dict[str, Any] | None) -> bool:
     return target is not None and target.get("kind") == "cuda"
 
 
+def _mma(workload: Workload, target: dict[str, Any] | None) -> bool:
+    """Whether ``workload`` goes to the tensor-core template (half inputs on CUDA); TiletuneError for half
+    inputs on CUDA that it does not schedule."""
+    if not _is_cuda(target) or workload.dtype not in HALF:
+        return False
+    if not cuda_mma.supports(workload):
+        raise TiletuneError(cuda_mma.refusal(workload))
+    return True
+
+
 def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None) -> Space:
     """The default space of a workload for a target: (4, 2) levels and the template's choice knobs
     (unroll; pack for the CPU template where it applies); for NHWC conv2d on a CPU, the register-tile rule
     of ``cpu.register_rule`` as the space's constraint; on a GPU, its per-block limits (``cuda.LimitRule``)."""
+    if _mma(workload, target):
+        return cuda_mma.make_space(workload, levels, target)
     if _is_cuda(target):
         return cuda.make_space(workload, levels, target)
     space = Space.from_axes(workload.axes(), levels=levels, choices=cpu.choice_knobs(workload))
@@ -26,13 +40,17 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
 
 def check(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None) -> None:
     """Raise ``cpu.InvalidConfig`` (or its GPU subclass) when the target's template rejects ``config``."""
-    if _is_cuda(target):
+    if _mma(workload, target):
+        cuda_mma.check(workload, space, config, target)
+    elif _is_cuda(target):
         cuda.check(workload, space, config, target)
     else:
         cpu.check(workload, space, config)
 
 
 def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any]):
+    if _mma(workload, target):
+        return cuda_mma.schedule(workload, space, config, target)
     if _is_cuda(target):
         return cuda.schedule(workload, space, config, target)
     return cpu.schedule(workload, space, config, target)
@@ -51,10 +69,13 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
     from ..quiet import quiet_tvm
 
     sch = schedule(workload, space, config, target)
-    if arg_checks:
+    extra = cuda_mma.pass_config() if _mma(workload, target) else {}
+    if arg_checks and not extra:
         with quiet_tvm():  # pow's warnings (fused GELU epilogues)
             return tvm.compile(sch.mod, target=tvm.target.Target(target))
+    if not arg_checks:
+        extra["tirx.disable_assert"] = True
     outer = tvm.transform.PassContext.current()
-    with tvm.transform.PassContext(opt_level=outer.opt_level, config={**outer.config, "tirx.disable_assert": True}):
+    with tvm.transform.PassContext(opt_level=outer.opt_level, config={**outer.config, **extra}):
         with quiet_tvm():
             return tvm.compile(sch.mod, target=tvm.target.Target(target))

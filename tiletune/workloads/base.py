@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 # half-precision inputs are multiplied and accumulated in float32 (as tensor cores and cuBLAS do); the output
 # dtype (``out_dtype=`` in the spec) is the input dtype by default, or float32
-# (docs/decisions/half-precision-output.md)
+# (docs/gpu.md, "Tensor cores")
 HALF = ("float16", "bfloat16")
 ACCUMULATION = {"float16": "float32", "bfloat16": "float32"}
 # the check of a kernel's output against the reference, in one place: (rtol, atol per sqrt(reduction length))
