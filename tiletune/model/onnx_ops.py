@@ -160,6 +160,16 @@ class _Recurrent(_Converter):
     def _recurrence(cls, bb, r_d, rb, hidden):
         return {"r_t": bb.emit(relax.op.permute_dims(r_d, [1, 0])), "rb": rb}
 
+    @classmethod
+    def _impl_v7(cls, bb, inputs, attr, params):
+        return cls._convert(bb, inputs, attr)
+
+    @staticmethod
+    def _gates(bb, xw, h, state):
+        """The pre-activations of one step: X W^T (all steps at once, ``xw``) + H R^T + the recurrence bias."""
+        g = bb.emit(relax.op.add(xw, bb.emit(relax.op.matmul(h, state["r_t"]))))
+        return g if state["rb"] is None else bb.emit(relax.op.add(g, state["rb"]))
+
     @staticmethod
     def _act(name, v):
         return {"Sigmoid": relax.op.sigmoid, "Tanh": relax.op.tanh, "Relu": relax.op.nn.relu}[name](v)
@@ -171,16 +181,9 @@ class LSTM(_Recurrent):
     op = "LSTM"
 
     @classmethod
-    def _impl_v7(cls, bb, inputs, attr, params):
-        return cls._convert(bb, inputs, attr)
-
-    @classmethod
     def _step(cls, bb, xw, h, c, state, attr, acts):
         e = bb.emit
-        g = e(relax.op.add(xw, e(relax.op.matmul(h, state["r_t"]))))
-        if state["rb"] is not None:
-            g = e(relax.op.add(g, state["rb"]))
-        i, o, f, cc = _split(bb, g, 4, -1)
+        i, o, f, cc = _split(bb, cls._gates(bb, xw, h, state), 4, -1)
         i, o, f = (e(cls._act(acts[0], v)) for v in (i, o, f))
         cc = e(cls._act(acts[1], cc))
         c = e(relax.op.add(e(relax.op.multiply(f, c)), e(relax.op.multiply(i, cc))))
@@ -193,10 +196,6 @@ class GRU(_Recurrent):
     (linear_before_reset=0) or after (=1, torch's form) the recurrence matmul."""
 
     op = "GRU"
-
-    @classmethod
-    def _impl_v7(cls, bb, inputs, attr, params):
-        return cls._convert(bb, inputs, attr)
 
     @classmethod
     def _recurrence(cls, bb, r_d, rb, hidden):
@@ -243,16 +242,8 @@ class RNN(_Recurrent):
     op = "RNN"
 
     @classmethod
-    def _impl_v7(cls, bb, inputs, attr, params):
-        return cls._convert(bb, inputs, attr)
-
-    @classmethod
     def _step(cls, bb, xw, h, c, state, attr, acts):
-        e = bb.emit
-        g = e(relax.op.add(xw, e(relax.op.matmul(h, state["r_t"]))))
-        if state["rb"] is not None:
-            g = e(relax.op.add(g, state["rb"]))
-        return e(cls._act(acts[0], g)), None
+        return bb.emit(cls._act(acts[0], cls._gates(bb, xw, h, state))), None
 
 
 class Celu(_Converter):
