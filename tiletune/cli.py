@@ -8,12 +8,12 @@ import argparse
 import os
 import sys
 
-from .commands import bench, best, build, hardware, model, rpc, space, strategies, table, tune
+from .commands import bench, best, build, hardware, model, rpc, source, space, strategies, table, tune
 from .errors import TiletuneError
 from .quiet import VERBOSE_ENV
 
 # the command modules, in --help order
-COMMANDS = [tune, space, strategies, best, build, hardware, table, bench, rpc, model]
+COMMANDS = [tune, space, strategies, best, build, source, hardware, table, bench, rpc, model]
 
 
 def build_parser() -> argparse.ArgumentParser:
