@@ -141,7 +141,7 @@ def test_trials_zero_means_no_trial_limit_only_with_another_budget():
 
 
 def test_table_and_bench_check_their_output_and_numbers_first(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(table_cmd, "LocalMeasurer", _nothing_may_start)
+    monkeypatch.setattr(table_cmd, "make_measurer", _nothing_may_start)
     monkeypatch.setattr(bench_cmd, "run_bench", _nothing_may_start)
     _one_line_error(capsys, ["table", SPEC, "--sample", "2", "-o", str(tmp_path)], "is a directory")
     _one_line_error(capsys, ["table", SPEC, "--sample", "2", "-o", str(tmp_path / "t.jsonl"), "--repeat", "0"],

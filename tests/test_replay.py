@@ -125,7 +125,7 @@ class FakeLocal:
 
     instances = []
 
-    def __init__(self, workload, space, target, settings=None):
+    def __init__(self, workload, space, target, settings=None, **kw):
         self.space = space
         self.inner = FunctionMeasurer(lambda c: 1e-3 * (1 + space.index(c) % 17))
         self.kind = "local"
@@ -141,12 +141,10 @@ class FakeLocal:
 
 @pytest.fixture
 def fake_local(monkeypatch):
-    import tiletune.commands.table as table
-    import tiletune.measure.local as local
+    import tiletune.measure.factory as factory
 
     FakeLocal.instances = []
-    monkeypatch.setattr(local, "LocalMeasurer", FakeLocal)
-    monkeypatch.setattr(table, "LocalMeasurer", FakeLocal)  # the name 'tiletune table' measures with
+    monkeypatch.setattr(factory, "LocalMeasurer", FakeLocal)  # what make_measurer makes for an llvm target
     return FakeLocal
 
 
