@@ -5,9 +5,13 @@ import json
 import sys
 from pathlib import Path
 
+from ..construct import constructions
 from ..errors import TiletuneError
 from ..paths import check_output
 from ..records import best, load
+from ..schedules import build, check, cuda_mma, make_space, schedule
+from ..schedules.cpu import InvalidConfig
+from ..schedules.cuda import cuda_source
 from ..target import parse_target
 from ..workloads import parse
 
@@ -46,7 +50,6 @@ def run(args) -> int:
 def source(workload: str, *, target=None, config: str | None = None, records: str | None = None,
            asm: bool = False) -> str:
     """The code of one configuration (see the command's description)."""
-    from ..schedules import build, make_space, schedule
 
     wl = parse(workload)
     chosen = None
@@ -79,7 +82,6 @@ def source(workload: str, *, target=None, config: str | None = None, records: st
         return schedule(wl, space, cfg, tgt).mod.script()
     ex = build(wl, space, cfg, tgt)
     if cuda:
-        from ..schedules.cuda import cuda_source
 
         return cuda_source(ex)
     return ex.mod.inspect_source("asm")
@@ -90,12 +92,9 @@ def default_config(wl, space, target):
     allowed configuration of the space)."""
     import numpy as np
 
-    from ..schedules import cuda_mma
-
     if any(k.name == "block_m" for k in space.knobs):
         return cuda_mma.default_config(wl, space, target)
     try:
-        from ..construct import constructions
 
         return constructions("gensor", space, workload=wl, target=target, k=1, rng=np.random.default_rng(0))[0]
     except (TiletuneError, IndexError):
@@ -107,8 +106,6 @@ def default_config(wl, space, target):
 
 
 def _from_dict(wl, space, target, values: dict, what: str):
-    from ..schedules import check
-    from ..schedules.cpu import InvalidConfig
 
     try:
         cfg = space.from_dict(values)

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..bench.metaschedule import _fast_frame_getmodule, in_process_builder_runner
+from ..bench.vendor import torch_kernel
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.timing import time_callable
@@ -140,7 +141,6 @@ def run_method(job: dict) -> dict:
             prepare, call, outputs = _torch_method(source, threads, method == "torch-compile")
             import torch
 
-            from ..bench.vendor import torch_kernel
             out["torch_kernel"] = torch_kernel(torch)  # the ISA torch dispatches for, and its threads
         elif method == "onnxruntime":
             prepare, call, outputs = _onnx_method(source, threads, tmp)

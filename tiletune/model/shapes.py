@@ -29,75 +29,24 @@ library that runs at every shape within the bounds.
 """
 from __future__ import annotations
 
-import itertools
-import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..errors import TiletuneError
+from ..quiet import quiet_tvm
+from ..records import load
+from ..target import target_key
+from ..workloads.primfunc import _walk
+from .build import best_configs, scheduled_module
+from .default_schedule import default_schedule
+from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
 from .layout import check_layout, convert
 from .source import ModelSource
 from .tasks import ModelTasks, extract, fuse
 
 FALLBACK = "any"  # the label of the symbolic module's functions
-
-
-# ---------------------------------------------------------------------------------------------- --shapes
-
-
-def label(binding: dict[str, int]) -> str:
-    """``seq=32`` (``batch=1,seq=32`` for several dimensions)."""
-    return ",".join(f"{k}={v}" for k, v in binding.items())
-
-
-def tag(binding: dict[str, int]) -> str:
-    """A function-name-safe label: ``seq32``."""
-    return "_".join(f"{k}{v}" for k, v in binding.items())
-
-
-def parse_shapes(texts: list[str] | None, source: ModelSource) -> list[dict[str, int]]:
-    """The bindings of ``--shapes`` (see the module docstring); ``texts`` None: the example inputs' shape."""
-    dims = source.dims
-    if not dims:
-        if texts:
-            raise TiletuneError(f"--shapes: {source.spec} has no symbolic dimension (its shapes are static)")
-        return []
-    names = ", ".join(f"{n} {d.bounds}" for n, d in dims.items())
-    given: dict[str, list[int]] = {}
-    for text in texts or []:
-        for part in (p.strip() for p in re.split(r"[;\s]+", text)):
-            if not part:
-                continue
-            name, eq, values = part.partition("=")
-            name = name.strip()
-            if not eq or not name or not values.strip():
-                raise TiletuneError(f"--shapes: {part!r} is not NAME=V1,V2,... (e.g. {next(iter(dims))}=32,64)")
-            if name not in dims:
-                raise TiletuneError(f"--shapes: unknown dimension {name!r} (the model's: {names})")
-            if name in given:
-                raise TiletuneError(f"--shapes: {name} is given twice")
-            vals = []
-            for v in values.split(","):
-                v = v.strip()
-                try:
-                    x = int(v)
-                except ValueError:
-                    raise TiletuneError(f"--shapes: {name}={v or '(empty)'} is not an integer") from None
-                if not dims[name].contains(x):
-                    raise TiletuneError(f"--shapes: {name}={x} is outside {name}'s bounds {dims[name].bounds}")
-                if x not in vals:
-                    vals.append(x)
-            given[name] = vals
-    for name, d in dims.items():
-        if name not in given:
-            if d.example is None:
-                raise TiletuneError(f"--shapes: give {name} (the model has no example value for it; bounds "
-                                    f"{d.bounds}), e.g. --shapes {name}=32")
-            given[name] = [d.example]
-    order = list(dims)
-    return [dict(zip(order, combo)) for combo in itertools.product(*(given[n] for n in order))]
 
 
 # ------------------------------------------------------------------------------------------------- tasks
@@ -122,22 +71,6 @@ class DynamicTasks:
     shapes: list[ShapeTasks]
     merged: ModelTasks  # every distinct kernel of every shape once (see the module docstring)
     notes: list[str] = field(default_factory=list)
-
-
-def bind(mod, binding: dict[str, int]):
-    """``mod`` with its symbolic dimensions replaced by ``binding``'s values (no bounds attributes left)."""
-    import tvm
-    from tvm import relax
-
-    out = relax.transform.BindSymbolicVars({k: int(v) for k, v in binding.items()})(mod)
-    out = tvm.IRModule(dict(out.functions.items()), attrs=out.attrs)
-    for gv, f in list(out.functions.items()):
-        if isinstance(f, relax.Function):
-            for a in ("tir_var_lower_bound", "tir_var_upper_bound"):
-                if a in (f.attrs or {}):
-                    f = f.without_attr(a)
-            out[gv] = f
-    return out
 
 
 def _shared_label(bindings: list[dict[str, int]]) -> str:
@@ -177,9 +110,6 @@ def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[d
 
 def best_configs_shaped(dyn: DynamicTasks, records: str | None) -> dict:
     """The chosen kernel of every task at every shape (by kernel hash; see the module docstring)."""
-    from ..records import load
-    from ..target import target_key
-    from .build import best_configs
 
     try:
         return best_configs(dyn.merged, records)
@@ -213,8 +143,6 @@ def _shape_of(expr, values: dict[str, int]) -> int:
 def _collect_vars(expr, out: dict) -> None:
     from tvm import tirx
 
-    from ..workloads.primfunc import _walk
-
     _walk(expr, lambda e: out.setdefault(e.name, e) if isinstance(e, tirx.Var) else None)
 
 
@@ -224,9 +152,6 @@ def checked_symbolic(func, target: dict, bindings: list[dict[str, int]]) -> tupl
     ``tiletune.model.default_schedule.checked``, for symbolic extents)."""
     import tvm
     import tvm_ffi
-
-    from ..quiet import quiet_tvm
-    from .default_schedule import default_schedule
 
     params = []
     for p in func.params:
@@ -296,8 +221,6 @@ def dispatch_module(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, in
     bounds and one between)."""
     import tvm
     from tvm import relax, tirx
-
-    from .build import scheduled_module
 
     bb = relax.BlockBuilder()
 

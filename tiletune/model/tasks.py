@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from ..workloads.primfunc import PrimFuncWorkload, _walk
+from .dims import bind, parse_shapes
 from .importer import to_relax
 from .layout import DEFAULT_LAYOUT, check_layout, convert
 from .source import ModelSource
@@ -213,8 +214,6 @@ def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT)
     layout = check_layout(layout)
     converted = convert(to_relax(source), layout)
     if source.dynamic:
-        from .shapes import bind, parse_shapes
-
         converted.mod = bind(converted.mod, parse_shapes(None, source)[0])
     tasks = extract(fuse(converted.mod, target), target, layout)
     tasks.notes = converted.notes

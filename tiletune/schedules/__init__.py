@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..space import Config, Space
 from ..errors import TiletuneError
+from ..quiet import quiet_tvm
+from ..space import Config, Space
 from ..workloads.base import HALF, Workload
 from . import cpu, cuda, cuda_mma
 
@@ -65,8 +66,6 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
     and compile time with it (docs/decisions/measure-arg-checks.md); the kernel's loops are the same.
     Libraries given to users keep them."""
     import tvm
-
-    from ..quiet import quiet_tvm
 
     sch = schedule(workload, space, config, target)
     extra = cuda_mma.pass_config() if _mma(workload, target) else {}

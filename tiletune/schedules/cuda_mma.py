@@ -49,6 +49,7 @@ from typing import Any
 from .. import hardware
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
+from ..workloads.access import DTYPE_BYTES
 from ..workloads.base import HALF, Workload
 from .cpu import InvalidConfig
 
@@ -107,7 +108,6 @@ class Gemm:
 
 
 def as_gemm(workload: Workload) -> Gemm:
-    from ..workloads.access import DTYPE_BYTES
 
     w = workload
     ib, ob = DTYPE_BYTES[w.dtype], DTYPE_BYTES[w.out_dtype]

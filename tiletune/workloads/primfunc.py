@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TiletuneError
+from ..quiet import quiet_tvm
 from .access import DTYPE_BYTES, IndexExpr, TensorAccess
 from .base import DTYPES, Axis, Workload, register_spec_parser
 from .epilogue import EpilogueError, fuse_epilogue
@@ -101,8 +102,6 @@ def _int(x, what: str) -> int:
 
 def _parse_script(text: str):
     import tvm.script
-
-    from ..quiet import quiet_tvm
 
     try:
         with quiet_tvm():  # building pow(x, 3) warns
@@ -417,7 +416,6 @@ class PrimFuncWorkload(Workload):
 
         if self._ref_lib is None:
             target = tvm.target.Target({"kind": "llvm"})
-            from ..quiet import quiet_tvm
 
             with quiet_tvm():  # pow's warnings
                 self._ref_lib = tvm.compile(tvm.IRModule({"main": self.prim_func()}), target=target).mod
