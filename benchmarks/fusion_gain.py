@@ -19,6 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+from gzjsonl import unpack  # benchmarks/gzjsonl.py
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.model.build import best_configs, compile_module, export, scheduled_module
@@ -33,6 +36,8 @@ TIMER = r"""
 import json, sys, time
 import numpy as np
 from tiletune.api import load_model
+from gzjsonl import unpack  # benchmarks/gzjsonl.py
+
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import time_callable
 from tiletune.model.source import load
@@ -78,12 +83,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     target = parse_target(None)
     records = os.path.join(args.out, "records.jsonl")
-    if os.path.exists(records + ".gz") and not os.path.exists(records):  # a committed run: recall its kernels
-        import gzip
-        import shutil
-
-        with gzip.open(records + ".gz", "rb") as src, open(records, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+    unpack(Path(records))  # a committed run's .jsonl.gz: its kernels are recalled, not measured again
     times = {"hoisted": [], "plain": []}
     with tempfile.TemporaryDirectory() as libs:  # the libraries hold the weights: not kept in OUT
         builds = {name: build(args.model, hoist, libs, records, args.per_task, target)
