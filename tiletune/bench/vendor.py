@@ -144,7 +144,7 @@ def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = 
     op = wl.op
     if op in NUMPY_OPS:
         a, b = inputs
-        out = np.empty(wl.output_shape(), wl.dtype)
+        out = np.empty(wl.output_shape(), wl.out_dtype)  # fp16 inputs with out_dtype=float32: numpy casts
         return f"numpy matmul ({blas_kernel()})", lambda: np.matmul(a, b, out=out)
     torch = optional_torch() if use_torch else None
     if op in TORCH_OPS and torch is not None:
