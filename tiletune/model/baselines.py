@@ -12,7 +12,7 @@ Methods:
   its convolutions in the job's ``layout`` (``tiletune.model.layout``; NCHW when the job names none).
 - ``torch``: PyTorch eager, under ``torch.inference_mode``.
 - ``torch-compile``: ``torch.compile`` (inductor, default mode); the first call (compilation) is ``prepare_s``.
-- ``onnxruntime``: ONNX Runtime's CPU provider on the model exported by ``torch.onnx.export`` (the
+- ``onnxruntime``: ONNX Runtime's CPU provider on the model exported by ``source.export_onnx`` (the
   TorchScript exporter, opset 17), or on the ``.onnx`` file itself.
 - ``tvm-default``: ``tvm.compile`` of the imported Relax module with TVM's default CPU pipeline (every
   operator legalized to an unscheduled kernel: what TVM does without tuning).
@@ -43,7 +43,7 @@ from ..measure.base import MeasureSettings
 from ..measure.timing import time_callable
 from .build import ModelRunner, _flat, best_configs, compare, compile_module, scheduled_module
 from .importer import to_relax
-from .source import _flatten, load, onnx_session
+from .source import _flatten, export_onnx, load, onnx_session
 from .tasks import fuse, model_tasks
 
 METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default", "metaschedule")
@@ -85,11 +85,8 @@ def _onnx_method(source, threads: int, tmp: str):
             import onnx  # noqa: F401
         except ImportError:
             raise TiletuneError("onnx is not installed (pip install 'tiletune[model]')") from None
-        import torch
-
         path = os.path.join(tmp, "model.onnx")
-        with torch.no_grad():
-            torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False)
+        export_onnx(source, path)
     sess = onnx_session(path, threads)
     names = [i.name for i in sess.get_inputs()]
     return (lambda xs: dict(zip(names, xs))), (lambda feed: sess.run(None, feed)), list

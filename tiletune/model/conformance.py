@@ -1,7 +1,7 @@
 """The model conformance suite: does a layer family import, tune, build and match PyTorch, on every path?
 
 One case is a family (``tiletune.model.families``) x an import path (``torch``: torch.export, ``onnx``: the
-model exported by ``torch.onnx.export`` at opset 17 and imported by TVM's ONNX frontend) x a layout of the
+model exported by ``tiletune.model.source.export_onnx`` (torch.onnx, opset 17) and imported by TVM's ONNX frontend) x a layout of the
 convolutions (NHWC, the default, and NCHW). ``run_case`` takes it through what a user's ``tiletune model
 tune`` and ``model build`` do:
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from dataclasses import dataclass
 
 from ..errors import TiletuneError, one_line
@@ -28,6 +27,7 @@ from ..measure.base import MeasureSettings
 from .build import RTOL, ModelRunner, best_configs, compare, compile_module, scheduled_module
 from .families import CONV_FAMILIES, FAMILIES
 from .layout import LAYOUTS
+from .source import export_onnx
 from .source import load as load_source
 from .tasks import model_tasks
 from .tuner import tune_model
@@ -72,22 +72,6 @@ def cases(families=None, paths=PATHS, layouts=LAYOUTS) -> list[tuple[str, str, s
                 if layout == "NHWC" or fam in CONV_FAMILIES or len(layouts) == 1:
                     out.append((fam, path, layout))
     return out
-
-
-def export_onnx(source, path: str) -> None:
-    """``torch.onnx.export`` of a torch ``ModelSource`` to ``path`` (opset 17, the TorchScript exporter), with
-    ``nn.MultiheadAttention``'s inference fast path off (as one exports it: its fused ATen kernel has no ONNX
-    form)."""
-    import torch
-
-    fastpath = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)  # its fused kernel has no ONNX form
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False)
-    finally:
-        torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
 def run_case(family: str, path: str, layout: str, *, target: dict, records: str, workdir: str,

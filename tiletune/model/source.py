@@ -111,6 +111,24 @@ class ModelSource:
         return list(self._ort.run(None, dict(zip(names, inputs))))
 
 
+def export_onnx(source: ModelSource, path: str) -> None:
+    """``torch.onnx.export`` of a torch ``ModelSource`` to ``path`` (opset 17, the TorchScript exporter), with
+    ``nn.MultiheadAttention``'s inference fast path off (as one exports it: its fused ATen kernel has no ONNX
+    form). Used by the ONNX Runtime baseline and the conformance suite's ONNX path."""
+    import warnings
+
+    import torch
+
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+
+
 def onnx_session(path: str, threads: int | None = None):
     """An ONNX Runtime CPU session of ``path`` (a clear error when onnxruntime is not installed)."""
     try:
