@@ -18,12 +18,13 @@ import time
 import typing
 import warnings
 import zlib
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import TiletuneError
+from .errors import TiletuneError, one_line
 
 SCHEMA = 1
 #: the ``strategy`` of a record that re-measures a candidate before a model is built
@@ -178,6 +179,12 @@ def load(path: str | os.PathLike, *, workload: str | None = None, target: str | 
 def best(records: Iterable[Record], workload: str | None = None) -> Record | None:
     good = [r for r in records if r.ok and (workload is None or r.workload == workload)]
     return min(good, key=lambda r: r.median_s) if good else None
+
+
+def failures(records: Iterable[Record]) -> Counter:
+    """The failed trials of ``records`` counted by (error kind, message in one line); configurations the template
+    refused (``invalid``) are not failures: they were never built."""
+    return Counter((r.error, one_line(r.message)) for r in records if r.error and r.error != "invalid")
 
 
 def now() -> float:

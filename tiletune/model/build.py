@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from ..api import c_compiler
 from ..errors import TiletuneError, one_line
 from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
-from ..records import load
+from ..records import failures, load
 from ..schedules import make_space
 from ..schedules.cpu import schedule
 from ..target import target_key
@@ -96,7 +95,7 @@ def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Ch
     out = {}
     for k in missing:
         mine = [r for r in recs if r.workload == k.workload.key and r.target == tkey]
-        fails = Counter((r.error, one_line(r.message)) for r in mine if r.error and r.error != "invalid")
+        fails = failures(mine)
         if not mine:
             out[k.name] = "not tuned (no record)"
         elif fails:

@@ -40,11 +40,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import TiletuneError, one_line
+from ..errors import TiletuneError
 from ..hardware import load as load_hardware
 from ..measure.base import MeasureSettings, Measurer
 from ..measure.factory import WorkerPool, make_measurer, shared_pool
-from ..records import load
+from ..records import failures, load
 from ..session import build_task
 from ..strategies import get as get_strategy
 from ..target import target_key
@@ -95,11 +95,8 @@ class TaskState:
     failures: Counter = field(default_factory=Counter)  # (error kind, its message in one line) -> trials
 
     def note_failures(self, records) -> None:
-        """Count the failed trials of ``records`` by kind and message (configurations the template refused,
-        ``invalid``, are not failures: they are never built)."""
-        for r in records:
-            if r.error and r.error != "invalid":
-                self.failures[(r.error, one_line(r.message))] += 1
+        """Count the failed trials of ``records`` (``tiletune.records.failures``)."""
+        self.failures.update(failures(records))
 
     @property
     def failure(self) -> str:
