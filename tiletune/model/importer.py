@@ -5,8 +5,8 @@
   the module traces symbolically; then ``torch.export.export`` (under ``no_grad``) and
   ``tvm.relax.frontend.torch.from_exported_program(keep_params_as_input=False)``.
 - ONNX: constants folded first (``tiletune.model.onnx_fold``: pads and shapes the exporter computes at run
-  time), then ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants) with converters for LSTM, GRU
-  and RNN, which it lacks (``tiletune.model.onnx_ops``).
+  time), then ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants) with converters for LSTM, GRU,
+  RNN and Celu, which it lacks (``tiletune.model.onnx_ops``).
 - Dynamic shapes (``source.dims``): torch.export gets the factory's ``dynamic_shapes``; the imported module's
   symbolic variables (torch names them ``s27``; ONNX by its ``dim_param``) are renamed to the dimensions'
   names, and ``main`` keeps TVM's ``tir_var_lower_bound`` / ``tir_var_upper_bound`` attributes under those
@@ -85,7 +85,7 @@ def _to_relax(source: ModelSource):
             model = fold_constants(onnx.load(source.onnx_path))
             shapes = {i.name: list(i.shape) for i in source.inputs if not any(isinstance(d, str) for d in i.shape)}
             dtypes = {i.name: i.dtype for i in source.inputs}
-            with onnx_converters():  # LSTM, GRU, RNN
+            with onnx_converters():  # LSTM, GRU, RNN, Celu
                 mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
         except Exception as e:  # noqa: BLE001
             raise TiletuneError(f"{source.spec}: TVM's ONNX frontend cannot import it ({_reason(e)})") from None

@@ -3,7 +3,7 @@
 Relax's PyTorch and ONNX frontends import 2-D convolutions as NCHW data with OIHW weights. In that layout
 the fused convolution's innermost spatial axis (the one the CPU template vectorizes) is the output width,
 7 to 112 wide in a ResNet, and its reduction reads the input channel planes one row at a time.
-``to_layout(mod, "NHWC")`` runs ``relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})``
+``convert(mod, "NHWC")`` runs ``relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})``
 before legalization, which
 
 - rewrites every ``conv2d`` (grouped and depthwise ones included) to NHWC data, HWIO weights and an NHWC
@@ -68,12 +68,6 @@ def check_layout(layout: str) -> str:
     if norm not in LAYOUTS:
         raise TiletuneError(f"unknown layout {layout!r}; accepted: {', '.join(LAYOUTS)}")
     return norm
-
-
-def to_layout(mod, layout: str):
-    """``mod`` (a Relax IRModule as imported, before legalization) with its convolutions in ``layout``
-    (see ``convert``)."""
-    return convert(mod, layout).mod
 
 
 def convert(mod, layout: str) -> Converted:
