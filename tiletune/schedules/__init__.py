@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..alignment import with_param_alignment
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from ..space import Config, Space
@@ -57,8 +58,12 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     return cpu.schedule(workload, space, config, target)
 
 
-def build(workload: Workload, space: Space, config: Config, target: dict[str, Any], *, arg_checks: bool = True):
+def build(workload: Workload, space: Space, config: Config, target: dict[str, Any], *, arg_checks: bool = True,
+          param_alignment: int | None = None):
     """Compile ``config`` for ``target``; the result's ``.mod`` is the runtime module.
+
+    ``param_alignment``: the bytes of alignment the kernel may assume for its arrays (default: TVM's; see
+    ``tiletune.alignment``).
 
     ``arg_checks=False`` leaves out the entry function's argument assertions (types, shapes, strides,
     devices: ``tirx.disable_assert``), for callers that always pass arrays made from the workload's own
@@ -68,13 +73,14 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
     import tvm
 
     sch = schedule(workload, space, config, target)
+    mod = sch.mod if param_alignment is None else with_param_alignment(sch.mod, param_alignment)
     extra = cuda_mma.pass_config() if _mma(workload, target) else {}
     if arg_checks and not extra:
         with quiet_tvm():  # pow's warnings (fused GELU epilogues)
-            return tvm.compile(sch.mod, target=tvm.target.Target(target))
+            return tvm.compile(mod, target=tvm.target.Target(target))
     if not arg_checks:
         extra["tirx.disable_assert"] = True
     outer = tvm.transform.PassContext.current()
     with tvm.transform.PassContext(opt_level=outer.opt_level, config={**outer.config, **extra}):
         with quiet_tvm():
-            return tvm.compile(sch.mod, target=tvm.target.Target(target))
+            return tvm.compile(mod, target=tvm.target.Target(target))
