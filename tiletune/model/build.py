@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..alignment import PARAM_ALIGNMENT, with_param_alignment
 from ..api import c_compiler
 from ..errors import TiletuneError, one_line
 from ..measure.timing import time_callable
@@ -153,6 +154,7 @@ def compile_module(mod, target: dict):
         raise TiletuneError(f"compiling the model failed: TVM has no kernel for {', '.join(sorted(left))} "
                             "(its legalization left the operator as it is)")
     pipeline = tvm.transform.Sequential(dataflow_lower_passes(tgt) + finalize_passes(tgt))
+    mod = with_param_alignment(mod, PARAM_ALIGNMENT)  # numpy inputs pass without a copy (tiletune.alignment)
     try:
         with quiet_tvm():
             return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
@@ -237,7 +239,7 @@ def export(executable, path: str, meta: dict) -> None:
     except (RuntimeError, OSError) as e:
         last = [line for line in str(e).strip().splitlines() if line.strip()][-1:] or [type(e).__name__]
         raise TiletuneError(f"exporting {path!r} failed: {last[0].strip()[:300]}") from None
-    Path(path + ".json").write_text(json.dumps(meta, indent=1))
+    Path(path + ".json").write_text(json.dumps({**meta, "alignment": PARAM_ALIGNMENT}, indent=1))
 
 
 def export_database(tasks: ModelTasks, chosen: dict[str, Chosen], directory: str) -> int:
