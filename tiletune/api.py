@@ -1,7 +1,8 @@
 """Small Python API: export the best kernel of a records file, load it, call it on numpy arrays (or torch
-tensors) without copying them when they fit (``Kernel``, ``Model``, ``empty``)."""
+tensors) without copying them when they fit (``Kernel``, ``Model``, ``empty``; docs/decisions/api-zero-copy.md)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .alignment import PARAM_ALIGNMENT, TVM_ALIGNMENT
 from .errors import TiletuneError
 from .paths import check_output
 from .quiet import quiet_tvm
@@ -38,7 +40,9 @@ def c_compiler() -> str:
 def export_best(records: str, output: str, workload: str | None = None) -> dict[str, Any]:
     """Compile the best configuration of ``records`` (of ``workload`` when the file holds several) and export
     it as the shared library ``output``, with its description in ``output + '.json'``; returns that
-    description. The output directory and the C compiler are checked before anything is built."""
+    description. The output directory and the C compiler are checked before anything is built. A CPU kernel
+    declares its arrays ``PARAM_ALIGNMENT``-byte aligned (numpy's own alignment), a GPU kernel TVM's 64;
+    the description's ``alignment`` says which."""
     check_output(output, "kernel library", parents=False)
     check_output(output + ".json", "kernel description", parents=False)
     key = parse(workload).key if workload else None
@@ -63,14 +67,16 @@ def export_best(records: str, output: str, workload: str | None = None) -> dict[
     if space is None:
         raise TiletuneError(f"the best record's config does not fit a space of {wl.key}: {b.config}")
     c_compiler()  # export_library links the host code with it (for every target)
-    ex = build(wl, space, cfg, target)
+    alignment = PARAM_ALIGNMENT if target.get("kind") == "llvm" else TVM_ALIGNMENT
+    ex = build(wl, space, cfg, target, param_alignment=alignment)
     try:
         ex.export_library(output)
     except (RuntimeError, OSError) as e:  # the compiler or linker failed: its last words, in one line
         last = [line for line in str(e).strip().splitlines() if line.strip()][-1:] or [type(e).__name__]
         raise TiletuneError(f"exporting {output!r} failed: {last[0].strip()[:300]}") from None
     meta = {"workload": wl.key, "target": target, "config": b.config, "gflops": b.gflops,
-            "inputs": [list(s) for s in wl.input_shapes()], "output": list(wl.output_shape()), "dtype": wl.dtype}
+            "inputs": [list(s) for s in wl.input_shapes()], "output": list(wl.output_shape()), "dtype": wl.dtype,
+            "alignment": alignment}
     Path(output + ".json").write_text(json.dumps(meta, indent=1))
     return meta
 
@@ -79,14 +85,21 @@ def _levels_of(config: dict, wl) -> dict[str, int]:
     return {a.name: len(config[f"tile_{a.name}"]) for a in wl.axes_no_tvm() if f"tile_{a.name}" in config}
 
 
-#: the alignment (bytes) TVM's kernels assume for every buffer: less-aligned data would crash them
-#: (docs/decisions/api-zero-copy.md)
-ALIGNMENT = 64
+#: the alignment (bytes) of ``empty``'s arrays: what any kernel may assume, including those of libraries
+#: exported before kernels declared ``PARAM_ALIGNMENT`` (docs/decisions/api-zero-copy.md)
+ALIGNMENT = TVM_ALIGNMENT
+
+
+def _alignment(meta: dict) -> int:
+    """The data alignment (bytes) that a library's kernels assume for their arrays, from its description
+    (libraries written before the description said it: TVM's 64)."""
+    return int(meta.get("alignment") or TVM_ALIGNMENT)
 
 
 def empty(shape, dtype: str = "float32") -> np.ndarray:
     """An uninitialised numpy array whose data is ``ALIGNMENT``-byte aligned, so that ``Kernel`` and ``Model``
-    pass it to TVM without a copy (numpy's own allocations are aligned to 16 bytes only)."""
+    pass it to TVM without a copy whatever alignment their library declares (plain numpy arrays suffice for
+    those that declare ``PARAM_ALIGNMENT``, the default since libraries say it)."""
     dt = np.dtype(dtype)
     size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     buf = np.empty(size + ALIGNMENT, np.uint8)
@@ -97,20 +110,25 @@ def empty(shape, dtype: str = "float32") -> np.ndarray:
 class _Args:
     """Arguments in and out of a compiled function, with as few copies as possible.
 
-    Inputs: a numpy array (or a CPU torch tensor) that is C-contiguous, of the expected dtype and
-    ``ALIGNMENT``-byte aligned goes to TVM without a copy (DLPack: the TVM tensor shares its memory).
-    Anything else of the expected shape (another dtype that numpy casts to it with ``casting="same_kind"``,
-    strides, an unaligned or read-only array, a list) is copied into a staging buffer allocated once per
-    input; a shape that differs, a dtype that does not cast, or a tensor on another device is a
-    TiletuneError. Outputs: TVM tensors of a small pool, returned as numpy views (DLPack, no copy); a buffer
-    is reused only once no view of it (nor any array derived from it) is alive, so an output the caller
-    keeps is never overwritten by a later call. One instance is not safe to share between threads."""
+    Inputs: a numpy array (or a CPU torch tensor) that is C-contiguous, of the expected dtype and aligned to
+    ``alignment`` bytes (what the library's kernels declare: ``PARAM_ALIGNMENT``, which numpy's allocations
+    meet, or TVM's 64 for older libraries) goes to TVM without a copy (DLPack: the TVM tensor shares its
+    memory). Anything else of the expected shape (another dtype that numpy casts to it with
+    ``casting="same_kind"``, strides, a read-only array, a list, or an array less aligned than declared,
+    which would crash the kernel) is copied into a staging buffer allocated once per input; a shape that
+    differs, a dtype that does not cast, or a tensor on another device is a TiletuneError. Outputs: TVM
+    tensors of a small pool, returned as numpy views (DLPack, no copy); a buffer is reused only once no view
+    of it (nor any array derived from it) is alive, so an output the caller keeps is never overwritten by a
+    later call. One instance is not safe to share between threads."""
 
-    def __init__(self, dev, what: str):
+    def __init__(self, dev, what: str, alignment: int = TVM_ALIGNMENT):
         import tvm
+        import tvm_ffi
 
-        self.dev, self.what = dev, what
-        self._from_dlpack, self._empty = tvm.runtime.from_dlpack, tvm.runtime.empty
+        self.dev, self.what, self.alignment = dev, what, alignment
+        self._from_dlpack = functools.partial(tvm_ffi.from_dlpack, require_alignment=alignment,
+                                              require_contiguous=True)
+        self._empty = tvm.runtime.empty
         self._stage: dict[int, tuple] = {}  # input index -> (tvm tensor, numpy view)
         self._free: dict[tuple, list] = {}  # (shape, dtype) -> idle output tensors
         self._lent: list = []  # (weakref to the view handed out, its tensor, its (shape, dtype))
@@ -124,9 +142,9 @@ class _Args:
             raise TiletuneError(f"{self.what} {name}: shape {tuple(x.shape)} != expected {shape}")
         if x.dtype == dtype:
             try:
-                return self._from_dlpack(x)  # contiguous and aligned: shares x's memory
+                return self._from_dlpack(x)  # contiguous and aligned enough: shares x's memory
             except (RuntimeError, ValueError, BufferError, TypeError):
-                pass  # unaligned, strided or read-only: staged below
+                pass  # less aligned than declared, strided or read-only: staged below
         staged = self._stage.get(i)
         if staged is None or staged[1].shape != shape or staged[1].dtype != dtype:
             t = self._empty(shape, str(dtype), self.dev)
@@ -143,7 +161,7 @@ class _Args:
         if hasattr(x, "detach") and hasattr(x, "device"):  # a torch tensor: zero-copy when it fits, else numpy
             if x.device.type != "cpu":
                 raise TiletuneError(f"{self.what} {name}: the tensor is on {x.device}; pass a CPU tensor")
-            return x.detach().numpy()  # a view of the tensor's memory (torch's CPU allocations are aligned)
+            return x.detach().numpy()  # a view of the tensor's memory
         return np.asarray(x)
 
     def output(self, shape: tuple, dtype: np.dtype):
@@ -183,13 +201,14 @@ class _Args:
 class Kernel:
     """A tuned kernel loaded from a library: ``kernel(a, b)`` returns the output as a numpy array.
 
-    Inputs pass to TVM without a copy when they are C-contiguous, of the kernel's dtype and 64-byte aligned
-    (make them with ``tiletune.api.empty``; CPU torch tensors usually are); others are copied once into a
-    staging buffer (same-kind dtype casts only; a wrong shape is an error). The result is a numpy view of a
-    TVM tensor, not a copy: a later call writes into a new or idle buffer, never into a result the caller
-    still holds (nor into arrays derived from it). ``kernel(a, b, out=c)`` writes into ``c`` instead (in
-    place when ``c`` is contiguous, aligned and of the kernel's dtype, else through one copy) and returns
-    ``c``. See ``_Args`` for the exact rule."""
+    Inputs pass to TVM without a copy when they are C-contiguous, of the kernel's dtype and aligned as the
+    kernel declares (``alignment``: ``PARAM_ALIGNMENT`` for CPU kernels, which numpy's allocations and CPU
+    torch tensors meet; 64 for libraries exported before, see ``tiletune.api.empty``); others are copied
+    once into a staging buffer (same-kind dtype casts only; a wrong shape is an error). The result is a
+    numpy view of a TVM tensor, not a copy: a later call writes into a new or idle buffer, never into a
+    result the caller still holds (nor into arrays derived from it). ``kernel(a, b, out=c)`` writes into
+    ``c`` instead (in place when ``c`` is contiguous, aligned as the inputs must be and of the kernel's
+    dtype, else through one copy) and returns ``c``. See ``_Args`` for the exact rule."""
 
     def __init__(self, path: str):
         import tvm
@@ -205,7 +224,8 @@ class Kernel:
         self._shapes = [tuple(s) for s in self.meta["inputs"]]
         self._out_shape = tuple(self.meta["output"])
         self._dtype = np.dtype(self.meta["dtype"])
-        self._args = _Args(self._dev, "input")
+        self.alignment = _alignment(self.meta)
+        self._args = _Args(self._dev, "input", self.alignment)
         set_threads(int(self.meta["target"].get("num-cores") or 0) or None)
 
     def __call__(self, *inputs, out: np.ndarray | None = None) -> np.ndarray:
@@ -242,10 +262,10 @@ class Model:
     """A whole model exported by ``tiletune model build``: ``model(*inputs)`` runs it on numpy arrays (or CPU
     torch tensors) and returns the list of its outputs as numpy arrays.
 
-    Inputs follow ``Kernel``'s rule: contiguous, aligned arrays of the input's dtype pass without a copy,
-    others are copied once into a staging buffer. Outputs are numpy views of the tensors the VM allocates for
-    each call (no copy); the VM gives every call new output tensors, so a result the caller keeps is never
-    overwritten."""
+    Inputs follow ``Kernel``'s rule: contiguous arrays of the input's dtype, aligned as the model's kernels
+    declare (``alignment``), pass without a copy, others are copied once into a staging buffer. Outputs are
+    numpy views of the tensors the VM allocates for each call (no copy); the VM gives every call new output
+    tensors, so a result the caller keeps is never overwritten."""
 
     def __init__(self, path: str):
         import tvm
@@ -264,7 +284,8 @@ class Model:
         self._main = self._vm["main"]
         self._specs = [(tuple(s["shape"]), np.dtype(s["dtype"]), s["name"]) for s in self.inputs]
         self._dims = self.meta.get("dims", {})  # a model with symbolic dimensions: name -> [lo, hi or None]
-        self._args = _Args(self._dev, "input")
+        self.alignment = _alignment(self.meta)
+        self._args = _Args(self._dev, "input", self.alignment)
 
     @property
     def inputs(self) -> list[dict]:
