@@ -326,9 +326,23 @@ def test_a_fused_conv_from_a_torch_model_through_relax(home, pool, tmp_path):
     assert res.best is not None and res.best.ok
 
 
-def test_cuda_template_refuses_primfunc_workloads_clearly(files):
-    with pytest.raises(TiletuneError, match="CUDA template does not schedule PrimFunc workloads"):
-        make_space(parse(files["conv"]), None, {"kind": "cuda", "arch": "sm_90"})
+@pytest.mark.parametrize("kind", ["conv", "matmul"])
+def test_cuda_template_schedules_fused_kernels_with_their_epilogue(kind, files):
+    """Sampled configurations of a fused kernel compile to one CUDA kernel (no GPU needed): the padding read
+    while staging, the epilogue (bias, residual, ReLU) computed by the accumulator's write-back."""
+    from tiletune.schedules import build
+    from tiletune.schedules.cuda import cuda_source
+
+    target = {"kind": "cuda", "arch": "sm_90"}
+    wl = parse(files[kind])
+    space = make_space(wl, None, target)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        src = cuda_source(build(wl, space, space.sample(rng), target))
+        kernels = set(re.findall(r"__global__ void .*? (\w+)\(", src))  # declaration and definition: one name
+        assert len(kernels) == 1 and "__shared__" in src and "threadIdx.x" in src
+        if kind == "conv":
+            assert "max(" in src  # the ReLU of the epilogue, in the same kernel
 
 
 def test_build_exports_a_fused_kernel_that_loads_and_runs(files, tmp_path, capsys):

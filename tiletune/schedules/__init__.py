@@ -1,5 +1,6 @@
 """Config -> TensorIR schedule, per target family (``cpu`` for LLVM targets, ``cuda`` for CUDA targets:
-``cuda_mma`` on tensor cores for float16/bfloat16 inputs, ``cuda`` SIMT otherwise), and the space of a
+``cuda_mma`` on tensor cores for float16/bfloat16 inputs, ``cuda`` SIMT otherwise, and for fused PrimFunc
+kernels whose anchor is no GEMM), and the space of a
 workload that each family's template tunes."""
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from ..space import Config, Space
 from ..workloads.base import HALF, Workload
+from ..workloads.primfunc import PrimFuncWorkload
 from . import cpu, cuda, cuda_mma
 
 
@@ -23,6 +25,8 @@ def _mma(workload: Workload, target: dict[str, Any] | None) -> bool:
     if not _is_cuda(target) or workload.dtype not in HALF:
         return False
     if not cuda_mma.supports(workload):
+        if isinstance(workload, PrimFuncWorkload):  # a fused kernel that is no GEMM (e.g. depthwise): SIMT
+            return False
         raise TiletuneError(cuda_mma.refusal(workload))
     return True
 

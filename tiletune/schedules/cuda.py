@@ -65,6 +65,7 @@ from ..errors import TiletuneError
 from ..space import Config, Space, SplitKnob
 from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
+from ..workloads.epilogue import fuse_epilogue
 from ..workloads.primfunc import PrimFuncWorkload
 from .cpu import InvalidConfig, _has_root
 
@@ -83,8 +84,6 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
     """The GPU template's space: (4, 2) levels by default and the unroll knob, constrained to the
     configurations within the target's per-block limits (``LimitRule``)."""
     levels = DEFAULT_LEVELS if levels is None else levels
-    if isinstance(workload, PrimFuncWorkload):
-        raise TiletuneError(f"{workload.key}: the CUDA template does not schedule PrimFunc workloads yet")
     space = Space.from_axes(workload.axes(), levels=levels, choices={"unroll": UNROLL_CHOICES})
     for k in space.knobs:
         if isinstance(k, SplitKnob) and k.kind == "S" and k.levels < 2:
@@ -252,13 +251,16 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     info = check(workload, space, config, target)
     d = space.to_dict(config)
     sch = s_tir.Schedule(tvm.IRModule({"main": workload.prim_func()}))
-    out_name = workload.te()[-1].op.name
+    fused = isinstance(workload, PrimFuncWorkload)
+    out_name = workload.anchor_name() if fused else workload.te()[-1].op.name
+    epilogue = workload.epilogue_blocks() if fused else ()
     block = sch.get_sblock(out_name)
 
-    # stage every input in shared memory, then inline the padding into the stage that reads it
+    # stage every input in shared memory, then inline the padding (and a PrimFunc's other producers:
+    # reshapes, transposes) into the stage that reads it
     read_names = [r.source.name for r in sch.get(block).reads]
     shared = [sch.cache_read(block, i, "shared") for i in range(len(read_names))]
-    _inline_producers(sch, keep={out_name} | {sch.get(b).name_hint for b in shared})
+    _inline_producers(sch, keep={out_name, *epilogue} | {sch.get(b).name_hint for b in shared})
 
     axes = workload.axes()
     loops = sch.get_loops(block)
@@ -307,6 +309,8 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     if lr:
         wb = sch.cache_write(block, 0, "local")
         sch.reverse_compute_at(wb, tx, preserve_unit_loops=True)
+        if epilogue:  # elementwise consumers (bias, residual, activation) computed by the write-back
+            fuse_epilogue(sch, epilogue)
 
     # cooperative fetch of the staged inputs at the last R0 loop
     if lr:

@@ -82,6 +82,8 @@ def supports(workload: Workload) -> bool:
         return False
     if workload.op in ("gemm", "batch_matmul"):
         return True
+    if workload.op == "primfunc":
+        return primfunc_gemm(workload) is not None
     return workload.op == "conv2d" and workload.layout == "NHWC"
 
 
@@ -117,7 +119,63 @@ def as_gemm(workload: Workload) -> Gemm:
         return Gemm(w.B, w.M, w.N, w.K, w.K, w.N, ib, ob)
     if w.op == "conv2d" and w.layout == "NHWC":
         return Gemm(1, w.N * w.P * w.Q, w.K, w.R * w.S * w.C, w.C, w.K, ib, ob)
-    raise TiletuneError(refusal(w))
+    g = primfunc_gemm(w) if w.op == "primfunc" else None
+    if g is None:
+        raise TiletuneError(refusal(w))
+    return g
+
+
+def _dlight_finds_gemm(w: Workload) -> bool:
+    """Whether dlight's ``get_index_map`` (what ``schedule`` normalises with) finds the GEMM in the anchor."""
+    import tvm
+    from tvm import s_tir
+    from tvm.s_tir.dlight.gpu.matmul import get_index_map
+
+    sch = s_tir.Schedule(tvm.IRModule({"main": w.prim_func()}))
+    return get_index_map(sch.get(sch.get_sblock(w.anchor_name()))) is not None
+
+
+def primfunc_gemm(w: Workload) -> Gemm | None:
+    """A PrimFunc workload's anchor as a GEMM, or None when it is none: two operands A and B (in the order the
+    update reads them) and the output C, each anchor axis in A, B and C (S), A and C (I), B and C (J) or A and
+    B only (K), as dlight's ``get_index_map`` normalises it. An operand's contiguous run (``a_inner``,
+    ``b_inner``) is its last dimension when that dimension is indexed by one K axis (A) or one J axis (B) with
+    stride 1, else 1 (the copy is then element-wise: a transposed operand is correct, only slower). None also
+    where dlight's ``get_index_map`` finds no GEMM (a matrix-vector product whose row axis has extent 1)."""
+    cached = getattr(w, "_mma_gemm", False)
+    if cached is not False:
+        return cached
+    g = None
+    if w.mixed_precision and w.dtype in HALF:
+        try:
+            accesses = w.tensor_accesses()
+        except TiletuneError:
+            accesses = []
+        ins = [t for t in accesses if t.role == "input"]
+        outs = [t for t in accesses if t.role == "output"]
+        if len(ins) == 2 and len(outs) == 1:
+            a, b, c = ins[0], ins[1], outs[0]
+            ext = {"S": 1, "I": 1, "J": 1, "K": 1}
+            kinds: dict[str, str] = {}
+            for ax in w.axes():
+                where = (ax.name in a.axes, ax.name in b.axes, ax.name in c.axes)
+                kind = {(True, True, True): "S", (True, False, True): "I", (False, True, True): "J",
+                        (True, True, False): "K"}.get(where)
+                if kind is None:
+                    break
+                kinds[ax.name] = kind
+                ext[kind] *= ax.extent
+            else:
+                def run(t, kind: str) -> int:
+                    d = t.dims[-1]
+                    one = len(d.terms) == 1 and d.terms[0][1] == 1 and kinds.get(d.terms[0][0]) == kind
+                    return d.size if one else 1
+
+                if ext["K"] > 1 and _dlight_finds_gemm(w):
+                    g = Gemm(ext["S"], ext["I"], ext["J"], ext["K"], run(a, "K"), run(b, "J"),
+                             DTYPE_BYTES[w.dtype], DTYPE_BYTES[w.out_dtype])
+    w._mma_gemm = g
+    return g
 
 
 # ---- limits and the space ---------------------------------------------------------------------------

@@ -49,7 +49,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from .access import DTYPE_BYTES, IndexExpr, TensorAccess
-from .base import DTYPES, Axis, Workload, register_spec_parser
+from .base import ACCUMULATION, DTYPES, HALF, Axis, Workload, register_spec_parser
 from .epilogue import EpilogueError, fuse_epilogue
 
 KEY_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<shapes>[0-9x,]*)\]@(?P<hash>[0-9a-f]{16})$")
@@ -329,7 +329,15 @@ class PrimFuncWorkload(Workload):
         self._int64 = all(str(getattr(s, "ty", "")) == "int64" for p in params for s in p.shape)
         self._intermediates = [(b.name, tuple(_int(s, f"{label}: a dimension of {b.name}") for s in b.shape))
                                for b in sch.get(root).alloc_buffers]
-        Workload.__init__(self, dtype=self._params[-1][2])
+        # dtypes: the anchor's operands (``dtype``), the output (``out_dtype``); half operands accumulated in
+        # float32 (a model cast by Relax's ToMixedPrecision) make the workload mixed-precision
+        loads: list = []
+        _walk(store.value, lambda e: loads.append(e) if _is_load(e) and not e.source.same_as(store.buffer) else None)
+        operand = {str(e.source.dtype) for e in loads}
+        acc = str(store.buffer.dtype)
+        in_dtype = operand.pop() if len(operand) == 1 else acc
+        Workload.__init__(self, dtype=in_dtype, out_dtype=self._params[-1][2])
+        self.mixed_precision = in_dtype in HALF and acc == ACCUMULATION.get(in_dtype)
         # the shapes in the key: parameters the anchor reads, through its producers
         reads_of = {n: {r.source.name for r in sch.get(b).reads} for b, n in zip(blocks, names)}
         writer = {w.source.name: n for b, n in zip(blocks, names) for w in sch.get(b).writes}
@@ -421,7 +429,7 @@ class PrimFuncWorkload(Workload):
                 self._ref_lib = tvm.compile(tvm.IRModule({"main": self.prim_func()}), target=target).mod
         dev = tvm.cpu()
         args = [tvm.runtime.tensor(np.require(x, requirements='C'), dev) for x in inputs]  # keeps 0-d arrays
-        out = tvm.runtime.tensor(np.zeros(self.output_shape(), self.dtype), dev)
+        out = tvm.runtime.tensor(np.zeros(self.output_shape(), self.out_dtype), dev)
         self._ref_lib["main"](*args, out)
         return out.numpy()
 
