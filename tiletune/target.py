@@ -59,6 +59,11 @@ def host_target() -> dict[str, Any]:
     return {"kind": "llvm", "mcpu": host_mcpu(), "num-cores": host_cores()}
 
 
+def is_cuda(target: dict[str, Any] | None) -> bool:
+    """Whether ``target`` is an NVIDIA GPU target (kind "cuda")."""
+    return target is not None and target.get("kind") == "cuda"
+
+
 def parse_target(text: str | dict | None) -> dict[str, Any]:
     """None -> the host; a JSON object string or a dict -> that target; 'llvm' / 'cuda' shorthands."""
     if text is None or text == "host":

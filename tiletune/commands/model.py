@@ -9,9 +9,11 @@ from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..model.baselines import METHODS
 from ..model.bench import bench_model, parse_methods
+from ..model.gpu_default import has_gpu
 from ..model.layout import DEFAULT_LAYOUT, LAYOUTS
-from ..model.build import (ModelRunner, best_configs, check, compile_module, export, export_database,
-                           foreign_workloads, kernel_latencies, scheduled_module, untuned_reasons)
+from ..model.precision import DTYPES
+from ..model.build import (ModelRunner, best_configs, check, compile_module, constructed_configs, export,
+                           export_database, foreign_workloads, kernel_latencies, scheduled_module, untuned_reasons)
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
@@ -23,7 +25,7 @@ from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
 from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, tune_model
 from ..model.zoo import MODELS
 from ..paths import check_output
-from ..target import parse_target
+from ..target import is_cuda, parse_target
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
                      options_for, rpc_address)
 
@@ -93,6 +95,9 @@ def add_parser(sub) -> None:
     b.add_argument("--database", default=None, metavar="DIR",
                    help="also write the tuned kernels as a MetaSchedule JSON database in DIR "
                    "(apply them with relax.transform.MetaScheduleApplyDatabase)")
+    b.add_argument("--construct", default=None, choices=("gensor", "roller"),
+                   help="give every task without a record the top construction of this method (no measurement: "
+                   "seconds per task; Gensor's Markov walk or Roller's rTile tree)")
     b.add_argument("--no-check", action="store_true", help="skip the comparison with the original framework")
     b.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
                    help=SHAPES_HELP + "; these shapes get their tuned kernels, every other shape within the bounds "
@@ -120,7 +125,12 @@ def add_parser(sub) -> None:
 
 def _common(p) -> None:
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON LLVM target")
+    p.add_argument("--target", default=None,
+                   help="'host' (default), 'llvm', a JSON LLVM target, or 'cuda[:sm_XX]' for an NVIDIA GPU "
+                   "(measured on this machine's GPU or through --rpc; 'model build' works without one)")
+    p.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="the model's compute dtype on a CUDA target: float16/bfloat16 run matmuls and convolutions "
+                   "on tensor cores, accumulating in float32 (inputs and outputs keep their dtypes)")
     p.add_argument("--layout", default=DEFAULT_LAYOUT, type=str.upper, choices=LAYOUTS,
                    help="layout of the convolutions: NHWC (converted, the output channels innermost) or NCHW "
                    "(as imported); tune, build and bench a model with the same layout")
@@ -130,19 +140,39 @@ def _load(args) -> tuple:
     """(source, its tasks, the DynamicTasks of a model with symbolic dimensions else None): a dynamic model's
     tasks are those of every shape of --shapes (tiletune.model.shapes), merged."""
     target = parse_target(args.target)
-    if target.get("kind") != "llvm":
-        raise TiletuneError("tiletune model builds for CPU (llvm) targets only")
+    if args.dtype != "float32" and not is_cuda(target):
+        raise TiletuneError(f"--dtype {args.dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model "
+                            "computes in float32")
     source = load_source(args.model)
     bindings = parse_shapes(getattr(args, "shapes", None), source)  # a bad --shapes: one line before the import
     dyn = None
     if source.dynamic:
+        if is_cuda(target):
+            raise TiletuneError("a model with symbolic dimensions builds for CPU targets only, so far")
         dyn = shape_tasks(source, target, args.layout, bindings)
         tasks = dyn.merged
     else:
-        tasks = model_tasks(source, target, args.layout)
+        tasks = model_tasks(source, target, args.layout, args.dtype)
     for note in tasks.notes:
         print(f"note: {note}")
     return source, tasks, dyn
+
+
+def _where(tasks: ModelTasks) -> str:
+    """The layout, and on a GPU the target and the compute dtype, as the headers print them."""
+    if not is_cuda(tasks.target):
+        return tasks.layout
+    return f"{tasks.layout}, cuda {tasks.target.get('arch', '')}, {tasks.dtype}"
+
+
+def _args_text(tasks: ModelTasks) -> str:
+    """The options that make another model command see the same tasks (target, dtype, layout)."""
+    out = f" --layout {tasks.layout}"
+    if is_cuda(tasks.target):
+        out += f" --target cuda:{tasks.target.get('arch', 'sm_90')}"
+        if tasks.dtype != "float32":
+            out += f" --dtype {tasks.dtype}"
+    return out
 
 
 def _shapes_text(dyn) -> str:
@@ -187,6 +217,8 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
     for i, k in enumerate(tasks.kernels, 1):
         if k.tunable:
             how = "tuned (best of the records)" if chosen and k.hash in chosen else "tune"
+        elif k.rule:
+            how = f"dlight {k.rule}: {k.reason}"
         else:
             how = f"default schedule: {k.reason}"
         row = [str(i), _short(k.name, 48), k.shapes[:60], _mflops(k.flops), str(k.calls),
@@ -204,12 +236,14 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
 def run_tasks(args) -> int:
     source, tasks, dyn = _load(args)
     n_t = len(tasks.tasks)
-    print(f"model {source.spec} ({tasks.layout}){_shapes_text(dyn)}: {len(tasks.kernels)} kernels, {n_t} tuned as tasks, "
+    print(f"model {source.spec} ({_where(tasks)}){_shapes_text(dyn)}: {len(tasks.kernels)} kernels, {n_t} tuned as tasks, "
           f"{len(tasks.kernels) - n_t} with the default schedule; {_mflops(tasks.total_flops)} MFLOPs per inference")
     latency = chosen = None
     if args.records and not args.measure:
         raise TiletuneError("--records is used with --measure")
     if args.measure:
+        if is_cuda(tasks.target) and not has_gpu():
+            raise TiletuneError("--measure on a CUDA target times the kernels on this machine's GPU, and none was found")
         set_threads(int(tasks.target.get("num-cores") or 0) or None)
         chosen = best_configs(tasks, args.records) if dyn is None else best_configs_shaped(dyn, args.records)
         latency = kernel_latencies(tasks, chosen, _bench_settings())
@@ -237,7 +271,7 @@ def run_tune(args) -> int:
     source, tasks, dyn = _load(args)
     if os.path.exists(args.records):  # a records file of another model is refused here
         best_configs(tasks, args.records) if dyn is None else best_configs_shaped(dyn, args.records)
-    print(f"model {source.spec} ({tasks.layout}){_shapes_text(dyn)}: {len(tasks.tasks)} tasks to tune "
+    print(f"model {source.spec} ({_where(tasks)}){_shapes_text(dyn)}: {len(tasks.tasks)} tasks to tune "
           f"({len(tasks.kernels) - len(tasks.tasks)} other kernels get the default schedule); strategy {args.strategy}, scheduler {args.scheduler}")
     progress = None if args.quiet else ModelProgress(args.trials, len(tasks.tasks))
     tuned = set()
@@ -280,7 +314,7 @@ def run_tune(args) -> int:
     tuned_sum = sum(st.best_s * st.calls for st in result.states if math.isfinite(st.best_s))
     print(f"tuned kernels: {tuned_sum * 1e3:.3f} ms per inference (the tasks' best kernels, timed alone)")
     print(f"records   {args.records}")
-    print(f"next      tiletune model build {args.model} --layout {tasks.layout}{_shapes_args(dyn)} -r {args.records} "
+    print(f"next      tiletune model build {args.model}{_args_text(tasks)}{_shapes_args(dyn)} -r {args.records} "
           "-o model.so")
     return 0 if any(math.isfinite(st.best_s) for st in result.states) or not result.states else 1
 
@@ -291,19 +325,28 @@ def run_build(args) -> int:
     source, tasks, dyn = _load(args)
     if dyn is not None:
         return _build_dynamic(args, source, tasks, dyn)
-    chosen = best_configs(tasks, args.records)
+    chosen = recorded = best_configs(tasks, args.records)
+    if args.construct:
+        chosen = constructed_configs(tasks, args.construct, recorded)
+    made = len(chosen) - len(recorded)
     mod, how = scheduled_module(tasks, chosen)
     ex = compile_module(mod, tasks.target)
     err = None
-    if not args.no_check:
-        err = check(source, ModelRunner(ex))
-    meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout,
+    waits = not args.no_check and is_cuda(tasks.target) and not has_gpu()
+    if not args.no_check and not waits:
+        err = check(source, ModelRunner(ex, tasks.target), dtype=tasks.dtype)
+    meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
-            "kernels": how, "tuned": len(chosen), "tasks": len(tasks.tasks), "check_error": err}
+            "kernels": how, "tuned": len(recorded), "constructed": made, "tasks": len(tasks.tasks),
+            "check_error": err}
     export(ex, args.output, meta)
-    print(f"wrote {args.output}: {len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels, "
-          f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
+    print(f"wrote {args.output}: {len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels, "
+          + (f"{made} constructed by {args.construct}, " if args.construct else "")
+          + f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
           + (f"; output matches the original (max error {err:.2g})" if err is not None else ""))
+    if waits:
+        print("note: no GPU here: the library holds the CUDA kernels; the output check against the original waits "
+              "for a GPU (load_model() runs it there)")
     for name, why in untuned_reasons(tasks, args.records, chosen).items():
         print(f"default schedule: {name}: {why}")
     foreign = foreign_workloads(tasks, args.records)

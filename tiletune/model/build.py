@@ -34,16 +34,20 @@ from ..errors import TiletuneError, one_line
 from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
 from ..records import failures, load
-from ..schedules import make_space
-from ..schedules.cpu import schedule
-from ..target import target_key
+from ..construct import constructions
+from ..schedules import cuda_mma, make_space, schedule
+from ..target import is_cuda, target_key
+from ..workloads.base import np_dtype
+from . import gpu_default
 from .confirm import chosen
 from .default_schedule import checked
 from .layout import unlowered_ops
 from .tasks import Kernel, ModelTasks
 
 
-RTOL = 1e-3
+#: the largest error of a built model's outputs against the original's in float32, relative to the outputs'
+#: scale, per compute dtype (docs/decisions/model-dtype-tolerance.md)
+RTOL = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
 
 
 @dataclass
@@ -53,6 +57,7 @@ class Chosen:
     space: object
     median_s: float
     gflops: float
+    how: str = "tuned"  # or "constructed (gensor)": no measurement (``constructed_configs``)
 
 
 def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
@@ -82,6 +87,28 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
         except TiletuneError:
             continue  # recorded with other levels
         out[k.hash] = Chosen(k, cfg, space, median_s, gflops)
+    return out
+
+
+def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen], seed: int = 0) -> dict[str, Chosen]:
+    """``chosen`` with every other task given its top construction by ``method`` ("gensor" or "roller",
+    ``tiletune.construct.constructions``: no measurement). A tensor-core task, whose space has no tile knobs for
+    the constructions to describe, takes its template's default configuration (``cuda_mma.default_config``,
+    itself a construction without measurement); a task neither can construct keeps the default schedule."""
+    out = dict(chosen)
+    rng = np.random.default_rng(seed)
+    for k in tasks.tasks:
+        if k.hash in out:
+            continue
+        space = make_space(k.workload, None, tasks.target)
+        how = f"constructed ({method})"
+        try:
+            tops = constructions(method, space, workload=k.workload, target=tasks.target, k=1, rng=rng)
+        except TiletuneError:
+            tops = [cuda_mma.default_config(k.workload, space, tasks.target)] if cuda_mma.owns(space) else []
+            how = "constructed (tensor-core default)"
+        if tops:
+            out[k.hash] = Chosen(k, tops[0], space, math.nan, math.nan, how)
     return out
 
 
@@ -125,7 +152,12 @@ def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
         c = chosen.get(k.hash)
         if c is not None:
             sch = schedule(k.workload, c.space, c.config, tasks.target)
-            new, label = sch.mod["main"].without_attr("global_symbol"), "tuned"
+            new, label = sch.mod["main"].without_attr("global_symbol"), c.how
+            if is_cuda(tasks.target):
+                new = new.with_attr("tirx.is_scheduled", True)
+        elif is_cuda(tasks.target):
+            new, rule = gpu_default.schedule(k.func, tasks.target, k.name)
+            label = f"default (dlight {rule})"
         else:
             with quiet_tvm():  # compiles and runs the kernel: pow's warnings
                 new, sched = checked(k.func, tasks.target)
@@ -143,18 +175,23 @@ def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
 
 
 def compile_module(mod, target: dict):
-    """The scheduled module compiled for ``target`` (no second legalization or fusion)."""
+    """The scheduled module compiled for ``target`` (no second legalization or fusion): TVM's CPU pipeline's
+    lowering and finalization passes, or its CUDA pipeline's for a CUDA target."""
     import tvm
     from tvm import relax
-    from tvm.relax.backend.cpu_generic.pipeline import dataflow_lower_passes, finalize_passes
 
+    if is_cuda(target):
+        from tvm.relax.backend.cuda.pipeline import dataflow_lower_passes, finalize_passes
+    else:
+        from tvm.relax.backend.cpu_generic.pipeline import dataflow_lower_passes, finalize_passes
     tgt = tvm.target.Target(target)
     left = unlowered_ops(mod)
     if left:
         raise TiletuneError(f"compiling the model failed: TVM has no kernel for {', '.join(sorted(left))} "
                             "(its legalization left the operator as it is)")
     pipeline = tvm.transform.Sequential(dataflow_lower_passes(tgt) + finalize_passes(tgt))
-    mod = with_param_alignment(mod, PARAM_ALIGNMENT)  # numpy inputs pass without a copy (tiletune.alignment)
+    if not is_cuda(target):  # numpy inputs pass without a copy (tiletune.alignment); GPU arrays are TVM's own
+        mod = with_param_alignment(mod, PARAM_ALIGNMENT)
     try:
         with quiet_tvm():
             return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
@@ -186,13 +223,14 @@ def _flat(out) -> list[np.ndarray]:
 
 
 class ModelRunner:
-    """A compiled model in Relax's VM on the CPU: ``runner(*numpy_inputs)`` -> list of numpy outputs."""
+    """A compiled model in Relax's VM on the CPU, or on the GPU for a CUDA target: ``runner(*numpy_inputs)`` ->
+    list of numpy outputs."""
 
-    def __init__(self, executable_or_module):
+    def __init__(self, executable_or_module, target: dict | None = None):
         import tvm
         from tvm import relax
 
-        self.dev = tvm.cpu()
+        self.dev = tvm.cuda(0) if is_cuda(target) else tvm.cpu()
         mod = getattr(executable_or_module, "mod", executable_or_module)
         self.vm = relax.VirtualMachine(mod, self.dev)
 
@@ -218,16 +256,18 @@ def compare(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     return worst
 
 
-def check(source, runner: ModelRunner, seed: int = 0, binding: dict[str, int] | None = None) -> float:
-    """Run the compiled model and the original on the same random inputs (a dynamic model's at ``binding``,
-    default the example's shape); TiletuneError when they differ by more than ``RTOL`` (relative to the output's
-    scale); returns the error."""
+def check(source, runner: ModelRunner, seed: int = 0, binding: dict[str, int] | None = None,
+          dtype: str = "float32") -> float:
+    """Run the compiled model and the original (in float32) on the same random inputs (a dynamic model's at
+    ``binding``, default the example's shape); TiletuneError when they differ by more than ``RTOL[dtype]`` of
+    the model's compute dtype (relative to the output's scale); returns the error."""
     inputs = source.random_inputs(seed, binding) if binding else source.random_inputs(seed)
     err = compare(runner(*inputs), source.reference(inputs))
-    if not err <= RTOL:
+    allowed = RTOL[dtype]
+    if not err <= allowed:
         at = f" at {', '.join(f'{k}={v}' for k, v in binding.items())}" if binding else ""
         raise TiletuneError(f"the compiled model's output differs from the original's{at}: max error {err:.3g} "
-                            f"(relative to the output's scale; allowed {RTOL:g})")
+                            f"(relative to the output's scale; allowed {allowed:g} in {dtype})")
     return err
 
 
@@ -272,19 +312,23 @@ def kernel_latencies(tasks: ModelTasks, chosen: dict[str, Chosen], settings) -> 
     import tvm
 
     tgt = tvm.target.Target(tasks.target)
-    dev = tvm.cpu()
+    gpu = is_cuda(tasks.target)
+    dev = tvm.cuda(0) if gpu else tvm.cpu()
     out: dict[str, float] = {}
     rng = np.random.default_rng(0)
     for k in tasks.kernels:
         c = chosen.get(k.hash)
-        func = (schedule(k.workload, c.space, c.config, tasks.target).mod["main"] if c is not None
-                else checked(k.func, tasks.target)[0])
+        if c is not None:
+            func = schedule(k.workload, c.space, c.config, tasks.target).mod["main"]
+        else:
+            func = gpu_default.schedule(k.func, tasks.target, k.name)[0] if gpu else checked(k.func, tasks.target)[0]
         try:
             lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=tgt).mod
             args = []
             for p in k.func.params:
                 shape, dtype = tuple(int(s) for s in p.shape), str(p.dtype)
-                a = (rng.standard_normal(shape) if "float" in dtype else rng.integers(0, 2, size=shape)).astype(dtype)
+                a = (rng.standard_normal(shape) if "float" in dtype else rng.integers(0, 2, size=shape)).astype(
+                    np_dtype(dtype))
                 args.append(tvm.runtime.tensor(a, dev))
             main = lib["main"]
             main(*args)

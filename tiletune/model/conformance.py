@@ -54,7 +54,7 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return (not self.error and self.built and self.tuned == self.tasks and self.max_error is not None
-                and self.max_error <= RTOL)
+                and self.max_error <= RTOL["float32"])
 
     def row(self) -> dict:
         return {"family": self.family, "path": self.path, "layout": self.layout, "kernels": self.kernels,
@@ -109,8 +109,8 @@ def run_case(family: str, path: str, layout: str, *, target: dict, records: str,
         stage = "check"
         inputs = torch_source.random_inputs(seed)
         out.max_error = compare(runner(*inputs), torch_source.reference(inputs))
-        if not out.max_error <= RTOL and not out.error:
-            out.stage, out.error = "check", f"max error {out.max_error:.3g} against torch (allowed {RTOL:g})"
+        if not out.max_error <= RTOL["float32"] and not out.error:
+            out.stage, out.error = "check", f"max error {out.max_error:.3g} against torch (allowed {RTOL['float32']:g})"
     except KeyboardInterrupt:
         raise
     except TiletuneError as e:

@@ -24,10 +24,14 @@ from dataclasses import dataclass, field
 
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
+from ..schedules import make_space
+from ..target import is_cuda
 from ..workloads.primfunc import PrimFuncWorkload, _walk
+from . import gpu_default
 from .dims import bind, parse_shapes
 from .importer import to_relax
 from .layout import DEFAULT_LAYOUT, check_layout, convert
+from .precision import cast, check_dtype
 from .source import ModelSource
 from .source import load as load_source
 
@@ -44,6 +48,7 @@ class Kernel:
     output: tuple[int, ...]
     workload: PrimFuncWorkload | None = None  # None: not tuned
     reason: str = ""  # why it is not tuned
+    rule: str = ""  # on a CUDA target, the dlight rule that schedules it when it is not tuned
 
     @property
     def tunable(self) -> bool:
@@ -62,6 +67,7 @@ class ModelTasks:
     kernels: list[Kernel] = field(default_factory=list)
     layout: str = "NCHW"  # of the convolutions (tiletune.model.layout)
     notes: list[str] = field(default_factory=list)  # what the layout conversion left alone, and why
+    dtype: str = "float32"  # of the model's compute (tiletune.model.precision)
 
     @property
     def tasks(self) -> list[Kernel]:
@@ -79,8 +85,11 @@ def fuse(mod, target: dict):
     """``mod`` lowered to TIR kernels and fused (see the module docstring)."""
     import tvm
     from tvm import relax
-    from tvm.relax.backend.cpu_generic.pipeline import library_dispatch_passes
 
+    if is_cuda(target):
+        from tvm.relax.backend.cuda.pipeline import library_dispatch_passes
+    else:
+        from tvm.relax.backend.cpu_generic.pipeline import library_dispatch_passes
     try:
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
@@ -194,35 +203,53 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
         k = Kernel(name, [name], f, h, calls, 0, ins, out)
         try:
             wl = PrimFuncWorkload.from_prim_func(f, name=name)
-            if _is_mac(wl):
-                k.workload, k.flops = wl, wl.flops
-            else:
+            if not _is_mac(wl):
                 k.reason = "a reduction without a multiply-accumulate (sum, mean, pooling)"
+            elif is_cuda(target) and (why := _gpu_refusal(wl, target)):
+                k.reason = why
+            else:
+                k.workload, k.flops = wl, wl.flops
         except TiletuneError as e:
             msg = str(e)
             msg = msg[len(name) + 2:] if msg.startswith(name + ": ") else msg
             k.reason = msg.split(" (")[0].split(";")[0]  # e.g. "no reduction block", "several reduction blocks"
         if not k.tunable:
             k.flops = generic_flops(f)
+            if is_cuda(target):
+                k.rule = gpu_default.schedule(f, target, name)[1]
         by_hash[h] = k
     kernels = sorted(by_hash.values(), key=lambda k: (-k.flops * k.calls, k.name))
     return ModelTasks(fused, target, kernels, layout)
 
 
-def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT) -> ModelTasks:
-    """The kernels of ``source``: imported, its convolutions in ``layout``, fused, extracted. A model with
-    symbolic dimensions is taken at its example's shape (``tiletune.model.shapes`` handles several)."""
+def _gpu_refusal(wl: PrimFuncWorkload, target: dict) -> str:
+    """Why the CUDA templates cannot tune ``wl`` (its space cannot be made), or ""."""
+    try:
+        make_space(wl, None, target)
+    except TiletuneError as e:
+        msg = str(e)
+        return msg[len(wl.key) + 2:] if msg.startswith(wl.key + ": ") else msg
+    return ""
+
+
+def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT,
+                dtype: str = "float32") -> ModelTasks:
+    """The kernels of ``source``: imported, computing in ``dtype`` (``tiletune.model.precision``), its
+    convolutions in ``layout``, fused, extracted. A model with symbolic dimensions is taken at its example's
+    shape (``tiletune.model.shapes`` handles several)."""
     layout = check_layout(layout)
-    converted = convert(to_relax(source), layout)
+    converted = convert(cast(to_relax(source), dtype), layout)
     if source.dynamic:
         converted.mod = bind(converted.mod, parse_shapes(None, source)[0])
     tasks = extract(fuse(converted.mod, target), target, layout)
     tasks.notes = converted.notes
+    tasks.dtype = check_dtype(dtype)
     return tasks
 
 
-def load_model_tasks(spec: str, target: dict, layout: str = DEFAULT_LAYOUT) -> tuple[ModelSource, ModelTasks]:
-    """The model of ``spec`` (``tiletune.model.source.load``), imported, its convolutions in ``layout``, fused
-    and its kernels extracted."""
+def load_model_tasks(spec: str, target: dict, layout: str = DEFAULT_LAYOUT,
+                     dtype: str = "float32") -> tuple[ModelSource, ModelTasks]:
+    """The model of ``spec`` (``tiletune.model.source.load``), imported, computing in ``dtype``, its
+    convolutions in ``layout``, fused and its kernels extracted."""
     source = load_source(spec)
-    return source, model_tasks(source, target, layout)
+    return source, model_tasks(source, target, layout, dtype)

@@ -10,19 +10,16 @@ from ..alignment import with_param_alignment
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from ..space import Config, Space
+from ..target import is_cuda
 from ..workloads.base import HALF, Workload
 from ..workloads.primfunc import PrimFuncWorkload
 from . import cpu, cuda, cuda_mma
 
 
-def _is_cuda(target: dict[str, Any] | None) -> bool:
-    return target is not None and target.get("kind") == "cuda"
-
-
 def _mma(workload: Workload, target: dict[str, Any] | None) -> bool:
     """Whether ``workload`` goes to the tensor-core template (half inputs on CUDA); TiletuneError for half
     inputs on CUDA that it does not schedule."""
-    if not _is_cuda(target) or workload.dtype not in HALF:
+    if not is_cuda(target) or workload.dtype not in HALF:
         return False
     if not cuda_mma.supports(workload):
         if isinstance(workload, PrimFuncWorkload):  # a fused kernel that is no GEMM (e.g. depthwise): SIMT
@@ -37,7 +34,7 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
     of ``cpu.register_rule`` as the space's constraint; on a GPU, its per-block limits (``cuda.LimitRule``)."""
     if _mma(workload, target):
         return cuda_mma.make_space(workload, levels, target)
-    if _is_cuda(target):
+    if is_cuda(target):
         return cuda.make_space(workload, levels, target)
     space = Space.from_axes(workload.axes(), levels=levels, choices=cpu.choice_knobs(workload))
     space.constraint = cpu.register_rule(workload, space, target)
@@ -48,7 +45,7 @@ def check(workload: Workload, space: Space, config: Config, target: dict[str, An
     """Raise ``cpu.InvalidConfig`` (or its GPU subclass) when the target's template rejects ``config``."""
     if _mma(workload, target):
         cuda_mma.check(workload, space, config, target)
-    elif _is_cuda(target):
+    elif is_cuda(target):
         cuda.check(workload, space, config, target)
     else:
         cpu.check(workload, space, config)
@@ -57,7 +54,7 @@ def check(workload: Workload, space: Space, config: Config, target: dict[str, An
 def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any]):
     if _mma(workload, target):
         return cuda_mma.schedule(workload, space, config, target)
-    if _is_cuda(target):
+    if is_cuda(target):
         return cuda.schedule(workload, space, config, target)
     return cpu.schedule(workload, space, config, target)
 

@@ -309,6 +309,11 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
     return space
 
 
+def owns(space: Space) -> bool:
+    """Whether ``space`` is this template's (made by ``make_space``)."""
+    return isinstance(space.constraint, MmaLimitRule)
+
+
 def default_config(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> Config:
     """A construction without measurement: the largest warp tile within the registers (64 x 64 when the
     problem allows), 2 x 2 warps, a 32-deep k-chunk, 3 stages, 16-byte copies; smaller tiles

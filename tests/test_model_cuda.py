@@ -1,0 +1,140 @@
+"""Whole models for a CUDA target without a GPU (issue 40): every kernel lowers for sm_90 (fused tasks on the CUDA
+templates, the rest on dlight's rules), `tiletune model build --target cuda:sm_90` exports a library here in
+float32 and float16, nvcc compiles the tasks' kernels, and --dtype casts the model within its tolerance (checked
+on the CPU, where the same cast module runs). The GPU runs skip where there is no GPU."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tiletune.cli import main
+from tiletune.model.build import (RTOL, ModelRunner, check, compare, compile_module, constructed_configs,
+                                  scheduled_module)
+from tiletune.model.gpu_default import RULES, has_gpu
+from tiletune.model.importer import to_relax
+from tiletune.model.precision import cast
+from tiletune.model.source import load
+from tiletune.model.tasks import model_tasks
+from tiletune.schedules.cuda import cuda_source
+from tiletune.target import parse_target
+
+CUDA = parse_target("cuda:sm_90")
+# the built-in tiny model (conv, attention, layer norm, pooling), a CNN with a DAG epilogue (SiLU), a transformer MLP
+MODELS = ["tiny", "family:conv_silu", "family:gelu_mlp"]
+
+
+@pytest.fixture(scope="module")
+def sources():
+    return {m: load(m) for m in MODELS}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("model", MODELS)
+def test_every_kernel_lowers_for_sm90(model, dtype, sources):
+    """Tasks get the CUDA templates (tensor cores for the half GEMMs), the rest a dlight rule; the whole module
+    compiles for sm_90, each kernel's CUDA source is there."""
+    tasks = model_tasks(sources[model], CUDA, "NHWC", dtype)
+    assert tasks.tasks and tasks.dtype == dtype
+    for k in tasks.kernels:
+        assert k.tunable or k.rule in RULES, (k.name, k.reason)
+    chosen = constructed_configs(tasks, "gensor", {})
+    assert len(chosen) == len(tasks.tasks)
+    mod, how = scheduled_module(tasks, chosen)
+    assert sum(h.startswith("constructed") for h in how.values()) == sum(len(k.names) for k in tasks.tasks)
+    src = cuda_source(compile_module(mod, CUDA))
+    kernels = set(re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", src))
+    for k in tasks.tasks:  # every task is a kernel of its own (reshapes may become views: no kernel)
+        assert any(f"{n}_kernel" in kernels for n in k.names), (k.name, sorted(kernels))
+    if dtype == "float16" and model != "family:gelu_mlp":
+        assert "mma.sync" in src  # the convolutions' and attention's GEMMs on tensor cores
+    if dtype == "float32":
+        assert "half" not in src.split("extern \"C\"", 1)[-1]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_nvcc_compiles_the_tasks_kernels(sources, tmp_path):
+    """The tuned (constructed) kernels of a float16 model compile with nvcc for sm_90: no ptxas error, no spill."""
+    tasks = model_tasks(sources["tiny"], CUDA, "NHWC", "float16")
+    chosen = constructed_configs(tasks, "gensor", {})
+    mod, _ = scheduled_module(tasks, chosen)
+    cu = tmp_path / "model.cu"
+    cu.write_text(cuda_source(compile_module(mod, CUDA)))
+    r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "model.cubin"),
+                        str(cu)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "HMMA" in subprocess.run(["cuobjdump", "-sass", str(tmp_path / "model.cubin")], capture_output=True,
+                                    text=True).stdout if shutil.which("cuobjdump") else True
+    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", r.stderr)]
+    assert spills and max(spills) == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_model_build_exports_a_cuda_library_without_a_gpu(dtype, tmp_path, capsys):
+    out = tmp_path / "tiny.so"
+    assert main(["model", "build", "tiny", "--target", "cuda:sm_90", "--dtype", dtype, "--construct", "gensor",
+                 "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    meta = json.loads((tmp_path / "tiny.so.json").read_text())
+    assert out.stat().st_size > 0 and meta["target"]["kind"] == "cuda" and meta["dtype"] == dtype
+    assert meta["constructed"] == meta["tasks"] and meta["tuned"] == 0
+    assert any(v.startswith("default (dlight ") for v in meta["kernels"].values())
+    if not has_gpu():
+        assert "waits for a GPU" in text and meta["check_error"] is None
+
+
+def test_model_tasks_names_the_dlight_rule_and_dtype(capsys):
+    assert main(["model", "tasks", "tiny", "--target", "cuda:sm_90", "--dtype", "bfloat16"]) == 0
+    out = capsys.readouterr().out
+    assert "cuda sm_90, bfloat16" in out
+    assert "dlight GeneralReduction" in out and "dlight Fallback" in out
+
+
+def test_half_dtypes_are_for_cuda_targets_and_checked(capsys):
+    assert main(["model", "tasks", "tiny", "--dtype", "float16"]) == 2
+    assert "--dtype float16 is for CUDA targets" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["model", "tasks", "tiny", "--target", "cuda", "--dtype", "int8"])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cast_model_matches_float32_within_its_tolerance(dtype, sources):
+    """The cast module (what the GPU build compiles) run on the CPU: within RTOL[dtype] of torch in float32, and
+    not bit-identical to the float32 build (the cast happened)."""
+    src = sources["family:conv_silu"]
+    host = parse_target("llvm")
+    runner = ModelRunner(compile_module(scheduled_module(model_tasks(src, host, "NHWC", dtype), {})[0], host))
+    err = check(src, runner, dtype=dtype)
+    assert 0 < err <= RTOL[dtype]
+    x = src.random_inputs(1)
+    assert compare(runner(*x), src.reference(x)) <= RTOL[dtype]
+
+
+def test_cast_rewrites_clip_bounds_and_keeps_integer_inputs():
+    """ReLU6 (clip with scalar bounds) and an int64 token input survive the cast; the weights become half."""
+    src = load("family:embedding")
+    tasks = model_tasks(src, CUDA, "NHWC", "float16")
+    assert any(k.workload.dtype == "float16" for k in tasks.tasks)
+    mod = cast(to_relax(load("family:activations")), "bfloat16")
+    text = mod.script()
+    assert "R.clip" not in text and "bfloat16" in text and 'dtype="float16"' not in text
+    assert str(mod["main"].params[0].ty.dtype) == "float32"
+
+
+@pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_on_a_gpu_the_built_model_matches_torch(dtype, tmp_path):
+    from tiletune.api import load_model
+
+    out = tmp_path / "tiny.so"
+    assert main(["model", "build", "tiny", "--target", "cuda:sm_90", "--dtype", dtype, "--construct", "gensor",
+                 "-o", str(out)]) == 0
+    model = load_model(str(out))
+    src = load("tiny")
+    x = src.random_inputs(3)
+    assert compare(model(*x), src.reference(x)) <= RTOL[dtype]
+    assert isinstance(model(*x)[0], np.ndarray)

@@ -1,0 +1,100 @@
+"""The default schedule of a kernel that is not tuned, on a CUDA target: TVM's dlight GPU rules.
+
+A GPU kernel cannot run as TVM lowers it (its loops must be bound to blocks and threads), so every kernel of a
+model that is not a task, and every task without records, gets the first of TVM's own GPU rules that applies,
+in the order of TVM's default CUDA pipeline (``relax.backend.cuda.pipeline.legalize_passes``):
+
+    Matmul  GEMV  Reduction  GeneralReduction  Fallback
+
+(``tvm.s_tir.dlight.gpu``: Matmul tiles matmul-like kernels, on tensor cores for float16 where its rule does;
+GEMV the matrix-vector products; Reduction and GeneralReduction softmax, layer norm and the other row
+reductions, one thread block per row; Fallback binds the spatial loops of elementwise kernels, transposes and
+gathers to blocks and threads.) ``schedule(func, target)`` returns the scheduled function and the rule's name,
+which ``tiletune model tasks`` shows. A kernel that no rule takes (Fallback takes every kernel whose blocks
+are spatial) is a TiletuneError naming it.
+
+``check(func, scheduled, dev)`` runs the scheduled kernel on the GPU and TVM's unscheduled build of the same
+function on the CPU, on the same random inputs, and compares them; it needs a GPU (``has_gpu``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TiletuneError, one_line
+from ..quiet import quiet_tvm
+from ..workloads.base import np_dtype
+
+RULES = ("Matmul", "GEMV", "Reduction", "GeneralReduction", "Fallback")
+
+
+def has_gpu() -> bool:
+    """Whether this machine has a CUDA device TVM can use."""
+    import tvm
+
+    try:
+        return bool(tvm.cuda(0).exist)
+    except Exception:  # noqa: BLE001  (a runtime built without CUDA)
+        return False
+
+
+def schedule(func, target: dict, name: str = "kernel"):
+    """(``func`` scheduled by the first dlight GPU rule that applies, marked scheduled; the rule's name)."""
+    import tvm
+    from tvm import s_tir
+    from tvm.s_tir import dlight as dl
+
+    tgt = tvm.target.Target(target)
+    for rule_name in RULES:
+        rule = getattr(dl.gpu, rule_name)()
+        try:
+            with tgt, quiet_tvm():
+                space = rule.apply(func, tgt, False)
+        except Exception as e:  # noqa: BLE001  (a rule that fails on this kernel: the next one is tried)
+            last = one_line(str(e) or type(e).__name__, 200)
+            space = None
+        else:
+            last = ""
+        if space is None:
+            continue
+        sch = space if isinstance(space, s_tir.Schedule) else space[0]
+        return sch.mod["main"].with_attr("tirx.is_scheduled", True), rule_name
+    raise TiletuneError(f"kernel {name}: no dlight GPU rule schedules it" + (f" ({last})" if last else ""))
+
+
+def _random_args(func, rng) -> list[np.ndarray]:
+    out = []
+    for p in func.params:
+        shape, dtype = tuple(int(s) for s in p.shape), str(p.dtype)
+        if "float" in dtype:
+            a = rng.uniform(-1.0, 1.0, size=shape)
+        else:
+            a = rng.integers(0, 2, size=shape)
+        out.append(np.asarray(a).astype(np_dtype(dtype)))
+    return out
+
+
+def check(func, scheduled, target: dict, seed: int = 0, rtol: float = 1e-3) -> float:
+    """The largest error of ``scheduled`` run on the GPU against ``func`` compiled unscheduled for the CPU, on
+    the same random inputs (relative to the output's scale); a TiletuneError above ``rtol``."""
+    import tvm
+
+    if not has_gpu():
+        raise TiletuneError("checking a GPU kernel needs a GPU; none was found")
+    rng = np.random.default_rng(seed)
+    args = _random_args(func, rng)
+    with quiet_tvm():
+        ref = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                          target=tvm.target.Target({"kind": "llvm"})).mod
+        gpu = tvm.compile(tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}),
+                          target=tvm.target.Target(target)).mod
+    cpu_args = [tvm.runtime.tensor(a, tvm.cpu()) for a in args]
+    dev = tvm.cuda(0)
+    gpu_args = [tvm.runtime.tensor(a, dev) for a in args]
+    ref["main"](*cpu_args)
+    gpu["main"](*gpu_args)
+    want, got = cpu_args[-1].numpy().astype(np.float64), gpu_args[-1].numpy().astype(np.float64)
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    err = float(np.max(np.abs(got - want))) / scale if want.size else 0.0
+    if not err <= rtol:
+        raise TiletuneError(f"the dlight schedule's output differs from the unscheduled build: max error {err:.3g}")
+    return err
