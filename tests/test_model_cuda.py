@@ -138,3 +138,25 @@ def test_on_a_gpu_the_built_model_matches_torch(dtype, tmp_path):
     x = src.random_inputs(3)
     assert compare(model(*x), src.reference(x)) <= RTOL[dtype]
     assert isinstance(model(*x)[0], np.ndarray)
+
+
+def test_a_cuda_target_is_measured_on_this_machines_gpu(capsys):
+    """Without --rpc a CUDA target is measured here: refused in one line where there is no GPU; with one, the
+    warm workers build in parallel and the kernels run on the GPU, checked against the CPU reference."""
+    wl = "gemm:M=64,N=64,K=64,dtype=float16,out_dtype=float32"
+    if not has_gpu():
+        assert main(["tune", wl, "--target", "cuda:sm_90", "-n", "2", "-q", "-o", "/dev/null"]) == 2
+        assert "none was found" in capsys.readouterr().err
+        return
+    assert main(["tune", wl, "--target", "cuda:sm_90", "-n", "4", "-q", "-o", "/dev/null"]) == 0
+
+
+def test_measuring_workers_run_cuda_kernels_on_the_gpu():
+    from tiletune.measure.local import _has_cuda_code
+    from tiletune.schedules import build, make_space
+    from tiletune.workloads import parse
+
+    wl = parse("gemm:M=32,N=32,K=32")
+    for target, gpu in ((CUDA, True), (parse_target(None), False)):
+        space = make_space(wl, None, target)
+        assert _has_cuda_code(build(wl, space, space.sample(np.random.default_rng(0)), target).mod) is gpu

@@ -64,6 +64,16 @@ def is_cuda(target: dict[str, Any] | None) -> bool:
     return target is not None and target.get("kind") == "cuda"
 
 
+def has_gpu() -> bool:
+    """Whether this machine has a CUDA device TVM can use (``tvm.cuda(0).exist``)."""
+    import tvm
+
+    try:
+        return bool(tvm.cuda(0).exist)
+    except Exception:  # noqa: BLE001  (a runtime built without CUDA)
+        return False
+
+
 def parse_target(text: str | dict | None) -> dict[str, Any]:
     """None -> the host; a JSON object string or a dict -> that target; 'llvm' / 'cuda' shorthands."""
     if text is None or text == "host":
@@ -134,8 +144,11 @@ def _check_mcpu(t: dict[str, Any]) -> None:
 
 def check_local_target(t: dict[str, Any]) -> None:
     """Checks for a target measured on this machine (not one replayed or measured on RPC devices):
-    an llvm target's num-cores must not exceed the cores this process may use."""
+    an llvm target's num-cores must not exceed the cores this process may use; a CUDA target needs a GPU here."""
     _check_num_cores(t)
+    if is_cuda(t) and not has_gpu():
+        raise TiletuneError("a CUDA target is measured on this machine's GPU, and none was found: run on a machine "
+                            "with an NVIDIA GPU, or measure on one through --rpc HOST:PORT:KEY ('tiletune rpc --help')")
     n = t.get("num-cores")
     cores = host_cores()
     if t.get("kind") == "llvm" and isinstance(n, int) and n > cores:

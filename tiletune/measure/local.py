@@ -39,8 +39,8 @@ import cloudpickle
 
 from ..errors import TiletuneError
 from ..lifetime import Lifeline, job_deadline
-from ..schedules import build
-from ..schedules.cpu import InvalidConfig, check, packable_inputs
+from ..schedules import build, check
+from ..schedules.cpu import InvalidConfig, packable_inputs
 from ..space import Config, Space
 from ..target import check_local_target, host_cores
 from ..workloads import parse
@@ -117,7 +117,8 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float
 
     if isinstance(lib, (str, os.PathLike)):
         lib = tvm.runtime.load_module(str(lib))
-    dev = tvm.cpu()
+    gpu = _has_cuda_code(lib)
+    dev = tvm.cuda(0) if gpu else tvm.cpu()
     inputs, ref = _inputs_and_reference(workload)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
     out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.out_dtype), dev)
@@ -126,12 +127,29 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float
     if settings.check:
         check_output(workload, out.numpy(), ref)
     # the rule of tiletune.measure.timing: warm runs size the samples; TVM's evaluator then times the
-    # samples in C++ with that number fixed (min_repeat_ms=0: its own adaptive loop would re-run samples)
-    plan = warm_and_plan(lambda: main(*args, out), settings, best_s)
+    # samples in C++ with that number fixed (min_repeat_ms=0: its own adaptive loop would re-run samples).
+    # A GPU launch returns before the kernel ends: each warm call waits for it
+    call = (lambda: (main(*args, out), dev.sync())) if gpu else (lambda: main(*args, out))
+    plan = warm_and_plan(call, settings, best_s)
     if isinstance(plan, list):  # cut off: clearly slower than the best so far, one sample (the warm-up)
         return plan
     f = lib.time_evaluator("main", dev, number=plan.number, repeat=plan.repeat, min_repeat_ms=0)
     return [float(x) for x in f(*args, out).results]
+
+
+def _has_cuda_code(lib) -> bool:
+    """Whether the runtime module ``lib`` (or one it imports) holds CUDA kernels: it runs on the GPU."""
+    todo, seen = [lib], 0
+    while todo and seen < 64:
+        m, seen = todo.pop(), seen + 1
+        try:
+            kind = m.kind if isinstance(getattr(m, "kind", None), str) else m.type_key
+        except Exception:  # noqa: BLE001
+            kind = ""
+        if "cuda" in str(kind):
+            return True
+        todo.extend(getattr(m, "imports", []) or [])
+    return False
 
 
 _CONTEXTS: dict[bytes, tuple] = {}
@@ -319,7 +337,8 @@ def check_fits_here(workload: Workload, target: dict, *, workers: int | None = N
 
 
 class LocalMeasurer(Measurer):
-    """Measures configurations of ``workload`` on this machine (CPU targets).
+    """Measures configurations of ``workload`` on this machine: its CPU for an LLVM target, its GPU for a CUDA
+    target (the workers build in parallel and run the kernels one at a time on the GPU).
 
     ``pool``: a WorkerPool to share; by default the measurer owns one and closes it on ``close()``."""
 
@@ -354,7 +373,7 @@ class LocalMeasurer(Measurer):
         todo: list[int] = []
         for i, c in enumerate(configs):
             try:
-                check(self.workload, self.space, c)
+                check(self.workload, self.space, c, self.target)
                 todo.append(i)
             except InvalidConfig as e:
                 results[i] = MeasureResult(c, error="invalid", message=str(e))

@@ -22,19 +22,10 @@ import numpy as np
 
 from ..errors import TiletuneError, one_line
 from ..quiet import quiet_tvm
+from ..target import has_gpu
 from ..workloads.base import np_dtype
 
 RULES = ("Matmul", "GEMV", "Reduction", "GeneralReduction", "Fallback")
-
-
-def has_gpu() -> bool:
-    """Whether this machine has a CUDA device TVM can use."""
-    import tvm
-
-    try:
-        return bool(tvm.cuda(0).exist)
-    except Exception:  # noqa: BLE001  (a runtime built without CUDA)
-        return False
 
 
 def schedule(func, target: dict, name: str = "kernel"):
