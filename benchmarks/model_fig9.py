@@ -19,6 +19,14 @@ an idle machine (a PyTorch timing swung 8.5 -> 140 ms under load here):
 
     python benchmarks/model_fig9.py --out benchmarks/out/fig9
     python benchmarks/model_fig9.py --out /tmp/fig9-quick --quick        # tiny model, a few trials: a check
+
+On an NVIDIA GPU (``--target cuda[:sm_XX]``, ``--dtype float32|float16|bfloat16``), where the paper ran it: the
+constructive settings are the constructions alone (``model bench --construct gensor|roller``: every task's top
+construction, no measurement, seconds per task), the search strategy tunes ``--trials-per-task`` (default 20 on a
+GPU) on this machine's GPU, and the baselines are PyTorch eager (cuBLAS/cuDNN), torch.compile (inductor/Triton)
+and TVM's default build (dlight on every kernel), all in the model's dtype:
+
+    python benchmarks/model_fig9.py --out fig9-h100-fp16 --target cuda --dtype float16
 """
 from __future__ import annotations
 
@@ -36,7 +44,7 @@ from tiletune.bench.results import read_jsonl
 from tiletune.model.bench import latest
 from tiletune.model.source import short_name
 from tiletune.model.tasks import load_model_tasks
-from tiletune.target import host_target
+from tiletune.target import is_cuda, parse_target
 
 from cli_run import tiletune  # benchmarks/cli_run.py
 from gzjsonl import existing, unpack  # benchmarks/gzjsonl.py: records committed as .jsonl.gz
@@ -57,45 +65,61 @@ def main() -> int:
     p.add_argument("--models", default="bert-small,resnet50,mobilenetv2,gpt2")
     p.add_argument("--strategies", default="gensor,roller,evo", help="tiletune strategies to tune with")
     p.add_argument("--search", default="evo", help="the search strategy whose budget MetaSchedule gets")
-    p.add_argument("--trials-per-task", type=int, default=50)
+    p.add_argument("--target", default=None, help="'host' (default) or 'cuda[:sm_XX]' (this machine's GPU)")
+    p.add_argument("--dtype", default="float32", help="the models' compute dtype on a CUDA target")
+    p.add_argument("--trials-per-task", type=int, default=None, help="the search's budget (default 50; 20 on a GPU)")
     p.add_argument("--constructive-per-task", type=int, default=4)
     p.add_argument("--no-metaschedule", action="store_true")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--min-repeat-ms", type=int, default=200)
     p.add_argument("--quick", action="store_true", help="the tiny model, 2 trials per task, short timings")
     a = p.parse_args()
+    target = parse_target(a.target)
+    gpu = is_cuda(target)
+    if a.trials_per_task is None:
+        a.trials_per_task = 20 if gpu else 50
     if a.quick:
         a.models, a.trials_per_task, a.constructive_per_task, a.repeat, a.min_repeat_ms = "tiny", 2, 1, 3, 10
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     timing = ["--repeat", str(a.repeat), "--min-repeat-ms", str(a.min_repeat_ms)]
+    where = ["--target", f"cuda:{target['arch']}", "--dtype", a.dtype] if gpu else []
     strategies = [s for s in a.strategies.split(",") if s]
     for model in [m for m in a.models.split(",") if m]:
-        _, tasks = load_model_tasks(model, host_target())
+        _, tasks = load_model_tasks(model, target, dtype=a.dtype)
         n = len(tasks.tasks)
         name = short_name(model)
         budgets = {s: n * (a.constructive_per_task if s in CONSTRUCTIVE else a.trials_per_task) for s in strategies}
         for s in strategies:
+            if gpu and s in CONSTRUCTIVE:  # the constructions alone: no measurement, no records
+                tiletune("model", "bench", model, *where, "--construct", s, "--methods", "tiletune",
+                         "--out", str(out / f"{name}-{s}"), *timing)
+                continue
             rec = out / f"{name}-{s}.jsonl"
             if tuned_before(out, model, s, budgets[s]) is None:
                 unpack(rec)  # a compressed records file resumes as the plain one
                 t0 = time.time()
-                tiletune("model", "tune", model, "-s", s, "--trials", str(budgets[s]), "-r", str(rec), "-q")
+                tiletune("model", "tune", model, *where, "-s", s, "--trials", str(budgets[s]), "-r", str(rec), "-q")
                 with open(out / "tuning.jsonl", "a") as f:
                     f.write(json.dumps({"model": model, "strategy": s, "trials": budgets[s], "tasks": n,
                                         "wall_s": time.time() - t0}) + "\n")
-            tiletune("model", "bench", model, "-r", str(existing(rec) or rec), "--methods", "tiletune",
+            tiletune("model", "bench", model, *where, "-r", str(existing(rec) or rec), "--methods", "tiletune",
                      "--out", str(out / f"{name}-{s}"), *timing)
-        methods = "torch,torch-compile,onnxruntime,tvm-default" + ("" if a.no_metaschedule else ",metaschedule")
-        ms = ["--metaschedule-trials", str(n * a.trials_per_task)] if not a.no_metaschedule else []
-        tiletune("model", "bench", model, "--methods", methods, "--out", str(out / f"{name}-baselines"), *ms, *timing)
-        summarize(out, [m for m in a.models.split(",") if m], strategies)
+        if gpu:
+            methods, ms = "torch,torch-compile,tvm-default", []
+        else:
+            methods = "torch,torch-compile,onnxruntime,tvm-default" + ("" if a.no_metaschedule else ",metaschedule")
+            ms = ["--metaschedule-trials", str(n * a.trials_per_task)] if not a.no_metaschedule else []
+        tiletune("model", "bench", model, *where, "--methods", methods, "--out", str(out / f"{name}-baselines"),
+                 *ms, *timing)
+        summarize(out, [m for m in a.models.split(",") if m], strategies,
+                  f"{a.dtype} on {target['arch']}" if gpu else "fp32")
     return 0
 
 
-def summarize(out: Path, models: list[str], strategies: list[str]) -> None:
+def summarize(out: Path, models: list[str], strategies: list[str], what: str = "fp32") -> None:
     table: dict[str, dict[str, float]] = {}
-    lines = ["# Whole-model latency (batch 1, fp32), speed-up over PyTorch eager", "",
+    lines = [f"# Whole-model latency (batch 1, {what}), speed-up over PyTorch eager", "",
              "| model | method | median ms | speed-up vs torch eager | tuning |", "|---|---|---:|---:|---|"]
     tuning = read_jsonl(out / "tuning.jsonl")
     for model in models:
@@ -106,8 +130,12 @@ def summarize(out: Path, models: list[str], strategies: list[str]) -> None:
         for s in strategies:
             for r in latest(read_jsonl(out / f"{name}-{s}" / "results.jsonl"), model):
                 t = [x for x in tuning if x["model"] == model and x["strategy"] == s]
-                r = dict(r, label=f"tiletune {s}", tuning=(f"{t[-1]['trials']} trials, {t[-1]['wall_s']:.0f} s"
-                                                            if t else ""))
+                tune = ""
+                if t and t[-1]["trials"]:
+                    tune = f"{t[-1]['trials']} trials, {t[-1]['wall_s']:.0f} s"
+                elif r.get("constructed"):
+                    tune = f"constructed, {r.get('prepare_s', 0):.0f} s to build"
+                r = dict(r, label=f"tiletune {s}", tuning=tune)
                 rows[r["label"]] = r
         eager = rows.get("PyTorch eager")
         base = eager["median_s"] if eager and not eager.get("error") else None

@@ -12,7 +12,9 @@ import subprocess
 import numpy as np
 import pytest
 
+from tiletune.api import load_model
 from tiletune.cli import main
+from tiletune.errors import TiletuneError
 from tiletune.model.build import (RTOL, ModelRunner, check, compare, compile_module, constructed_configs,
                                   scheduled_module)
 from tiletune.model.gpu_default import RULES, has_gpu
@@ -85,6 +87,8 @@ def test_model_build_exports_a_cuda_library_without_a_gpu(dtype, tmp_path, capsy
     assert any(v.startswith("default (dlight ") for v in meta["kernels"].values())
     if not has_gpu():
         assert "waits for a GPU" in text and meta["check_error"] is None
+        with pytest.raises(TiletuneError, match="built for a CUDA GPU"):
+            load_model(str(out))
 
 
 def test_model_tasks_names_the_dlight_rule_and_dtype(capsys):
@@ -128,16 +132,19 @@ def test_cast_rewrites_clip_bounds_and_keeps_integer_inputs():
 @pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_on_a_gpu_the_built_model_matches_torch(dtype, tmp_path):
-    from tiletune.api import load_model
-
     out = tmp_path / "tiny.so"
     assert main(["model", "build", "tiny", "--target", "cuda:sm_90", "--dtype", dtype, "--construct", "gensor",
                  "-o", str(out)]) == 0
     model = load_model(str(out))
     src = load("tiny")
     x = src.random_inputs(3)
-    assert compare(model(*x), src.reference(x)) <= RTOL[dtype]
+    assert model.gpu and compare(model(*x), src.reference(x)) <= RTOL[dtype]
     assert isinstance(model(*x)[0], np.ndarray)
+    import torch
+
+    if torch.cuda.is_available():  # a tensor already on the GPU passes without a copy
+        got = model(*[torch.from_numpy(a).cuda() for a in x])
+        assert compare(got, src.reference(x)) <= RTOL[dtype]
 
 
 def test_a_cuda_target_is_measured_on_this_machines_gpu(capsys):
@@ -149,6 +156,18 @@ def test_a_cuda_target_is_measured_on_this_machines_gpu(capsys):
         assert "none was found" in capsys.readouterr().err
         return
     assert main(["tune", wl, "--target", "cuda:sm_90", "-n", "4", "-q", "-o", "/dev/null"]) == 0
+
+
+def test_model_build_construct_on_the_cpu_matches_torch(tmp_path, capsys):
+    """--construct gives every task its top construction without a record (no measurement) on a CPU too."""
+    out = tmp_path / "tiny.so"
+    assert main(["model", "build", "tiny", "--construct", "roller", "-o", str(out)]) == 0
+    meta = json.loads((tmp_path / "tiny.so.json").read_text())
+    assert meta["constructed"] == meta["tasks"] > 0 and meta["check_error"] < RTOL["float32"]
+    assert "constructed by roller" in capsys.readouterr().out
+    src = load("tiny")
+    x = src.random_inputs(2)
+    assert compare(load_model(str(out))(*x), src.reference(x)) <= RTOL["float32"]
 
 
 def test_measuring_workers_run_cuda_kernels_on_the_gpu():

@@ -18,7 +18,7 @@ from .paths import check_output
 from .quiet import quiet_tvm
 from .records import best, load
 from .schedules import build, make_space
-from .target import host_cores
+from .target import has_gpu, host_cores, is_cuda
 from .workloads import parse
 
 
@@ -265,7 +265,10 @@ class Model:
     Inputs follow ``Kernel``'s rule: contiguous arrays of the input's dtype, aligned as the model's kernels
     declare (``alignment``), pass without a copy, others are copied once into a staging buffer. Outputs are
     numpy views of the tensors the VM allocates for each call (no copy); the VM gives every call new output
-    tensors, so a result the caller keeps is never overwritten."""
+    tensors, so a result the caller keeps is never overwritten.
+
+    A model built for a CUDA target runs on this machine's GPU (``gpu`` is True): numpy inputs are copied to the
+    device, a torch tensor already there is passed without a copy, and the outputs come back as numpy arrays."""
 
     def __init__(self, path: str):
         import tvm
@@ -277,15 +280,19 @@ class Model:
         if not Path(path).exists():
             raise TiletuneError(f"model library {path!r} does not exist")
         self.meta = json.loads(meta_path.read_text())
+        self.gpu = is_cuda(self.meta["target"])
+        if self.gpu and not has_gpu():
+            raise TiletuneError(f"{path} was built for a CUDA GPU ({self.meta['target'].get('arch')}), and this "
+                                "machine has none")
         set_threads(int(self.meta["target"].get("num-cores") or 0) or None)
-        self._dev = tvm.cpu()
+        self._dev = tvm.cuda(0) if self.gpu else tvm.cpu()
         with quiet_tvm():  # the VM logs every memory scope it loads
             self._vm = relax.VirtualMachine(tvm.runtime.load_module(path), self._dev)
         self._main = self._vm["main"]
         self._specs = [(tuple(s["shape"]), np.dtype(s["dtype"]), s["name"]) for s in self.inputs]
         self._dims = self.meta.get("dims", {})  # a model with symbolic dimensions: name -> [lo, hi or None]
         self.alignment = _alignment(self.meta)
-        self._args = _Args(self._dev, "input", self.alignment)
+        self._args = _DeviceArgs(self._dev, "input") if self.gpu else _Args(self._dev, "input", self.alignment)
 
     @property
     def inputs(self) -> list[dict]:
@@ -296,7 +303,8 @@ class Model:
             raise TiletuneError(f"the model takes {len(self._specs)} inputs, got {len(inputs)}")
         specs = self._resolve(inputs) if self._dims else self._specs
         args = [self._args.input(i, x, *spec) for i, (x, spec) in enumerate(zip(inputs, specs))]
-        return _outputs(self._main(*args))
+        out = self._main(*args)
+        return [t.numpy() for t in _tensors(out)] if self.gpu else _outputs(out)
 
     def _resolve(self, inputs) -> list[tuple]:
         """The input specs with each symbolic dimension (a name in the shape) at the size the inputs give it,
@@ -315,6 +323,42 @@ class Model:
                             raise TiletuneError(f"input {name}: {d}={v} is outside the model's bounds {lo}..{hi}")
             out.append((tuple(values.get(d, -1) if isinstance(d, str) else d for d in shape), dtype, name))
         return out
+
+
+class _DeviceArgs:
+    """Inputs of a model on a GPU: a torch tensor already on the GPU (contiguous, of the input's dtype) passes
+    without a copy (DLPack); numpy arrays, CPU tensors and lists of the input's shape are copied to the device
+    (cast with ``casting="same_kind"``); a wrong shape or dtype is a TiletuneError."""
+
+    def __init__(self, dev, what: str):
+        import tvm
+
+        self.dev, self.what, self._tvm = dev, what, tvm
+
+    def input(self, i: int, x, shape: tuple, dtype: np.dtype, name: str | None = None):
+        name = name or str(i)
+        if hasattr(x, "detach") and hasattr(x, "device"):
+            if x.device.type == "cuda":
+                if tuple(x.shape) != shape or str(x.dtype).removeprefix("torch.") != str(dtype):
+                    raise TiletuneError(f"{self.what} {name}: a {tuple(x.shape)} {x.dtype} GPU tensor; expected "
+                                        f"{shape} {dtype}")
+                return self._tvm.runtime.from_dlpack(x.detach().contiguous())
+            x = x.detach().numpy()
+        a = np.asarray(x)
+        if a.shape != shape:
+            raise TiletuneError(f"{self.what} {name}: shape {tuple(a.shape)} != expected {shape}")
+        try:
+            a = a.astype(dtype, casting="same_kind", copy=False)
+        except TypeError:
+            raise TiletuneError(f"{self.what} {name}: dtype {a.dtype} does not convert to {dtype} "
+                                "(same-kind casts only)") from None
+        return self._tvm.runtime.tensor(np.ascontiguousarray(a), self.dev)
+
+
+def _tensors(out) -> list:
+    if hasattr(out, "numpy"):
+        return [out]
+    return [x for o in out for x in _tensors(o)]
 
 
 def _outputs(out) -> list[np.ndarray]:

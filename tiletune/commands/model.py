@@ -108,7 +108,8 @@ def add_parser(sub) -> None:
                         formatter_class=HelpFormatter,
                         description="Each method in its own process, one after another (run it on an idle machine): "
                         "our build from RECORDS, torch eager, torch.compile, ONNX Runtime (CPU), TVM's default build and, "
-                        "with --metaschedule-trials, MetaSchedule tune_relax. Results are appended to "
+                        "with --metaschedule-trials, MetaSchedule tune_relax; with --target cuda on this machine's GPU "
+                        "in --dtype: ours, torch eager, torch.compile, TVM's default build (dlight). Results are appended to "
                         "OUT/results.jsonl (a second run skips what is done); OUT/<model>.md and .png are the report.")
     _common(e)
     e.add_argument("--records", "-r", default=None, metavar="RECORDS.jsonl", help="records of 'model tune' (ours)")
@@ -117,6 +118,8 @@ def add_parser(sub) -> None:
     e.add_argument("--methods", default=None, help="comma-separated subset of: " + ", ".join(METHODS))
     e.add_argument("--metaschedule-trials", type=int, default=0,
                    help="also tune with MetaSchedule's tune_relax at this many trials (0: skip it)")
+    e.add_argument("--construct", default=None, choices=("gensor", "roller"),
+                   help="our build gives the tasks without records this method's top construction (no measurement)")
     e.add_argument("--timeout", type=float, default=3600.0, help="seconds per method")
     e.add_argument("--repeat", type=int, default=10, help="timing samples per method")
     e.add_argument("--min-repeat-ms", type=int, default=200, help="minimum duration of one sample in ms")
@@ -398,13 +401,15 @@ def run_bench(args) -> int:
     if args.repeat < 1 or args.min_repeat_ms < 0 or args.timeout <= 0:
         raise TiletuneError("--repeat must be >= 1, --min-repeat-ms >= 0 and --timeout > 0")
     target = parse_target(args.target)
-    if target.get("kind") != "llvm":
-        raise TiletuneError("tiletune model bench runs on this machine's CPU (llvm targets) only")
-    methods = parse_methods(args.methods, args.metaschedule_trials)
+    if args.dtype != "float32" and not is_cuda(target):
+        raise TiletuneError(f"--dtype {args.dtype} is for CUDA targets (--target cuda[:sm_XX])")
+    if is_cuda(target) and not has_gpu():
+        raise TiletuneError("model bench --target cuda times the model on this machine's GPU, and none was found")
+    methods = parse_methods(args.methods, args.metaschedule_trials, target)
     check_output(os.path.join(args.out, "results.jsonl"), "results file")
     settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
     rows = bench_model(args.model, out=args.out, target=target, methods=methods, records=args.records,
                        settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout,
-                       layout=args.layout)
+                       layout=args.layout, dtype=args.dtype, construct=args.construct)
     print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
     return 0 if any(r["method"] == "tiletune" and not r.get("error") for r in rows) or "tiletune" not in methods else 1

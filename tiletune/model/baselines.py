@@ -9,8 +9,13 @@ least ``min_repeat_ms``), all with ``num-cores`` threads.
 
 Methods:
 - ``tiletune``: the model built with the best kernels of the records (``tiletune.model.build``), in Relax's VM,
-  its convolutions in the job's ``layout`` (``tiletune.model.layout``; NCHW when the job names none).
+  its convolutions in the job's ``layout`` (``tiletune.model.layout``; NCHW when the job names none); with
+  ``construct`` ("gensor" or "roller") the tasks without records take that method's top construction.
 - ``torch``: PyTorch eager, under ``torch.inference_mode``.
+
+On a CUDA target (the job's ``dtype``: the model's compute dtype) ours, ``tvm-default`` (TVM's CUDA pipeline,
+dlight's rules on every kernel) and the torch methods (the module and its float inputs in ``dtype`` on the GPU)
+run on the GPU, each call waiting for the device; ONNX Runtime and MetaSchedule are CPU-only here.
 - ``torch-compile``: ``torch.compile`` (inductor, default mode); the first call (compilation) is ``prepare_s``.
 - ``onnxruntime``: ONNX Runtime's CPU provider on the model exported by ``source.export_onnx`` (the
   TorchScript exporter, opset 17), or on the ``.onnx`` file itself.
@@ -41,35 +46,52 @@ from ..bench.vendor import torch_kernel
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.timing import time_callable
-from .build import ModelRunner, _flat, best_configs, compare, compile_module, scheduled_module
+from ..target import is_cuda
+from .build import ModelRunner, _flat, best_configs, compare, compile_module, constructed_configs, scheduled_module
 from .importer import to_relax
+from .precision import cast
 from .source import _flatten, export_onnx, load, onnx_session
 from .tasks import fuse, model_tasks
 
 METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default", "metaschedule")
+CPU_ONLY = ("onnxruntime", "metaschedule")  # on a CUDA target these are not timed
 LABELS = {"tiletune": "tiletune (tuned)", "torch": "PyTorch eager", "torch-compile": "torch.compile (inductor)",
           "onnxruntime": "ONNX Runtime (CPU)", "tvm-default": "TVM default build",
           "metaschedule": "MetaSchedule tune_relax"}
 
 
-def _torch_method(source, threads: int, compiled: bool):
+def _torch_method(source, threads: int, compiled: bool, gpu: bool = False, dtype: str = "float32"):
+    """PyTorch eager or torch.compile; on a GPU the module and its float inputs in ``dtype`` on ``cuda`` (cuBLAS,
+    cuDNN; inductor's Triton kernels), each call waiting for the device, outputs back in float32."""
     import torch
 
     if source.kind != "torch":
         raise TiletuneError("torch methods need a PyTorch model (this one is an ONNX file)")
     torch.set_num_threads(threads)
-    module = torch.compile(source.module) if compiled else source.module
+    module = source.module
+    tdtype = getattr(torch, dtype)
+    if gpu:
+        if not torch.cuda.is_available():
+            raise TiletuneError("this torch build has no CUDA (pip install a CUDA build of torch for GPU baselines)")
+        module = module.to("cuda", dtype=tdtype)
+    module = torch.compile(module) if compiled else module
 
     def call(inputs):
         with torch.inference_mode():
             out = module(*inputs)
+        if gpu:
+            torch.cuda.synchronize()
         return out
 
     def prepare(inputs_np):
-        return [torch.from_numpy(x) for x in inputs_np]
+        ts = [torch.from_numpy(x) for x in inputs_np]
+        if gpu:
+            ts = [t.to("cuda", dtype=tdtype) if t.is_floating_point() else t.to("cuda") for t in ts]
+        return ts
 
     def outputs(out):
-        return [t.detach().numpy() for t in _flatten(out)]
+        return [t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+                for t in _flatten(out)]
 
     return prepare, call, outputs
 
@@ -127,38 +149,52 @@ def _ms_method(source, target: dict, trials: int, settings: MeasureSettings, tmp
 def run_method(job: dict) -> dict:
     method = job["method"]
     target = job["target"]
+    gpu = is_cuda(target)
+    dtype = job.get("dtype", "float32")
     threads = int(target.get("num-cores") or os.cpu_count() or 1)
     settings = MeasureSettings(**job["settings"])
-    out: dict = {"method": method, "label": LABELS.get(method, method), "model": job["model"]}
+    out: dict = {"method": method, "label": LABELS.get(method, method), "model": job["model"], "dtype": dtype}
+    if gpu and method in CPU_ONLY:
+        raise TiletuneError(f"{method} is timed on the CPU only (its GPU provider is not part of this benchmark)")
     source = load(job["model"])
     inputs = source.random_inputs(0)
     with tempfile.TemporaryDirectory(prefix="tiletune-e2e-") as tmp:
         t0 = time.perf_counter()
         if method in ("torch", "torch-compile"):
-            prepare, call, outputs = _torch_method(source, threads, method == "torch-compile")
+            prepare, call, outputs = _torch_method(source, threads, method == "torch-compile", gpu, dtype)
             import torch
 
             out["torch_kernel"] = torch_kernel(torch)  # the ISA torch dispatches for, and its threads
+            if gpu:
+                out["device"] = torch.cuda.get_device_name(0)
         elif method == "onnxruntime":
             prepare, call, outputs = _onnx_method(source, threads, tmp)
         elif method in ("tiletune", "tvm-default", "metaschedule"):
             import tvm
 
             if method == "tiletune":
-                tasks = model_tasks(source, target, job.get("layout", "NCHW"))
+                tasks = model_tasks(source, target, job.get("layout", "NCHW"), dtype)
                 out["layout"] = tasks.layout
-                chosen = best_configs(tasks, job.get("records"))
-                out["tuned_tasks"], out["tasks"] = len(chosen), len(tasks.tasks)
+                chosen = recorded = best_configs(tasks, job.get("records"))
+                if job.get("construct"):
+                    chosen = constructed_configs(tasks, job["construct"], recorded)
+                    out["constructed"], out["construct"] = len(chosen) - len(recorded), job["construct"]
+                out["tuned_tasks"], out["tasks"] = len(recorded), len(tasks.tasks)
                 ex = compile_module(scheduled_module(tasks, chosen)[0], target)
-            elif method == "tvm-default":
-                ex = tvm.compile(to_relax(source), target=tvm.target.Target(target))
+            elif method == "tvm-default":  # TVM's default pipeline (on a GPU: dlight on every kernel)
+                ex = tvm.compile(cast(to_relax(source), dtype), target=tvm.target.Target(target))
             else:
                 ex = _ms_method(source, target, int(job["trials"]), settings, tmp)
                 out["trials"] = int(job["trials"])
-            runner = ModelRunner(ex)
+            runner = ModelRunner(ex, target)
             dev = runner.dev
+            if gpu:
+                out["device"] = str(dev.device_name)
             prepare = (lambda xs: [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in xs])
-            call = (lambda args: runner.vm["main"](*args))
+            if gpu:  # a launch returns before the kernels end: each call waits for them
+                call = (lambda args: (runner.vm["main"](*args), dev.sync())[0])
+            else:
+                call = (lambda args: runner.vm["main"](*args))
             outputs = _flat
         else:
             raise TiletuneError(f"unknown method {method!r}; accepted: {', '.join(METHODS)}")

@@ -28,15 +28,18 @@ from ..bench.plots import _plt
 from ..bench.results import read_jsonl
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
-from .baselines import LABELS, METHODS
+from ..target import is_cuda
+from .baselines import CPU_ONLY, LABELS, METHODS
 from .layout import DEFAULT_LAYOUT
 from .source import short_name
 
 DEFAULT_METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default")
 
 
-def parse_methods(text: str | None, ms_trials: int) -> list[str]:
+def parse_methods(text: str | None, ms_trials: int, target: dict | None = None) -> list[str]:
     if not text:
+        if is_cuda(target):
+            return [m for m in DEFAULT_METHODS if m not in CPU_ONLY]
         return list(DEFAULT_METHODS) + (["metaschedule"] if ms_trials > 0 else [])
     out = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in out if m not in METHODS]
@@ -47,23 +50,29 @@ def parse_methods(text: str | None, ms_trials: int) -> list[str]:
     return out
 
 
-def _settings_key(settings: MeasureSettings, records: str | None, ms_trials: int, target: dict, layout: str) -> dict:
-    return {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms, "target": target,
-            "records": os.path.abspath(records) if records else None, "ms_trials": ms_trials, "layout": layout}
+def _settings_key(settings: MeasureSettings, records: str | None, ms_trials: int, target: dict, layout: str,
+                  dtype: str = "float32", construct: str | None = None) -> dict:
+    key = {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms, "target": target,
+           "records": os.path.abspath(records) if records else None, "ms_trials": ms_trials, "layout": layout}
+    if dtype != "float32" or construct:  # the keys of earlier results stay as they were
+        key.update(dtype=dtype, construct=construct)
+    return key
 
 
 def bench_model(spec: str, *, out: str, target: dict, methods: list[str], records: str | None,
                 settings: MeasureSettings, ms_trials: int = 0, timeout: float = 3600.0, layout: str = DEFAULT_LAYOUT,
+                dtype: str = "float32", construct: str | None = None,
                 note: Callable[[str], None] = print) -> list[dict]:
     """Time every method on model ``spec`` (see the module docstring); returns this model's results.
     ``layout``: of our build's convolutions (``tiletune.model.layout``; the records must be of that layout);
-    the other methods take the model as imported."""
+    the other methods take the model as imported. ``dtype``: the model's compute dtype (a CUDA target);
+    ``construct``: our build gives the tasks without records that construction (``model build --construct``)."""
     if "tiletune" in methods and records is not None and not Path(records).exists():
         raise TiletuneError(f"records file {records!r} does not exist")
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     res_path = d / "results.jsonl"
-    key = _settings_key(settings, records, ms_trials, target, layout)
+    key = _settings_key(settings, records, ms_trials, target, layout, dtype, construct)
     for m in methods:
         done = [r for r in read_jsonl(res_path) if r.get("model") == spec and r.get("method") == m
                 and r.get("settings") == key and not r.get("error")]
@@ -71,7 +80,7 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
             note(f"{spec} {m}: done before ({done[-1]['median_s'] * 1e3:.3f} ms), kept")
             continue
         note(f"{spec} {m}: running ...")
-        r = _run_child(spec, m, target, settings, records, ms_trials, timeout, layout)
+        r = _run_child(spec, m, target, settings, records, ms_trials, timeout, layout, dtype, construct)
         r["settings"] = key
         r["finished"] = time.time()
         with open(res_path, "a", encoding="utf-8") as f:
@@ -86,11 +95,12 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
     return latest(read_jsonl(res_path), spec)
 
 
-def _run_child(spec, method, target, settings, records, ms_trials, timeout, layout) -> dict:
+def _run_child(spec, method, target, settings, records, ms_trials, timeout, layout, dtype="float32",
+               construct=None) -> dict:
     with tempfile.TemporaryDirectory(prefix="tiletune-e2e-job-") as tmp:
         job = {"model": spec, "method": method, "target": target,
                "settings": {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms},
-               "records": records, "trials": ms_trials, "layout": layout,
+               "records": records, "trials": ms_trials, "layout": layout, "dtype": dtype, "construct": construct,
                "result": os.path.join(tmp, "result.json")}
         path = os.path.join(tmp, "job.json")
         Path(path).write_text(json.dumps(job))
@@ -128,8 +138,11 @@ def write_report(spec: str, d: Path, target: dict) -> None:
     name = short_name(spec)
     ours = next((r for r in rows if r["method"] == "tiletune" and not r.get("error")), None)
     info = machine_info(target)
+    gpu = next((r["device"] for r in rows if r.get("device")), None)
+    dtypes = sorted({r.get("dtype", "float32") for r in rows})
+    where = f"GPU {gpu} ({', '.join(dtypes)}); host " if gpu else ""
     lines = [f"# {spec}: end-to-end latency (batch 1)", "",
-             f"Machine: {info['cpu']}, {info['cores']} cores; TVM {info['tvm']}, torch {info['torch']}. "
+             f"Machine: {where}{info['cpu']}, {info['cores']} cores; TVM {info['tvm']}, torch {info['torch']}. "
              "Each method in its own process, one after another; median of the samples, spread = min..max.", "",
              "| method | median ms | spread ms | our speed-up | output error | prepare s | notes |",
              "|---|---:|---:|---:|---:|---:|---|"]
@@ -142,6 +155,8 @@ def write_report(spec: str, d: Path, target: dict) -> None:
         notes = []
         if r["method"] == "tiletune":
             notes.append(f"{r.get('tuned_tasks', 0)} of {r.get('tasks', 0)} tasks tuned, {r.get('layout', 'NCHW')}")
+            if r.get("constructed"):
+                notes.append(f"{r['constructed']} constructed by {r.get('construct')}")
         if r["method"] == "metaschedule":
             notes.append(f"{r.get('trials')} trials, tuning included in prepare")
         if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1):
