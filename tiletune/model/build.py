@@ -47,7 +47,7 @@ from .tasks import Kernel, ModelTasks
 
 #: the largest error of a built model's outputs against the original's in float32, relative to the outputs'
 #: scale, per compute dtype (docs/decisions/model-dtype-tolerance.md)
-RTOL = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
+RTOL = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 5e-2}
 
 
 @dataclass

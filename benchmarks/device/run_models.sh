@@ -1,0 +1,28 @@
+# Device call for whole models on the GPU (issue 40) and the tensor-core kernels (issue 37): assemble TVM (as
+# run.sh), run the GPU tests (every test that skips without a GPU), then Fig. 9 on the GPU; everything into $OUT.
+#   call 1: copy .gpu/a/ltcpart.00 to /tmp/stage (see pack.sh);  call 2: bash benchmarks/device/run_models.sh
+# Knobs (environment): DTYPE (float16), MODELS (resnet50,mobilenetv2 plus bert-small,gpt2 where transformers
+# imports), TPT (trials per task of the search, 10), FIG9_S (seconds for Fig. 9, 420), TEST_S (120).
+exec > >(tee $OUT/log.txt) 2>&1
+cd "$(dirname "$0")/../.."
+if [ ! -f /tmp/site/tvm/lib/libtvm_compiler.so ]; then source benchmarks/device/setup.sh /tmp/stage python3 || { echo "setup failed"; exit 1; }; fi
+export PYTHONPATH=/tmp/site:$PWD
+for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/lib64; do [ -d $d ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; done
+export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+timeout ${TEST_S:-120} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_cuda.py \
+    tests/test_cuda_mma.py tests/test_cuda_schedule.py -k "gpu or nvcc or measured" 2>&1 | tail -6
+if [ -z "${MODELS:-}" ]; then
+    MODELS=resnet50,mobilenetv2
+    python3 -c "import transformers" 2>/dev/null && MODELS=bert-small,resnet50,mobilenetv2,gpt2
+fi
+OUTDIR=/tmp/fig9-gpu-${DTYPE:-float16}
+( while sleep 30; do tar -czf $OUT/fig9-gpu.tgz -C /tmp $(basename $OUTDIR) 2>/dev/null; done ) &
+SAVER=$!
+timeout ${FIG9_S:-420} python3 benchmarks/model_fig9.py --out $OUTDIR --target cuda --dtype ${DTYPE:-float16} \
+    --models $MODELS --strategies gensor,roller,evo --trials-per-task ${TPT:-10} --repeat 5 --min-repeat-ms 50
+echo "model_fig9.py exit $?"
+kill $SAVER 2>/dev/null
+tar -czf $OUT/fig9-gpu.tgz -C /tmp $(basename $OUTDIR)
+cp $OUTDIR/summary.md $OUT/ 2>/dev/null
+ls -la $OUT
