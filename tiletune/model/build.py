@@ -156,7 +156,7 @@ def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
             if is_cuda(tasks.target):
                 new = new.with_attr("tirx.is_scheduled", True)
         elif is_cuda(tasks.target):
-            new, rule = gpu_default.schedule(k.func, tasks.target, k.name)
+            new, rule = gpu_default.schedule(k.func, tasks.target, k.name, verify=True)
             label = f"default (dlight {rule})"
         else:
             with quiet_tvm():  # compiles and runs the kernel: pow's warnings

@@ -13,8 +13,10 @@ gathers to blocks and threads.) ``schedule(func, target)`` returns the scheduled
 which ``tiletune model tasks`` shows. A kernel that no rule takes (Fallback takes every kernel whose blocks
 are spatial) is a TiletuneError naming it.
 
-``check(func, scheduled, dev)`` runs the scheduled kernel on the GPU and TVM's unscheduled build of the same
-function on the CPU, on the same random inputs, and compares them; it needs a GPU (``has_gpu``).
+``check(func, scheduled, target)`` runs the scheduled kernel on the GPU and TVM's unscheduled build of the same
+function on the CPU, on the same random inputs, and compares them; it needs a GPU (``has_gpu``). ``model build``
+schedules with ``verify=True``: on a GPU each kernel is checked so, and a rule that computes it wrongly is passed
+over for the next (Fallback last); without a GPU the whole model's check waits for one.
 """
 from __future__ import annotations
 
@@ -28,27 +30,44 @@ from ..workloads.base import np_dtype
 RULES = ("Matmul", "GEMV", "Reduction", "GeneralReduction", "Fallback")
 
 
-def schedule(func, target: dict, name: str = "kernel"):
-    """(``func`` scheduled by the first dlight GPU rule that applies, marked scheduled; the rule's name)."""
-    import tvm
+def _apply(rule_name: str, func, tgt):
+    """``func`` scheduled by one dlight GPU rule, marked scheduled; None where the rule does not apply (or fails:
+    its error, in one line, second)."""
     from tvm import s_tir
     from tvm.s_tir import dlight as dl
 
+    try:
+        with tgt, quiet_tvm():
+            space = getattr(dl.gpu, rule_name)().apply(func, tgt, False)
+    except Exception as e:  # noqa: BLE001  (a rule that fails on this kernel: the next one is tried)
+        return None, one_line(str(e) or type(e).__name__, 200)
+    if space is None:
+        return None, ""
+    sch = space if isinstance(space, s_tir.Schedule) else space[0]
+    return sch.mod["main"].with_attr("tirx.is_scheduled", True), ""
+
+
+def schedule(func, target: dict, name: str = "kernel", verify: bool = False):
+    """(``func`` scheduled by the first dlight GPU rule that applies, marked scheduled; the rule's name). With
+    ``verify`` on a machine with a GPU, a rule whose kernel differs from the unscheduled build (``check``) is
+    passed over for the next one."""
+    import tvm
+
     tgt = tvm.target.Target(target)
+    verify = verify and has_gpu()
+    last = ""
     for rule_name in RULES:
-        rule = getattr(dl.gpu, rule_name)()
-        try:
-            with tgt, quiet_tvm():
-                space = rule.apply(func, tgt, False)
-        except Exception as e:  # noqa: BLE001  (a rule that fails on this kernel: the next one is tried)
-            last = one_line(str(e) or type(e).__name__, 200)
-            space = None
-        else:
-            last = ""
-        if space is None:
+        new, why = _apply(rule_name, func, tgt)
+        last = why or last
+        if new is None:
             continue
-        sch = space if isinstance(space, s_tir.Schedule) else space[0]
-        return sch.mod["main"].with_attr("tirx.is_scheduled", True), rule_name
+        if verify:
+            try:
+                check(func, new, target)
+            except TiletuneError as e:
+                last = f"dlight {rule_name}: {e}"
+                continue
+        return new, rule_name
     raise TiletuneError(f"kernel {name}: no dlight GPU rule schedules it" + (f" ({last})" if last else ""))
 
 
