@@ -85,6 +85,8 @@ class HardwareSpec:
     shared_mem_per_block: int = 0
     bank_count: int = 0
     bank_width_bytes: int = 4
+    # GPU: dense half-precision tensor-core FLOPs per SM and clock, accumulating in fp32 (mma.sync); 0: none
+    tensor_flops_per_clock_sm: int = 0
     source: dict = field(default_factory=dict, compare=False)
 
     # ---- lookups -------------------------------------------------------------------------------
@@ -401,7 +403,7 @@ measure_bandwidth_fn = measure_bandwidth  # detect_cpu's parameter shadows the f
 # ---- GPU presets ------------------------------------------------------------------------------------
 def _gpu(name: str, *, sms: int, clock_ghz: float, cores_per_sm: int, max_threads_sm: int, smem_sm_kib: int,
          smem_block_kib: int, l2_mib: float, dram_gbs: float, l2_lat_cycles: int, dram_lat_cycles: int,
-         smem_lat_cycles: int = 30, arch: str = "", note: str = "") -> HardwareSpec:
+         smem_lat_cycles: int = 30, tensor_clk_sm: int = 0, arch: str = "", note: str = "") -> HardwareSpec:
     cyc = 1.0 / clock_ghz
     regs = 65536
     lanes = 32
@@ -418,9 +420,10 @@ def _gpu(name: str, *, sms: int, clock_ghz: float, cores_per_sm: int, max_thread
         peak_gflops=peak_gflops(sms, lanes, fma_units, clock_ghz), memory=memory, warp_size=32,
         max_threads_per_block=1024, max_threads_per_sm=max_threads_sm, registers_per_sm=regs,
         registers_per_thread=255, shared_mem_per_sm=smem_sm_kib * 1024, shared_mem_per_block=smem_block_kib * 1024,
-        bank_count=32, bank_width_bytes=4,
-        source={"preset": name, "arch": arch, "numbers": "vendor data sheets (SMs, boost clock, memory); "
-                "latencies from published microbenchmarks; L2 bandwidth taken as 2.5x DRAM"
+        bank_count=32, bank_width_bytes=4, tensor_flops_per_clock_sm=tensor_clk_sm,
+        source={"preset": name, "arch": arch, "numbers": "vendor data sheets (SMs, boost clock, memory, dense "
+                "fp16 tensor FLOPs with fp32 accumulation); latencies from published microbenchmarks; L2 bandwidth "
+                "taken as 2.5x DRAM"
                 + (f"; {note}" if note else "")},
     )
 
@@ -428,19 +431,19 @@ def _gpu(name: str, *, sms: int, clock_ghz: float, cores_per_sm: int, max_thread
 _PRESETS = {
     "rtx4090": lambda: _gpu("NVIDIA GeForce RTX 4090", sms=128, clock_ghz=2.52, cores_per_sm=128, max_threads_sm=1536,
                             smem_sm_kib=100, smem_block_kib=99, l2_mib=72, dram_gbs=1008, l2_lat_cycles=270,
-                            dram_lat_cycles=560, arch="sm_89"),
+                            dram_lat_cycles=560, tensor_clk_sm=512, arch="sm_89"),
     "a100": lambda: _gpu("NVIDIA A100 SXM4 80GB", sms=108, clock_ghz=1.41, cores_per_sm=64, max_threads_sm=2048,
                          smem_sm_kib=164, smem_block_kib=163, l2_mib=40, dram_gbs=2039, l2_lat_cycles=200,
-                         dram_lat_cycles=470, arch="sm_80"),
+                         dram_lat_cycles=470, tensor_clk_sm=2048, arch="sm_80"),
     "h100": lambda: _gpu("NVIDIA H100 SXM5 80GB", sms=132, clock_ghz=1.98, cores_per_sm=128, max_threads_sm=2048,
                          smem_sm_kib=228, smem_block_kib=227, l2_mib=50, dram_gbs=3350, l2_lat_cycles=260,
-                         dram_lat_cycles=480, arch="sm_90"),
+                         dram_lat_cycles=480, tensor_clk_sm=4096, arch="sm_90"),
     "h200": lambda: _gpu("NVIDIA H200 SXM 141GB", sms=132, clock_ghz=1.98, cores_per_sm=128, max_threads_sm=2048,
                          smem_sm_kib=228, smem_block_kib=227, l2_mib=50, dram_gbs=4800, l2_lat_cycles=260,
-                         dram_lat_cycles=480, arch="sm_90"),
+                         dram_lat_cycles=480, tensor_clk_sm=4096, arch="sm_90"),
     "orin-nano": lambda: _gpu("NVIDIA Jetson Orin Nano 8GB", sms=8, clock_ghz=0.625, cores_per_sm=128,
                               max_threads_sm=1536, smem_sm_kib=164, smem_block_kib=163, l2_mib=2, dram_gbs=68,
-                              l2_lat_cycles=200, dram_lat_cycles=400, arch="sm_87",
+                              l2_lat_cycles=200, dram_lat_cycles=400, tensor_clk_sm=2048, arch="sm_87",
                               note="625 MHz GPU clock of the original 15 W mode (1.28 TFLOPS fp32)"),
     "titan-xp": lambda: _gpu("NVIDIA TITAN Xp", sms=30, clock_ghz=1.582, cores_per_sm=128, max_threads_sm=2048,
                              smem_sm_kib=96, smem_block_kib=48, l2_mib=3, dram_gbs=547.7, l2_lat_cycles=220,

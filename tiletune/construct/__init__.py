@@ -2,6 +2,7 @@
 
 - ``gensor.GensorWalk``: Gensor's annealed Markov walk over ETIR states (Liu et al., 2025).
 - ``roller.RollerTree``: Roller's rTile construction tree (Zhu et al., OSDI'22).
+- ``mma``: both methods on the tensor-core template's space, with an analytic model of its kernel.
 
 Both rank their configurations with Gensor's analytic model (``tiletune.cost_model.etir.Model``). The
 strategies ``gensor`` and ``roller`` measure the top constructions; ``constructions`` below gives the top-k
@@ -16,7 +17,9 @@ import numpy as np
 from ..cost_model.etir import Model, longest_reduction
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
+from ..schedules import cuda_mma
 from .gensor import GensorWalk
+from .mma import MmaGensorWalk, MmaModel, MmaRollerTree
 from .roller import RollerTree
 
 METHODS = ("gensor", "roller", "construct")
@@ -39,14 +42,18 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ..."""
     if method not in METHODS:
         raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
+    rng = rng if rng is not None else np.random.default_rng(0)
+    mma = cuda_mma.owns(space)  # the tensor-core template's space: its own model and constructions (mma.py)
     try:
-        model = Model(space, workload, hardware, target)
+        model = MmaModel(space, workload, hardware, target) if mma else Model(space, workload, hardware, target)
     except TiletuneError as e:
         raise TiletuneError(f"start={method}: {e}") from None
-    rng = rng if rng is not None else np.random.default_rng(0)
 
     def top(name: str) -> list[Config]:
-        ranked = GensorWalk(space, model, rng).pool() if name == "gensor" else RollerTree(space, model).construct()
+        if name == "gensor":
+            ranked = (MmaGensorWalk(space, model, rng) if mma else GensorWalk(space, model, rng)).pool()
+        else:
+            ranked = (MmaRollerTree(space, model) if mma else RollerTree(space, model)).construct()
         return [c for _, c in ranked[:k]]
 
     if method != "construct":
@@ -58,7 +65,7 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
             if i < len(top) and top[i] not in out:
                 out.append(top[i])
     at = min(2, len(out))
-    for c in _direct_tops(model):
+    for c in ([] if mma else _direct_tops(model)):
         if c not in out:
             out.insert(at, c)
             at += 1

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..construct.mma import MmaModel, MmaRollerTree
 from ..construct.roller import RollerTree
+from ..schedules import cuda_mma
 from ..errors import TiletuneError
 from ..space import Config, Space
 from .etir import Model
@@ -38,12 +40,13 @@ def background_weight(n_measured: int, decay: float) -> float:
 
 def analytic_prior(space: Space, context, rng: np.random.Generator, n: int = 256) -> PriorData:
     """``n`` uniform configurations and Roller's leaves, labelled by the analytic model (see above)."""
+    mma = cuda_mma.owns(space)  # the tensor-core template's space: its own model (tiletune.construct.mma)
     try:
-        model = Model(space, getattr(context, "workload", None), getattr(context, "hardware", None),
-                      getattr(context, "target", None))
+        model = (MmaModel if mma else Model)(space, getattr(context, "workload", None),
+                                             getattr(context, "hardware", None), getattr(context, "target", None))
     except TiletuneError as e:
         raise TiletuneError(f"prior=analytic: {e}") from None
-    leaves = [c for _, c in RollerTree(space, model).construct()]
+    leaves = [c for _, c in (MmaRollerTree if mma else RollerTree)(space, model).construct()]
     configs = list(dict.fromkeys(leaves + space.sample_unique(rng, n, exclude=leaves)))
     t = np.asarray([model.config_time(c) for c in configs], dtype=np.float64)
     return PriorData(configs, t.min() / t)

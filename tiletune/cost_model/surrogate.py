@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import TiletuneError
 from ..features import make_extractor
+from ..schedules import cuda_mma
 from ..space import Config, Space
 from ..strategies.base import Trial, TuneContext
 from .prior import analytic_prior, background_weight
@@ -38,13 +39,17 @@ FEATURES = ("program", "analytical", "knob", "itervar", "curve", "curve1")
 TVM_FEATURES = ("itervar", "curve", "curve1")  # lower every configuration with TVM (slow)
 
 
-def resolve_feature(feature: str, context: TuneContext) -> str:
-    """The feature type actually used: program -> itervar; anything but knob -> knob without a workload."""
+def resolve_feature(feature: str, context: TuneContext, space: Space | None = None) -> str:
+    """The feature type actually used: program -> itervar, or on the tensor-core template's space (whose
+    tensorized loop nests the itervar features do not describe) the seven analytical features of its kernel's
+    model; anything but knob -> knob without a workload."""
     if feature not in FEATURES:
         raise TiletuneError(f"unknown feature {feature!r}; accepted: {', '.join(FEATURES)}")
     if context.workload is None:
         return "knob"
-    return "itervar" if feature == "program" else feature
+    if feature == "program":
+        return "analytical" if space is not None and cuda_mma.owns(space) else "itervar"
+    return feature
 
 
 @dataclass

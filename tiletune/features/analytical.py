@@ -92,6 +92,9 @@ Choice knobs: ``pack`` (CPU, GEMM/batch_matmul) makes the packed inputs' tiles c
 tile is rounded up to whole lines as one block instead of row by row; ``unroll`` is not visible to the
 seven features (as in the paper, whose features describe the tiles only).
 
+The tensor-core template's space (``tiletune.schedules.cuda_mma``: block, warp and k-chunk tiles as choice knobs)
+gets the same seven features from its kernel's model (``mma_features``).
+
 ``analytical_features(...)`` gives one vector; ``AnalyticalExtractor`` is the cached batch extractor with
 the interface of ``tiletune.features`` extractors (``extract(configs)``, ``dim``, ``stats``, ``close``).
 """
@@ -103,8 +106,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..construct.mma import MmaModel
 from ..errors import TiletuneError
 from ..hardware import HardwareSpec, detect_cpu, for_target
+from ..schedules import cuda_mma
 from ..space import ChoiceKnob, Config, Space
 from ..workloads.access import TensorAccess, tensor_accesses, tile_counts
 from ..workloads.base import Axis
@@ -371,6 +376,38 @@ def gpu_features(acc: Sequence[TensorAccess], axes: Sequence[Axis], lv: Levels, 
     return np.asarray([oi_global, oi_shared, reg_reuse, ilp, wlp, occupancy, wave], dtype=np.float64)
 
 
+def mma_features(model: MmaModel, config: Config) -> np.ndarray:
+    """The seven features of a tensor-core configuration (``tiletune.schedules.cuda_mma``), from the quantities of
+    its analytic model (``tiletune.construct.mma``): OI_Global_Mem = FLOPs per 128-byte global->shared
+    transaction of the block tiles; OI_Shared_Mem = FLOPs per 128-byte shared->register transaction of the warps'
+    ldmatrix fragment loads (bank-conflict free: the template pads the staged rows); Reg_Reuse_Factor = FLOPs per
+    element loaded into registers (2 wm wn / (wm + wn) per k step); ILP = independent m16n8k16 MMAs per warp and
+    k step, (wm / 16)(wn / 8), scaled down when the registers per thread exceed the limit; WLP = resident warps
+    per SM; Estimated_Occupancy = min(resident blocks, blocks per SM of the grid) x warps / max warps;
+    Wave_Efficiency = (m / n) / ceil(m / n), m blocks on n SMs."""
+    d = dict(zip(model.names, config.values))
+    flops = 2.0 * model.gemm.S * math.prod(model._padded(d))
+    info = cuda_mma.tile_info(model.workload, model.space, config, model.gemm)
+    hw = model.hw
+    oi_global = flops / max(model.traffic(d, 1) / 128, 1.0)
+    oi_shared = flops / max(model.traffic(d, 0) / 128, 1.0)
+    reg_reuse = flops / max(model.traffic(d, 0) / model.gemm.in_bytes, 1.0)
+    limit = hw.registers_per_thread or GPU_MAX_REGS_PER_THREAD
+    ilp = (d["warp_m"] / 16) * (d["warp_n"] / 8) * min(1.0, limit / info.registers)
+    regs = -(-info.registers // 8) * 8
+    resident = min(GPU_MAX_BLOCKS_PER_SM, (hw.max_threads_per_sm or 2048) // info.threads,
+                   (hw.registers_per_sm or 65536) // (regs * info.threads),
+                   (hw.shared_mem_per_sm or 49152) // max(1, info.smem_bytes))
+    ip, jp, _ = model._padded(d)
+    m = model.gemm.S * (ip // d["block_m"]) * (jp // d["block_n"])
+    sms = max(1, hw.cores)
+    max_warps = max(1, (hw.max_threads_per_sm or 2048) // 32)
+    wlp = float(resident * info.warps)
+    occupancy = min(resident, math.ceil(m / sms)) * info.warps / max_warps
+    return np.asarray([oi_global, oi_shared, reg_reuse, ilp, wlp, occupancy, wave_efficiency(m, sms)],
+                      dtype=np.float64)
+
+
 # ---- entry points ------------------------------------------------------------------------------------
 def _kind(hardware: HardwareSpec, target: Any) -> str:
     if isinstance(target, dict) and target.get("kind") in ("llvm", "cuda"):
@@ -382,6 +419,8 @@ def analytical_features(workload, space: Space, config: Config, hardware: Hardwa
                         target: Any = None) -> np.ndarray:
     """The seven features (FEATURE_NAMES order) of one configuration, float64. The set (CPU or GPU) is
     chosen by the target's kind ("llvm" / "cuda"), else by the hardware's kind."""
+    if cuda_mma.owns(space):
+        return mma_features(MmaModel(space, workload, hardware, target), config)
     axes = workload.axes_no_tvm()
     acc = tensor_accesses(workload)
     lv = split_levels(space, config, axes)
@@ -420,6 +459,9 @@ class AnalyticalExtractor(FeatureExtractor):
         self.workload = workload
         self.target = target
         self.hardware = hardware_for(hardware, target)
+        self._mma = MmaModel(space, workload, self.hardware, target) if cuda_mma.owns(space) else None
+        if self._mma is not None:  # the tensor-core template's space: no tile knobs, features from its model
+            return
         self._axes = workload.axes_no_tvm()
         self._acc = tensor_accesses(workload)
         self._fn = gpu_features if _kind(self.hardware, target) == "gpu" else cpu_features
@@ -430,6 +472,8 @@ class AnalyticalExtractor(FeatureExtractor):
         return N_FEATURES
 
     def raw(self, config: Config) -> np.ndarray:
+        if self._mma is not None:
+            return mma_features(self._mma, config)
         lv = split_levels(self.space, config, self._axes)
         return self._fn(self._acc, self._axes, lv, float(self.workload.flops), self.hardware)
 
@@ -438,4 +482,4 @@ class AnalyticalExtractor(FeatureExtractor):
 
 
 __all__ = ["FEATURE_NAMES", "N_FEATURES", "AnalyticalExtractor", "analytical_features", "bank_conflict_degree",
-           "cpu_features", "gpu_features", "hardware_for", "split_levels", "wave_efficiency"]
+           "cpu_features", "gpu_features", "hardware_for", "mma_features", "split_levels", "wave_efficiency"]

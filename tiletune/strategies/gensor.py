@@ -16,7 +16,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..construct.gensor import MAX_VTHREAD, T0, THRESHOLD, WALKS, GensorWalk
+from ..construct.mma import MmaGensorWalk, MmaModel
 from ..cost_model.etir import Model
+from ..schedules import cuda_mma
 from ..space import Config, Space
 from .base import Strategy, Trial, register
 from .options import GREATER_THAN_ZERO, POSITIVE, Option, after_topk_option, between, topk_option
@@ -57,9 +59,15 @@ class Gensor(Strategy):
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
         o = self.opts
-        self.model = Model(space, self.context.workload, self.context.hardware, self.context.target)
-        self.walker = GensorWalk(space, self.model, self.rng, t0=o["t0"], threshold=o["threshold"],
-                                 vthread=o["vthread"], cache_moves=o["cache_moves"], max_vthread=o["max_vthread"])
+        ctx = self.context
+        if cuda_mma.owns(space):  # tensor cores: the walk over the template's knobs (tiletune.construct.mma)
+            self.model = MmaModel(space, ctx.workload, ctx.hardware, ctx.target)
+            self.walker = MmaGensorWalk(space, self.model, self.rng, t0=o["t0"], threshold=o["threshold"])
+        else:
+            self.model = Model(space, ctx.workload, ctx.hardware, ctx.target)
+            self.walker = GensorWalk(space, self.model, self.rng, t0=o["t0"], threshold=o["threshold"],
+                                     vthread=o["vthread"], cache_moves=o["cache_moves"],
+                                     max_vthread=o["max_vthread"])
         self._pool: list[tuple[float, Config]] = []  # (analytic time, config), best first
         self._proposed: set[Config] = set()
         self._served = 0

@@ -64,7 +64,7 @@ class SurrogateStrategy(Strategy):
                     prior_decay=o["prior_decay"], transfer_decay=o["transfer_decay"],
                     prior_given="prior" in self.given_options)
         args.update(kw)
-        kind = args.pop("kind", None) or resolve_feature(o["feature"], self.context)
+        kind = args.pop("kind", None) or resolve_feature(o["feature"], self.context, self.space)
         return Surrogate(self.space, self.context, kind, **args)
 
     def tell(self, trials: Sequence[Trial]) -> None:

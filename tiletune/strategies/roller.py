@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..construct.mma import MmaModel, MmaRollerTree
 from ..construct.roller import BRANCH, RollerTree
 from ..cost_model.etir import Model
+from ..schedules import cuda_mma
 from ..space import Config, Space
 from .base import Strategy, Trial, register
 from .options import Option, after_topk_option, between, topk_option
@@ -32,8 +34,13 @@ class Roller(Strategy):
 
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
-        self.model = Model(space, self.context.workload, self.context.hardware, self.context.target)
-        self.tree = RollerTree(space, self.model, branch=self.opts["branch"])
+        ctx = self.context
+        if cuda_mma.owns(space):  # tensor cores: rTiles over the template's knobs (tiletune.construct.mma)
+            self.model = MmaModel(space, ctx.workload, ctx.hardware, ctx.target)
+            self.tree = MmaRollerTree(space, self.model, branch=self.opts["branch"])
+        else:
+            self.model = Model(space, ctx.workload, ctx.hardware, ctx.target)
+            self.tree = RollerTree(space, self.model, branch=self.opts["branch"])
         self._served = 0
         self._proposed: set[Config] = set()
 
