@@ -1,25 +1,32 @@
-"""The search methods on an NVIDIA GPU: tune a GEMM and a ResNet convolution with the CUDA template through a
-TVM RPC server on this machine's GPU, and time cuBLAS / cuDNN (through torch) on the same shapes in the same run.
+"""The search methods on an NVIDIA GPU: tune GEMMs and convolutions with the CUDA templates (SIMT for fp32,
+tensor cores for fp16/bf16) on this machine's GPU, and time the vendor libraries and TVM's untuned tensor-core
+schedule on the same shapes in the same run.
 
-    python benchmarks/gpu.py --out gpu-out [--trials 48] [--seconds 40] [--strategies random,gbfs,na2c,xgb,dgd-af,gensor]
-                             [--workloads 'gemm:M=1024,N=1024,K=1024;conv2d:N=1,C=128,H=28,W=28,K=256,R=3,S=3,stride=2,pad=1']
+    python benchmarks/gpu.py --out gpu-out [--suite fp32|tensor-cores|all] [--trials 48] [--seconds 40]
+                             [--strategies random,gbfs,na2c,xgb,dgd-af,gensor] [--measure local|rpc]
+                             [--workloads 'gemm:M=1024,N=1024,K=1024;...']
 
-For every workload and strategy (seed 0) it runs ``tiletune tune`` with ``--target cuda:<arch of the GPU>``
-and ``--rpc`` to a tracker and one server (``--no-fork``: forked sessions failed CUDA's initialization on an
-H200) that it starts on 127.0.0.1 (and stops at the end, also on errors):
-the kernels are built and exported by the build workers here, loaded by the server (TVM compiles the CUDA
-source with NVRTC), checked against numpy and timed with the device's ``time_evaluator`` under tiletune's timing
-rule. One server, so that no two kernels share the GPU while one of them is timed. The hardware spec that
-Gensor, Roller and the analytical features use is the preset of the GPU torch reports (``h100``/``h200``...,
-else the preset of the architecture).
+Suites (``SUITES``; ``--workloads`` replaces them): ``fp32`` (GEMM 1024^3 and 4096^3 and a ResNet convolution, the
+SIMT template against cuBLAS/cuDNN with TF32 off), ``tensor-cores`` (issue 37's goal table: GEMM 4096^3 in fp16 and
+bf16, the BERT/GPT-2 GEMMs at M=512 in fp16 and bf16, four ResNet-50 convolutions in NHWC fp16, against cuBLAS /
+cuDNN in the same dtype (channels_last) and against TVM's untuned tensor-core schedule, dlight's ``gpu.Matmul``).
+
+For every workload and strategy (seed 0) it runs a tiletune session with ``--target cuda:<arch of the GPU>``:
+with ``--measure local`` (the default) on this machine's GPU (the build workers compile every kernel in
+parallel, the kernels run one at a time on the GPU), with ``--measure rpc`` through a tracker and one server
+(``--no-fork``: forked sessions failed CUDA's initialization on an H200) that it starts on 127.0.0.1 and stops at
+the end, also on errors. Every kernel is checked against numpy first (a wrong one is a ``wrong-answer`` record).
+The hardware spec that Gensor, Roller and the analytical features use is the preset of the GPU torch reports
+(``h100``/``h200``..., else the preset of the architecture).
 
 Per (workload, strategy) one JSON line goes to ``OUT/results.jsonl`` (best GFLOPS, its configuration, trials,
-errors, wall seconds, the trial at which the best was found); every trial goes to ``OUT/records/<n>.jsonl``.
-A pair already in results.jsonl is skipped, so an interrupted run resumes. The vendor baseline is torch on the
-same GPU after the tuning (the server stopped): ``torch.matmul`` (cuBLAS) for GEMM and ``conv2d`` (cuDNN, both
-memory formats, the faster kept) for convolutions, fp32 with TF32 disabled (tiletune's kernels compute in
-fp32), timed with CUDA events, median of 50 timed calls after 10 warm-up calls, output checked against
-numpy. ``OUT/report.md`` holds the table. Needs a CUDA GPU, torch with CUDA, tornado and TVM with its compiler.
+errors, wall seconds and trials per second, the trial at which the best was found); every trial goes to
+``OUT/records/<n>.jsonl``. A pair already in results.jsonl is skipped, so an interrupted run resumes. The
+baselines run after the tuning of a workload: torch on the same GPU (``torch.matmul``: cuBLAS; ``conv2d``:
+cuDNN, both memory formats, the faster kept; in the workload's dtype, fp32 with TF32 disabled), timed with CUDA
+events, median of 50 timed calls after 10 warm-up calls, output checked against numpy; and for half-precision
+GEMMs in fp16 dlight's ``gpu.Matmul`` on the workload's PrimFunc, timed by TVM's ``time_evaluator``. ``OUT/report.md``
+holds the table. Needs a CUDA GPU, torch with CUDA and TVM with its compiler (tornado for ``--measure rpc``).
 """
 from __future__ import annotations
 
@@ -39,7 +46,18 @@ from tiletune.session import RunSpec, run
 from tiletune.workloads import parse
 
 HERE = Path(__file__).resolve().parent
-WORKLOADS = "gemm:M=1024,N=1024,K=1024;conv2d:N=1,C=128,H=28,W=28,K=256,R=3,S=3,stride=2,pad=1"
+_BERT = [(2304, 768), (768, 768), (3072, 768), (768, 3072)]  # (N, K) of the BERT/GPT-2 GEMMs at M=512
+SUITES = {
+    "fp32": "gemm:M=1024,N=1024,K=1024;gemm:M=4096,N=4096,K=4096;"
+            "conv2d:N=1,C=128,H=28,W=28,K=256,R=3,S=3,stride=2,pad=1",
+    "tensor-cores": ";".join(
+        [f"gemm:M=4096,N=4096,K=4096,dtype={d}" for d in ("float16", "bfloat16")]
+        + [f"gemm:M=512,N={n},K={k},dtype={d}" for d in ("float16", "bfloat16") for n, k in _BERT]
+        + [f"conv2d:N=1,C={c},H={h},W={h},K={k},R={r},S={r},stride={st},pad={r // 2},layout=NHWC,dtype=float16"
+           for c, h, k, r, st in ((256, 56, 64, 1, 1), (64, 56, 64, 3, 1), (128, 56, 128, 3, 2), (512, 7, 512, 3, 1))]),
+}
+SUITES["all"] = SUITES["tensor-cores"] + ";" + SUITES["fp32"]
+WORKLOADS = SUITES["fp32"]
 STRATEGIES = "random,gbfs,na2c,xgb,dgd-af,gensor"
 
 
@@ -65,26 +83,39 @@ def gpu_info() -> tuple[str, str, str]:
     return name, arch, chosen or {"sm_90": "h100", "sm_80": "a100", "sm_89": "rtx4090"}.get(arch, "h100")
 
 
+def _torch_tensor(torch, x: np.ndarray, dtype: str):
+    """A CUDA tensor of ``x`` in the workload's dtype (numpy has no bfloat16: through float32)."""
+    t = torch.from_numpy(np.ascontiguousarray(np.asarray(x, dtype=np.float32) if dtype == "bfloat16" else x))
+    return t.cuda().to(getattr(torch, dtype))
+
+
 def vendor_gpu(wl) -> dict:
-    """torch (cuBLAS / cuDNN) on GPU 0, fp32 without TF32: label, median seconds, GFLOPS, max error."""
+    """torch (cuBLAS / cuDNN) on GPU 0 in the workload's dtype (fp32 without TF32): label, median seconds,
+    GFLOPS, max error relative to the reference's scale."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
     inputs = wl.make_inputs(seed=0)
-    ref = wl.reference(*inputs)
-    t = [torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in inputs]
+    ref = np.asarray(wl.reference(*inputs), dtype=np.float64)
+    t = [_torch_tensor(torch, x, wl.dtype) for x in inputs]
     F = torch.nn.functional
+    ver = torch.__version__.split("+")[0]
+    what = "fp32, no TF32" if wl.dtype == "float32" else wl.dtype
     variants = []
     if wl.op == "gemm":
-        variants.append((f"torch {torch.__version__.split('+')[0]} matmul (cuBLAS, fp32, no TF32)",
-                         lambda: torch.matmul(t[0], t[1])))
+        variants.append((f"torch {ver} matmul (cuBLAS, {what})", lambda: torch.matmul(t[0], t[1])))
     elif wl.op == "conv2d" and wl.layout == "NCHW":
         for fmt_name, fmt in (("contiguous", torch.contiguous_format), ("channels_last", torch.channels_last)):
             x, w = t[0].contiguous(memory_format=fmt), t[1].contiguous(memory_format=fmt)
-            variants.append((f"torch {torch.__version__.split('+')[0]} conv2d (cuDNN, {fmt_name}, fp32, no TF32)",
+            variants.append((f"torch {ver} conv2d (cuDNN, {fmt_name}, {what})",
                              lambda x=x, w=w: F.conv2d(x, w, stride=wl.stride, padding=wl.pad, dilation=wl.dilation)))
+    elif wl.op == "conv2d" and wl.layout == "NHWC":  # NHWC data is NCHW in channels_last; HWIO -> OIHW
+        x = t[0].permute(0, 3, 1, 2)
+        w = t[1].permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+        variants.append((f"torch {ver} conv2d (cuDNN, channels_last, {what})",
+                         lambda: F.conv2d(x, w, stride=wl.stride, padding=wl.pad, dilation=wl.dilation).permute(0, 2, 3, 1)))
     else:
         return {"error": "unsupported", "message": f"no GPU vendor baseline for {wl.key}"}
     best = None
@@ -92,7 +123,8 @@ def vendor_gpu(wl) -> dict:
         with torch.no_grad():
             out = fn()
             torch.cuda.synchronize()
-            err = float(np.max(np.abs(out.contiguous().cpu().numpy() - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
+            got = out.contiguous().float().cpu().numpy().astype(np.float64)
+            err = float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
             for _ in range(10):
                 fn()
             times = []
@@ -110,10 +142,39 @@ def vendor_gpu(wl) -> dict:
     return best
 
 
+def dlight_gpu(wl, arch: str) -> dict:
+    """TVM's untuned tensor-core schedule (dlight ``gpu.Matmul`` on the workload's PrimFunc) on GPU 0: label,
+    median seconds, GFLOPS, max error; for fp16 GEMMs only (dlight has no bf16 tensor-core rule)."""
+    import tvm
+    from tvm.s_tir import dlight as dl
+
+    if wl.op not in ("gemm", "batch_matmul") or wl.dtype != "float16":
+        return {"error": "unsupported", "message": "dlight's tensor-core Matmul (WMMA) is the baseline of fp16 GEMMs"}
+    target = tvm.target.Target({"kind": "cuda", "arch": arch})
+    mod = tvm.IRModule({"main": wl.prim_func()})
+    with target:
+        mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul())(mod)
+    lib = tvm.compile(mod, target=target).mod
+    dev = tvm.cuda(0)
+    inputs = wl.make_inputs(seed=0)
+    ref = np.asarray(wl.reference(*inputs), dtype=np.float64)
+    args = [tvm.runtime.tensor(x, dev) for x in inputs]
+    out = tvm.runtime.tensor(np.zeros(wl.output_shape(), wl.out_dtype), dev)
+    lib["main"](*args, out)
+    got = np.asarray(out.numpy(), dtype=np.float64)
+    err = float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
+    med = float(np.median(lib.time_evaluator("main", dev, number=10, repeat=20)(*args, out).results))
+    return {"label": f"TVM {tvm.__version__} dlight gpu.Matmul (untuned)", "median_s": med,
+            "gflops": wl.flops / med / 1e9, "rel_error": err}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="directory (resumable)")
-    ap.add_argument("--workloads", default=WORKLOADS, help="workload specs separated by ';'")
+    ap.add_argument("--suite", default="fp32", choices=sorted(SUITES), help="the workloads (see SUITES)")
+    ap.add_argument("--workloads", default=None, help="workload specs separated by ';' (instead of --suite)")
+    ap.add_argument("--measure", default="local", choices=("local", "rpc"),
+                    help="on this machine's GPU (build workers compile in parallel) or through a loopback RPC server")
     ap.add_argument("--strategies", default=STRATEGIES, help="comma-separated")
     ap.add_argument("--trials", type=int, default=48, help="trial budget per run")
     ap.add_argument("--seconds", type=float, default=None, help="time budget per run (with --trials: the first)")
@@ -127,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     hw_file = out / f"hardware-{hw}.json"
     preset(hw).save(hw_file)
     print(f"GPU: {name} ({arch}); hardware preset {hw}", flush=True)
-    workloads = [parse(s.strip()) for s in a.workloads.split(";") if s.strip()]
+    workloads = [parse(s.strip()) for s in (a.workloads or SUITES[a.suite]).split(";") if s.strip()]
     strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
     results = out / "results.jsonl"
     done = {(r["workload"], r["strategy"]) for r in read_jsonl(results) if r.get("trials_budget") == a.trials}
@@ -135,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     for wl in workloads:
         todo = [s for s in strategies if (wl.key, s) not in done]
         if todo:
-            rpc, procs = start_farm(1, ("--no-fork",))  # forked sessions fail CUDA init
+            rpc, procs = start_farm(1, ("--no-fork",)) if a.measure == "rpc" else (None, [])  # forked: no CUDA
             try:
                 for s in todo:
                     n = len(list((out / "records").glob("*.jsonl")))
@@ -150,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                     row = {"workload": wl.key, "strategy": s, "gpu": name, "arch": arch, "trials_budget": a.trials,
                            "seconds_budget": a.seconds, "trials": res.trials, "errors": res.errors,
                            "skipped": res.skipped, "wall_s": round(wall, 1), "stopped": res.stopped,
+                           "measure": a.measure, "trials_per_s": round(res.trials / max(wall, 1e-9), 2),
                            "best_gflops": round(res.best_gflops, 1),
                            "best_trial": best.trial if best is not None else None,
                            "best_config": best.config if best is not None else None, "records": str(rec.relative_to(out))}
@@ -158,34 +220,48 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{wl.key} {s}: {row['best_gflops']:.1f} GFLOPS after {res.trials} trials "
                           f"({res.errors} errors, {wall:.0f} s)", flush=True)
             finally:
-                stop(procs)
-        if not any(r.get("vendor") and r["workload"] == wl.key for r in read_jsonl(results)):
-            v = vendor_gpu(wl)
+                if procs:
+                    stop(procs)
+        for kind, fn in (("vendor", vendor_gpu), ("dlight", lambda w: dlight_gpu(w, arch))):
+            if any(r.get(kind) and r["workload"] == wl.key for r in read_jsonl(results)):
+                continue
+            try:
+                v = fn(wl)
+            except Exception as e:  # noqa: BLE001  (a baseline's failure is its row, not the run's end)
+                v = {"error": "error", "message": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"}
             with open(results, "a") as f:
-                f.write(json.dumps({"workload": wl.key, "vendor": True, "gpu": name, **v}) + "\n")
-            print(f"{wl.key} vendor: {v.get('label')} {v.get('gflops', 0):.1f} GFLOPS", flush=True)
+                f.write(json.dumps({"workload": wl.key, kind: True, "gpu": name, **v}) + "\n")
+            if not v.get("error"):
+                print(f"{wl.key} {kind}: {v.get('label')} {v.get('gflops', 0):.1f} GFLOPS", flush=True)
     report(out)
     return 0
 
 
 def report(out: Path) -> None:
     rows = read_jsonl(out / "results.jsonl")
-    lines = ["# Search methods on an NVIDIA GPU (CUDA template, measured through TVM RPC)", ""]
+    lines = ["# Search methods on an NVIDIA GPU (CUDA templates)", ""]
     for wl in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == wl]
         v = next((r for r in mine if r.get("vendor") and not r.get("error")), None)
         gpu = mine[0].get("gpu", "")
         lines += [f"## {wl} ({gpu})", "",
-                  "| method | best GFLOPS | x vendor | trials | errors | found at trial | wall s |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  "| method | best GFLOPS | x vendor | trials | errors | found at trial | wall s | trials/s |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in mine:
-            if r.get("vendor"):
+            if r.get("vendor") or r.get("dlight"):
                 continue
             ratio = f"{r['best_gflops'] / v['gflops']:.2f}x" if v else "-"
-            lines.append(f"| {r['strategy']} | {r['best_gflops']:.1f} | {ratio} | {r['trials']} | {r['errors']} | "
-                         f"{r['best_trial']} | {r['wall_s']:.0f} |")
+            lines.append(f"| {r['strategy']} ({r.get('measure', 'rpc')}) | {r['best_gflops']:.1f} | {ratio} | "
+                         f"{r['trials']} | {r['errors']} | {r['best_trial']} | {r['wall_s']:.0f} | "
+                         f"{r.get('trials_per_s', r['trials'] / max(r['wall_s'], 1e-9)):.2f} |")
+        for r in mine:
+            if r.get("dlight") and not r.get("error"):
+                ratio = f"{r['gflops'] / v['gflops']:.2f}x" if v else "-"
+                lines.append(f"| {r['label']} | {r['gflops']:.1f} | {ratio} | | | | | |")
+            elif (r.get("vendor") or r.get("dlight")) and r.get("error") != "unsupported" and r.get("error"):
+                lines.append(f"| {'vendor' if r.get('vendor') else 'dlight'}: {r.get('message', '')[:80]} | | | | | | | |")
         if v:
-            lines.append(f"| {v['label']} | {v['gflops']:.1f} | 1.00x | | | | |")
+            lines.append(f"| {v['label']} | {v['gflops']:.1f} | 1.00x | | | | | |")
         lines.append("")
     (out / "report.md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -50,6 +50,7 @@ from .base import MeasureResult, MeasureSettings, Measurer
 from .timing import warm_and_plan
 
 DEFAULT_BUILDER = "tiletune.measure.local:build_kernel"
+GPU_BUILDER = "tiletune.measure.local:build_kernel_gpu"  # a CUDA target measured here: compiled while building
 DEFAULT_RUNNER = "tiletune.measure.local:run_kernel"
 STARTUP_TIMEOUT = 180.0  # a cold TVM import on a loaded 2-core machine can take many seconds
 # TVM's pool threads spin (sched_yield) this many times after a parallel call before they sleep. TVM's
@@ -75,6 +76,23 @@ def build_kernel(workload: Workload, space: Space, config: Config, target: dict)
     compiled without the entry function's argument checks (``schedules.build``)."""
     mod = build(workload, space, config, target, arg_checks=False).mod
     mod["main"]
+    return mod
+
+
+def build_kernel_gpu(workload: Workload, space: Space, config: Config, target: dict):
+    """``build_kernel`` for this machine's GPU, and one launch on the workload's inputs: TVM compiles a kernel's
+    CUDA source (NVRTC) and loads it onto the device at its first launch, and here that happens in the parallel
+    build phase instead of the run phase, which runs one kernel at a time. Nothing is timed or checked here."""
+    import numpy as np
+    import tvm
+
+    mod = build_kernel(workload, space, config, target)
+    dev = tvm.cuda(0)
+    inputs, _ = _inputs_and_reference(workload)
+    args = [tvm.runtime.tensor(x, dev) for x in inputs]
+    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.out_dtype), dev)
+    mod["main"](*args, out)
+    dev.sync()
     return mod
 
 
@@ -358,6 +376,8 @@ class LocalMeasurer(Measurer):
             check_fits_here(self.workload, target, workers=pool.size if pool is not None else n, packs=packs)
         self._own_pool = pool is None
         self.pool = pool or WorkerPool(n, threads=cores)
+        if self.kind == "local" and builder == DEFAULT_BUILDER and target.get("kind") == "cuda":
+            builder = GPU_BUILDER
         self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
                                         "builder": builder, "runner": runner})
         self._count = 0
