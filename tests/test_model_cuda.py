@@ -98,6 +98,15 @@ def test_model_tasks_names_the_dlight_rule_and_dtype(capsys):
     assert "dlight GeneralReduction" in out and "dlight Fallback" in out
 
 
+def test_model_tune_on_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
+    if has_gpu():
+        pytest.skip("this machine has a GPU")
+    assert main(["model", "tune", "tiny", "--target", "cuda:sm_90", "-n", "4", "-r", str(tmp_path / "r.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "none was found" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.jsonl").exists()
+
+
 def test_half_dtypes_are_for_cuda_targets_and_checked(capsys):
     assert main(["model", "tasks", "tiny", "--dtype", "float16"]) == 2
     assert "--dtype float16 is for CUDA targets" in capsys.readouterr().err

@@ -17,15 +17,16 @@ from ..model.build import (ModelRunner, best_configs, check, compile_module, con
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
-from ..model.shapes import (best_configs_shaped, check_bindings, dispatch_module, label, parse_shapes,
+from ..model.shapes import (OTHER_SHAPES, best_configs_shaped, check_bindings, dispatch_module, label, parse_shapes,
                             shape_tasks)
+from ..model.first_use import portable_spec
 from ..model.source import load as load_source
 from ..model.tasks import ModelTasks, model_tasks
 from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
 from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, tune_model
 from ..model.zoo import MODELS
 from ..paths import check_output
-from ..target import is_cuda, parse_target
+from ..target import check_local_target, is_cuda, parse_target
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
                      options_for, rpc_address)
 
@@ -271,6 +272,8 @@ def run_tune(args) -> int:
     check_top(args.confirm)
     check_output(args.records, "records file")
     rpc = rpc_address(args)  # a bad --rpc or an unreachable tracker: one line before the model is imported
+    if rpc is None and is_cuda(parse_target(args.target)):
+        check_local_target(parse_target(args.target))  # a CUDA target without a GPU here: one line
     source, tasks, dyn = _load(args)
     if os.path.exists(args.records):  # a records file of another model is refused here
         best_configs(tasks, args.records) if dyn is None else best_configs_shaped(dyn, args.records)
@@ -365,7 +368,9 @@ def run_build(args) -> int:
 def _build_dynamic(args, source, tasks, dyn) -> int:
     """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
     shapes' functions and to the symbolic one (tiletune.model.shapes)."""
-    chosen = best_configs_shaped(dyn, args.records)
+    chosen = recorded = best_configs_shaped(dyn, args.records)
+    if args.construct:
+        chosen = constructed_configs(tasks, args.construct, recorded)
     tuned = [st.binding for st in dyn.shapes]
     check_at = check_bindings(source, tuned)
     mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
@@ -379,14 +384,16 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "dims": {n: [d.lo, d.hi] for n, d in source.dims.items()},
-            "shapes": [st.label for st in dyn.shapes], "other_shapes": "symbolic module, default schedule",
-            "kernels": how, "tuned": len(chosen), "tasks": len(tasks.tasks), "check_error": err,
-            "check_errors": errors}
+            "shapes": [st.label for st in dyn.shapes], "other_shapes": OTHER_SHAPES,
+            "source": portable_spec(source.spec), "first_use": True,
+            "kernels": how, "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
+            "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors}
     export(ex, args.output, meta)
     dims = ", ".join(f"{n} in {d.bounds}" for n, d in source.dims.items())
     print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "
-          f"({len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels), every other shape with the symbolic "
-          "model's default-scheduled kernels")
+          f"({len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels"
+          + (f", {len(chosen) - len(recorded)} constructed by {args.construct}" if args.construct else "")
+          + f"); every other shape: {OTHER_SHAPES}")
     if errors:
         print(f"output matches the original at {', '.join(errors)} (max error {err:.2g})")
     for name, why in untuned_reasons(tasks, args.records, chosen).items():
