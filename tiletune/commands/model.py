@@ -17,9 +17,8 @@ from ..model.build import (ModelRunner, best_configs, check, compile_module, con
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
-from ..model.shapes import (OTHER_SHAPES, best_configs_shaped, check_bindings, dispatch_module, label, parse_shapes,
+from ..model.shapes import (best_configs_shaped, check_bindings, dispatch_module, label, parse_shapes,
                             shape_tasks)
-from ..model.first_use import portable_spec
 from ..model.source import load as load_source
 from ..model.tasks import ModelTasks, model_tasks
 from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
@@ -368,9 +367,7 @@ def run_build(args) -> int:
 def _build_dynamic(args, source, tasks, dyn) -> int:
     """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
     shapes' functions and to the symbolic one (tiletune.model.shapes)."""
-    chosen = recorded = best_configs_shaped(dyn, args.records)
-    if args.construct:
-        chosen = constructed_configs(tasks, args.construct, recorded)
+    chosen = best_configs_shaped(dyn, args.records)
     tuned = [st.binding for st in dyn.shapes]
     check_at = check_bindings(source, tuned)
     mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
@@ -384,16 +381,14 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "dims": {n: [d.lo, d.hi] for n, d in source.dims.items()},
-            "shapes": [st.label for st in dyn.shapes], "other_shapes": OTHER_SHAPES,
-            "source": portable_spec(source.spec), "first_use": True,
-            "kernels": how, "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
-            "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors}
+            "shapes": [st.label for st in dyn.shapes], "other_shapes": "symbolic module, default schedule",
+            "kernels": how, "tuned": len(chosen), "tasks": len(tasks.tasks), "check_error": err,
+            "check_errors": errors}
     export(ex, args.output, meta)
     dims = ", ".join(f"{n} in {d.bounds}" for n, d in source.dims.items())
     print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "
-          f"({len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels"
-          + (f", {len(chosen) - len(recorded)} constructed by {args.construct}" if args.construct else "")
-          + f"); every other shape: {OTHER_SHAPES}")
+          f"({len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels), every other shape with the symbolic "
+          "model's default-scheduled kernels")
     if errors:
         print(f"output matches the original at {', '.join(errors)} (max error {err:.2g})")
     for name, why in untuned_reasons(tasks, args.records, chosen).items():
