@@ -148,11 +148,14 @@ def test_tune_two_lengths_add_one_build_once_and_run_any_length(spec, home, tmp_
     assert "output matches the original at seq=16, seq=32, seq=24, seq=8, seq=64" in out
     meta = json.loads((tmp_path / "seq.so.json").read_text())
     assert meta["dims"] == {"seq": [8, 64]} and meta["inputs"][0]["shape"] == [1, "seq", 32]
-    assert meta["tuned"] == n and set(meta["kernels"]) == {"seq=16", "seq=32", "any"}
+    assert meta["tuned"] == n and set(meta["kernels"]) == {"seq=16", "seq=32", "near seq=16", "near seq=32"}
     assert "tuned" in meta["kernels"]["seq=16"].values() and "tuned" in meta["kernels"]["seq=32"].values()
+    # other lengths: the symbolic model with the nearest tuned length's configurations (all five tasks)
+    for near in ("near seq=16", "near seq=32"):
+        assert sum(how.startswith(f"tuned at {near[5:]}, symbolic") for how in meta["kernels"][near].values()) == 5
 
     source = load(spec)
-    model = load_model(str(lib))
+    model = load_model(str(lib), first_use=None)  # the library alone: its own dispatch at every length
     for n in (16, 32, 8, 20, 41, 64):
         x = source.random_inputs(n, {"seq": n})
         got = model(*x)[0]
@@ -160,3 +163,17 @@ def test_tune_two_lengths_add_one_build_once_and_run_any_length(spec, home, tmp_
         np.testing.assert_allclose(got, source.reference(x)[0], rtol=1e-4, atol=1e-4)
     with pytest.raises(TiletuneError, match="seq=65 is outside the model's bounds 8..64"):
         model(np.zeros((1, 65, 32), "float32"))
+    assert not (tmp_path / "seq.so.shapes").exists()
+
+    # at its first use, a length that was not tuned gets its own library, constructed (Gensor) in a process of its
+    # own and kept for the next load; tuned lengths never do
+    model = load_model(str(lib), first_use="wait")
+    x = source.random_inputs(1, {"seq": 27})
+    np.testing.assert_allclose(model(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
+    model(*source.random_inputs(2, {"seq": 16}))
+    assert sorted(p.name for p in (tmp_path / "seq.so.shapes").glob("*.so")) == ["seq27.so"]
+    built = json.loads((tmp_path / "seq.so.shapes" / "seq27.so.json").read_text())
+    assert built["binding"] == {"seq": 27} and built["constructed"] == built["tasks"] == 5
+    again = load_model(str(lib))
+    np.testing.assert_allclose(again(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
+    assert list(again._shapes) == ["seq=27"] and not again._jobs  # loaded, not constructed again

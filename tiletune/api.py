@@ -6,6 +6,8 @@ import functools
 import json
 import os
 import shutil
+import subprocess
+import sys
 import weakref
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,9 @@ from .records import best, load
 from .schedules import build, make_space
 from .target import has_gpu, host_cores, is_cuda
 from .workloads import parse
+
+
+FIRST_USE = ("background", "wait", None)  # Model(first_use=): docs/decisions/shape-rule.md
 
 
 def c_compiler() -> str:
@@ -270,7 +275,7 @@ class Model:
     A model built for a CUDA target runs on this machine's GPU (``gpu`` is True): numpy inputs are copied to the
     device, a torch tensor already there is passed without a copy, and the outputs come back as numpy arrays."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, first_use: str | None = "background"):
         import tvm
         from tvm import relax
 
@@ -293,6 +298,12 @@ class Model:
         self._dims = self.meta.get("dims", {})  # a model with symbolic dimensions: name -> [lo, hi or None]
         self.alignment = _alignment(self.meta)
         self._args = _DeviceArgs(self._dev, "input") if self.gpu else _Args(self._dev, "input", self.alignment)
+        if first_use not in FIRST_USE:
+            raise TiletuneError(f"first_use={first_use!r}; accepted: {', '.join(map(str, FIRST_USE))}")
+        self._path = path
+        self._first_use = first_use if self._dims and self.meta.get("first_use") else None
+        self._shapes: dict[str, Any] = {}  # shape label -> (VM, main) of its constructed library, or None: failed
+        self._jobs: dict[str, Any] = {}  # shape label -> the construction's process
 
     @property
     def inputs(self) -> list[dict]:
@@ -301,15 +312,52 @@ class Model:
     def __call__(self, *inputs) -> list[np.ndarray]:
         if len(inputs) != len(self._specs):
             raise TiletuneError(f"the model takes {len(self._specs)} inputs, got {len(inputs)}")
-        specs = self._resolve(inputs) if self._dims else self._specs
+        values: dict[str, int] = {}
+        specs = self._resolve(inputs, values) if self._dims else self._specs
         args = [self._args.input(i, x, *spec) for i, (x, spec) in enumerate(zip(inputs, specs))]
-        out = self._main(*args)
+        main = self._shape_main(values) if self._first_use else self._main
+        out = main(*args)
         return [t.numpy() for t in _tensors(out)] if self.gpu else _outputs(out)
 
-    def _resolve(self, inputs) -> list[tuple]:
-        """The input specs with each symbolic dimension (a name in the shape) at the size the inputs give it,
-        checked against its bounds and equal wherever it appears."""
-        values: dict[str, int] = {}
+    def _shape_main(self, values: dict[str, int]):
+        """The function that runs a dynamic model at ``values``: the library's ``main`` at a tuned shape; at
+        another, the library constructed for that shape at its first use (``tiletune.model.first_use``, in its
+        own process, kept in ``PATH.shapes/``) once it is there; the library's ``main`` (its rule for shapes not
+        tuned) until then, or with ``first_use="wait"`` after waiting for it."""
+        import tvm
+        from tvm import relax
+
+        key = ",".join(f"{d}={values[d]}" for d in self._dims)
+        if key in self.meta.get("shapes", ()):
+            return self._main
+        if key in self._shapes:
+            got = self._shapes[key]
+            return got[1] if got is not None else self._main
+        lib = Path(self._path + ".shapes") / ("_".join(f"{d}{values[d]}" for d in self._dims) + ".so")
+        job = self._jobs.get(key)
+        if not lib.exists() and job is None:
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            with open(str(lib)[:-3] + ".log", "w") as log:
+                job = self._jobs[key] = subprocess.Popen(
+                    [sys.executable, "-m", "tiletune.model.first_use", self._path, key], stdout=log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if job is not None:
+            if self._first_use == "wait":
+                job.wait()
+            if job.poll() is None:
+                return self._main
+            del self._jobs[key]
+        if not lib.exists():
+            self._shapes[key] = None  # the construction failed (its log is next to it): the library's rule
+            return self._main
+        with quiet_tvm():
+            vm = relax.VirtualMachine(tvm.runtime.load_module(str(lib)), self._dev)
+        self._shapes[key] = (vm, vm["main"])
+        return vm["main"]
+
+    def _resolve(self, inputs, values: dict[str, int]) -> list[tuple]:
+        """The input specs with each symbolic dimension (a name in the shape) at the size the inputs give it
+        (set in ``values``), checked against its bounds and equal wherever it appears."""
         out = []
         for x, (shape, dtype, name) in zip(inputs, self._specs):
             got = tuple(getattr(x, "shape", None) or np.shape(x))
@@ -367,6 +415,9 @@ def _outputs(out) -> list[np.ndarray]:
     return [x for o in out for x in _outputs(o)]
 
 
-def load_model(path: str) -> Model:
-    """The model library ``path`` written by ``tiletune model build`` (with its ``path + '.json'``)."""
-    return Model(path)
+def load_model(path: str, first_use: str | None = "background") -> Model:
+    """The model library ``path`` written by ``tiletune model build`` (with its ``path + '.json'``). ``first_use``
+    (a model with symbolic dimensions): at a shape it was not tuned at, construct that shape's library in the
+    background ("background"), or wait for it ("wait"), or only run the library's own rule (None); see
+    ``Model._shape_main``."""
+    return Model(path, first_use)

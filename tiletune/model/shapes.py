@@ -43,10 +43,15 @@ from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
 from .layout import check_layout, convert
+from .shape_rule import first_correct, like_module, ranges, signature
 from .source import ModelSource
 from .tasks import ModelTasks, extract, fuse
 
-FALLBACK = "any"  # the label of the symbolic module's functions
+FALLBACK = "any"  # the label of the symbolic module's functions (rule "default")
+RULES = ("nearest", "default")  # of the shapes not tuned (fallback_modules)
+DEFAULT_RULE = "nearest"  # docs/decisions/shape-rule.md
+OTHER_SHAPES = ("the symbolic model with the nearest tuned shape's kernels (padded), until load_model has constructed "
+                "the shape's own library at its first use (gensor)")
 
 
 # ------------------------------------------------------------------------------------------------- tasks
@@ -126,20 +131,6 @@ def best_configs_shaped(dyn: DynamicTasks, records: str | None) -> dict:
 # ------------------------------------------------------------------------------------------------- build
 
 
-def _shape_of(expr, values: dict[str, int]) -> int:
-    """The value of a shape expression with its symbolic variables (by name) at ``values``."""
-    from tvm import sym, tirx
-
-    if isinstance(expr, tirx.IntImm):
-        return int(expr)
-    vmap: dict = {}
-    _collect_vars(expr, vmap)
-    ana = sym.Analyzer()
-    for n, v in vmap.items():
-        ana.bind(v, tirx.IntImm("int64", values[n]))
-    return int(ana.simplify(expr))
-
-
 def _collect_vars(expr, out: dict) -> None:
     from tvm import tirx
 
@@ -149,76 +140,77 @@ def _collect_vars(expr, out: dict) -> None:
 def checked_symbolic(func, target: dict, bindings: list[dict[str, int]]) -> tuple[object, str]:
     """(``func`` with the default schedule, which one: "parallel+vector", "parallel" or "none"), the schedule
     compared with TVM's unscheduled build of ``func`` at each of ``bindings`` on random inputs (the same rule as
-    ``tiletune.model.default_schedule.checked``, for symbolic extents)."""
+    ``tiletune.model.default_schedule.checked``, for symbolic extents; ``tiletune.model.shape_rule.first_correct``)."""
+    import tvm_ffi
+
+    f, how = first_correct(func, target, bindings, [(h, lambda v=v: default_schedule(func, vectorize=v))
+                                                    for v, h in ((True, "parallel+vector"), (False, "parallel"))])
+    return f, ("none" if tvm_ffi.structural_equal(f, func) else how)
+
+
+def range_checks(dims: dict, tuned: list[dict[str, int]], shape: dict[str, int]) -> list[dict[str, int]]:
+    """Where the copy of the symbolic module scheduled like ``shape`` is checked: at the lower and the upper end
+    of every dimension's interval that ``shape`` serves (``tiletune.model.shape_rule.ranges``; past the largest
+    tuned value when unbounded), and at an odd value between (edges that tiles do not divide)."""
+    iv = ranges(dims, tuned)
+    lo, hi, mid = {}, {}, {}
+    for name in dims:
+        a, b = iv[name][shape[name]]
+        b = b if b is not None else shape[name] + shape[name] // 2 + 1
+        lo[name], hi[name], mid[name] = a, b, min(b, ((a + b) // 2) | 1)
+    out = []
+    for x in (mid, lo, hi):
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def fallback_modules(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, int]], rule: str = DEFAULT_RULE):
+    """The symbolic module (fused) for the shapes that were not tuned: [(the tuned binding it is scheduled like,
+    or None, the module, {kernel: how})]. ``rule`` "nearest": one copy per tuned shape, its tunable kernels
+    scheduled with that shape's tuned configurations (``tiletune.model.shape_rule.like_module``, checked over the
+    interval it serves); "default": one copy, every kernel default-scheduled and checked at ``check_at``. The
+    default-scheduled kernels are checked at ``check_at`` once."""
     import tvm
     import tvm_ffi
 
-    params = []
-    for p in func.params:
-        if not hasattr(p, "shape"):
-            return func, "none"  # a scalar parameter: left as it is
-        params.append((list(p.shape), str(p.dtype)))
-    tgt = tvm.target.Target(target)
-    dev = tvm.cpu()
-
-    def build(f):
-        with quiet_tvm():
-            return tvm.compile(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), target=tgt).mod["main"]
-
-    rng = np.random.default_rng(0)
-    cases = []
-    try:
-        for b in bindings:
-            arrays = []
-            for shape, dtype in params:
-                s = tuple(_shape_of(e, b) for e in shape)
-                if np.issubdtype(np.dtype(dtype), np.floating):
-                    arrays.append(rng.standard_normal(s).astype(dtype))
-                else:
-                    arrays.append(rng.integers(0, 2 if dtype == "bool" else 4, size=s).astype(dtype))
-            cases.append(arrays)
-        ref_fn = build(func)
-    except Exception:  # noqa: BLE001  (shapes it cannot evaluate, a kernel TVM cannot build alone: leave it)
-        return func, "none"
-
-    def run(fn, arrays):
-        args = [tvm.runtime.tensor(a.copy(), dev) for a in arrays]
-        fn(*args)
-        return [a.numpy() for a in args]
-
-    refs = [run(ref_fn, c) for c in cases]
-    for vec, how in ((True, "parallel+vector"), (False, "parallel")):
-        try:
-            f = default_schedule(func, vectorize=vec)
-            fn = build(f)
-            ok = all(np.allclose(g, r, rtol=1e-4, atol=1e-5, equal_nan=True)
-                     for c, ref in zip(cases, refs) for g, r in zip(run(fn, c), ref))
-        except Exception:  # noqa: BLE001
-            continue
-        if ok:
-            return f, ("none" if tvm_ffi.structural_equal(f, func) else how)
-    return func, "none"
-
-
-def fallback_module(dyn: DynamicTasks, check_at: list[dict[str, int]]):
-    """(the symbolic module fused, every kernel default-scheduled and checked at ``check_at``, {name: how})."""
-    import tvm
-
+    if rule not in RULES:
+        raise TiletuneError(f"unknown rule for untuned shapes {rule!r}; accepted: {', '.join(RULES)}")
     fused = fuse(dyn.symbolic, dyn.target)
-    out = tvm.IRModule(dict(fused.functions.items()), attrs=fused.attrs)
-    how = {}
-    for gv, f in fused.functions.items():
-        if isinstance(f, tvm.tirx.PrimFunc):
+    cache: dict = {}
+
+    def default(f):
+        h = tvm_ffi.structural_hash(f)
+        if h not in cache:
             new, sched = checked_symbolic(f, dyn.target, check_at)
-            out[gv] = new
-            how[gv.name_hint] = f"default ({sched}), symbolic"
-    return out, how
+            cache[h] = (new, f"default ({sched}), symbolic")
+        return cache[h]
+
+    if rule == "default" or not chosen:
+        out = tvm.IRModule(dict(fused.functions.items()), attrs=fused.attrs)
+        how = {}
+        for gv, f in fused.functions.items():
+            if isinstance(f, tvm.tirx.PrimFunc):
+                out[gv], how[gv.name_hint] = default(f)
+        return [(None, out, how)]
+    tuned = [st.binding for st in dyn.shapes]
+    copies = []
+    for st in dyn.shapes:
+        chosen_at = {}
+        for k in st.tasks.tasks:
+            sig = signature(k.func, {}) if k.hash in chosen else None
+            if sig is not None:
+                chosen_at[sig] = chosen[k.hash]
+        mod, how = like_module(fused, st.binding, chosen_at, dyn.target, range_checks(dyn.source.dims, tuned, st.binding),
+                               default)
+        copies.append((st.binding, mod, how))
+    return copies
 
 
-def dispatch_module(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, int]]):
-    """(one module whose ``main`` runs every shape within the bounds, {shape label or "any": {kernel: how}});
-    see the module docstring. The symbolic module's kernels are checked at ``check_at`` (shapes it serves: the
-    bounds and one between)."""
+def dispatch_module(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, int]], rule: str = DEFAULT_RULE):
+    """(one module whose ``main`` runs every shape within the bounds, {shape label, "near LABEL" (rule nearest)
+    or "any" (rule default): {kernel: how}}); see the module docstring. The symbolic module's default-scheduled
+    kernels are checked at ``check_at`` (shapes it serves: the bounds and one between)."""
     import tvm
     from tvm import relax, tirx
 
@@ -252,9 +244,13 @@ def dispatch_module(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, in
     for st in dyn.shapes:
         mod, how[st.label] = scheduled_module(st.tasks, chosen)
         per_shape.append((st, mod["main"], add(mod, tag(st.binding))))
-    fb, how[FALLBACK] = fallback_module(dyn, check_at)
+    fallbacks = []
+    for near, fb, fb_how in fallback_modules(dyn, chosen, check_at, rule):
+        name = FALLBACK if near is None else f"near_{tag(near)}"
+        how[FALLBACK if near is None else f"near {label(near)}"] = fb_how
+        fallbacks.append((near, add(fb, name)))
     fb_main = fb["main"]
-    fb_gv = add(fb, FALLBACK)
+    intervals = ranges(dyn.source.dims, [st.binding for st in dyn.shapes])
 
     params = [relax.Var(p.name, p.ty) for p in fb_main.params]
     ret_ty = fb_main.ret_ty
@@ -266,10 +262,29 @@ def dispatch_module(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, in
     if missing:
         raise TiletuneError(f"the imported model's inputs do not carry the symbolic dimension(s) {', '.join(missing)}")
 
+    def int64(v: int):
+        return tirx.IntImm("int64", v)
+
+    def fallback_chain(j: int):
+        """The symbolic copies: each serves the box of its tuned shape's intervals; the last one the rest."""
+        near, gv = fallbacks[j]
+        out = relax.Var(f"out_near{j}", ret_ty)
+        call = relax.SeqExpr([relax.BindingBlock([relax.VarBinding(out, relax.Call(gv, params))])], out)
+        if j == len(fallbacks) - 1:
+            return call
+        cond = None
+        for name, v in near.items():
+            lo, hi = intervals[name][v]
+            for c in ([tirx.LE(int64(lo), syms[name])] if lo > dyn.source.dims[name].lo else []) + (
+                    [tirx.LE(syms[name], int64(hi))] if hi is not None else []):
+                cond = c if cond is None else tirx.And(cond, c)
+        if cond is None:
+            return call
+        return relax.SeqExpr([], relax.If(relax.prim_value(cond), call, fallback_chain(j + 1)))
+
     def chain(i: int):
         if i == len(per_shape):
-            out = relax.Var("out", ret_ty)
-            return relax.SeqExpr([relax.BindingBlock([relax.VarBinding(out, relax.Call(fb_gv, params))])], out)
+            return fallback_chain(0)
         st, static_main, gv = per_shape[i]
         cast = [relax.Var(f"{p.name}_{tag(st.binding)}", sp.ty) for p, sp in zip(params, static_main.params)]
         res = relax.Var(f"res_{tag(st.binding)}", static_main.ret_ty)
@@ -278,7 +293,7 @@ def dispatch_module(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, in
                                    + [relax.VarBinding(res, relax.Call(gv, cast)), relax.MatchCast(out, res, ret_ty)])
         cond = None
         for name, v in st.binding.items():
-            eq = tirx.EQ(syms[name], tirx.IntImm(syms[name].dtype if hasattr(syms[name], "dtype") else "int64", v))
+            eq = tirx.EQ(syms[name], int64(v))
             cond = eq if cond is None else tirx.And(cond, eq)
         return relax.SeqExpr([], relax.If(relax.prim_value(cond), relax.SeqExpr([block], out), chain(i + 1)))
 

@@ -110,10 +110,11 @@ def choice_knobs(workload: Workload) -> dict[str, tuple]:
     return knobs
 
 
-def _pack(sch, block, workload: Workload, name: str, inner: int) -> None:
-    """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block``."""
+def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None = None) -> None:
+    """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block`` (as ``read_name`` when
+    the scheduled function names its buffers otherwise)."""
     reads = [r.source.name for r in sch.get(block).reads]
-    idx = reads.index(name)
+    idx = reads.index(read_name or name)
     axes = workload.axes_no_tvm()
     last = [a.name for a in axes if a.kind == "S"][-1]
     reduction = {a.name for a in axes if a.kind == "R"}
@@ -256,14 +257,17 @@ def check_limits(workload: Workload, space: Space, config: Config) -> None:
             raise InvalidConfig(f"accumulator tile of {local} elements > {MAX_LOCAL_ELEMS}")
 
 
-def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None):
-    """Build the TensorIR schedule of ``config``."""
+def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None, func=None):
+    """Build the TensorIR schedule of ``config``. ``func``: schedule this PrimFunc instead of the workload's, one
+    with the same blocks and loops whose extents may be symbolic (``tiletune.model.shape_rule``): a symbolic
+    loop keeps the configuration's inner factors and its outermost one is left to TVM (ceil-divided, the tail
+    predicated)."""
     import tvm
     from tvm import s_tir
 
     check_limits(workload, space, config)
     d = space.to_dict(config)
-    mod = tvm.IRModule({"main": workload.prim_func()})
+    mod = tvm.IRModule({"main": workload.prim_func() if func is None else func})
     sch = s_tir.Schedule(mod)
     out_name = workload.anchor_name()
     epilogue = workload.epilogue_blocks()
@@ -272,8 +276,10 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     block = sch.get_sblock(out_name)
     if d.get("pack"):
         last = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"][-1]
+        own = [p.name for p in workload.prim_func().params if hasattr(p, "shape")]
+        given = [p.name for p in func.params if hasattr(p, "shape")] if func is not None else own
         for name in packable_inputs(workload):
-            _pack(sch, block, workload, name, d[last.name][-1])
+            _pack(sch, block, workload, name, d[last.name][-1], dict(zip(own, given)).get(name))
 
     axes = workload.axes()
     loops = sch.get_loops(block)
@@ -284,6 +290,8 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     reduce_tiles: list[list] = []
     for loop, ax in zip(loops, axes):
         factors = d[f"tile_{ax.name}"]
+        if func is not None and not isinstance(sch.get(loop).extent, tvm.tirx.IntImm):
+            factors = [None, *factors[1:]]
         parts = sch.split(loop, factors=list(factors)) if len(factors) > 1 else [loop]
         (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
 
