@@ -76,7 +76,7 @@ def build_task(workload: str | Workload, strategy: str = DEFAULT_STRATEGY, *, ta
                hardware: str | HardwareSpec | None = None, transfer: Sequence[str] = (),
                measurer: Measurer | None = None, measure: bool = True, replay: str | None = None,
                settings: MeasureSettings | None = None, rpc: str | None = None,
-               pool: WorkerPool | None = None) -> Task:
+               pool: WorkerPool | None = None, seeds: Sequence[dict] = ()) -> Task:
     """The space, context, strategy and measurer of one workload. Everything a user can get wrong (target,
     workload size, hardware and transfer files, options) is checked before the measurer and the strategy start.
 
@@ -92,7 +92,8 @@ def build_task(workload: str | Workload, strategy: str = DEFAULT_STRATEGY, *, ta
         check_measurable(wl, target, replay=replay, rpc=rpc)  # before the space is built, which loads TVM
     space = make_space(wl, levels, target)
     hw = load_hardware(hardware) if isinstance(hardware, (str, Path)) else hardware
-    context = TuneContext(workload=wl, target=target, hardware=hw, transfer=tuple(transfer), levels=levels)
+    context = TuneContext(workload=wl, target=target, hardware=hw, transfer=tuple(transfer), levels=levels,
+                          seeds=tuple(seeds))
     for p in transfer:
         if not Path(p).exists():
             raise TiletuneError(f"--transfer file {p!r} does not exist")

@@ -1,6 +1,7 @@
 """tiletune model tasks|tune|build|bench MODEL: tune a whole model and run it with the tuned kernels."""
 from __future__ import annotations
 
+import argparse
 import math
 import os
 
@@ -17,8 +18,10 @@ from ..model.build import (ModelRunner, best_configs, check, compile_module, con
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
-from ..model.shapes import (best_configs_shaped, check_bindings, dispatch_module, label, parse_shapes,
+from ..model.shapes import (OTHER_SHAPES, best_configs_shaped, check_bindings, dispatch_module, label, parse_shapes,
                             shape_tasks)
+from ..model.first_use import portable_spec
+from ..model.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
 from ..model.source import load as load_source
 from ..model.tasks import ModelTasks, model_tasks
 from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
@@ -82,6 +85,12 @@ def add_parser(sub) -> None:
     u.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
                    help=SHAPES_HELP + "; every shape's tasks share the budget and the records file, and a later run "
                    "with another shape measures only its new kernels")
+    u.add_argument("--shape-transfer", dest="shape_transfer", action="store_true", default=SHAPE_TRANSFER,
+                   help="with --shapes: each task learns from the records of the same kernel at other shapes in RECORDS "
+                   "(its cost model's transfer data) and measures their best configurations first"
+                   + (" (the default)" if SHAPE_TRANSFER else ""))
+    u.add_argument("--no-shape-transfer", dest="shape_transfer", action="store_false", default=argparse.SUPPRESS,
+                   help="tune each shape alone")
     u.set_defaults(func=run_tune)
 
     b = msub.add_parser("build", help="build the model with its best kernels and export it", formatter_class=HelpFormatter,
@@ -278,6 +287,10 @@ def run_tune(args) -> int:
         best_configs(tasks, args.records) if dyn is None else best_configs_shaped(dyn, args.records)
     print(f"model {source.spec} ({_where(tasks)}){_shapes_text(dyn)}: {len(tasks.tasks)} tasks to tune "
           f"({len(tasks.kernels) - len(tasks.tasks)} other kernels get the default schedule); strategy {args.strategy}, scheduler {args.scheduler}")
+    transfer = shape_transfer(dyn, args.records) if dyn is not None and args.shape_transfer else None
+    if transfer:
+        print(f"transfer across shapes: {len(transfer)} of {len(tasks.tasks)} tasks learn from the records of the "
+              "same kernel at other shapes and measure their best configurations first")
     progress = None if args.quiet else ModelProgress(args.trials, len(tasks.tasks))
     tuned = set()
 
@@ -297,7 +310,7 @@ def run_tune(args) -> int:
                             batch_size=args.batch_size, settings=settings, seed=args.seed,
                             options=options_for(args.option, args.strategy), hardware=args.hardware, rpc=rpc,
                             on_round=on_round, callbacks=(progress,) if progress is not None else (),
-                            confirm=args.confirm, on_confirm=on_confirm)
+                            confirm=args.confirm, on_confirm=on_confirm, transfer=transfer)
     finally:
         if progress is not None:
             progress.close()
@@ -367,7 +380,9 @@ def run_build(args) -> int:
 def _build_dynamic(args, source, tasks, dyn) -> int:
     """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
     shapes' functions and to the symbolic one (tiletune.model.shapes)."""
-    chosen = best_configs_shaped(dyn, args.records)
+    chosen = recorded = best_configs_shaped(dyn, args.records)
+    if args.construct:
+        chosen = constructed_configs(tasks, args.construct, recorded)
     tuned = [st.binding for st in dyn.shapes]
     check_at = check_bindings(source, tuned)
     mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
@@ -381,14 +396,16 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "dims": {n: [d.lo, d.hi] for n, d in source.dims.items()},
-            "shapes": [st.label for st in dyn.shapes], "other_shapes": "symbolic module, default schedule",
-            "kernels": how, "tuned": len(chosen), "tasks": len(tasks.tasks), "check_error": err,
-            "check_errors": errors}
+            "shapes": [st.label for st in dyn.shapes], "other_shapes": OTHER_SHAPES,
+            "source": portable_spec(source.spec), "first_use": True,
+            "kernels": how, "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
+            "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors}
     export(ex, args.output, meta)
     dims = ", ".join(f"{n} in {d.bounds}" for n, d in source.dims.items())
     print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "
-          f"({len(chosen)} of {len(tasks.tasks)} tasks with tuned kernels), every other shape with the symbolic "
-          "model's default-scheduled kernels")
+          f"({len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels"
+          + (f", {len(chosen) - len(recorded)} constructed by {args.construct}" if args.construct else "")
+          + f"); every other shape: {OTHER_SHAPES}")
     if errors:
         print(f"output matches the original at {', '.join(errors)} (max error {err:.2g})")
     for name, why in untuned_reasons(tasks, args.records, chosen).items():

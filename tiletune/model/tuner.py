@@ -149,7 +149,8 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                options: dict | None = None, hardware: str | None = None, rpc: str | None = None,
                on_round: Callable[[TaskState, TuneRun | None, int], None] | None = None,
                callbacks: tuple = (), confirm: int = CONFIRM_DEFAULT,
-               on_confirm: Callable[[TaskState, int], None] | None = None, pool=None) -> ModelTuneResult:
+               on_confirm: Callable[[TaskState, int], None] | None = None, pool=None,
+               transfer: dict | None = None) -> ModelTuneResult:
     """Tune ``tasks`` (see the module docstring); ``on_round(state, run, total_trials)`` after each round
     (``run`` None when the round failed), ``callbacks`` go to every round's tuning loop. ``rpc``
     (``HOST:PORT:KEY``): measure on the devices of that TVM RPC tracker (``tiletune.measure.rpc``); the
@@ -157,7 +158,9 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
     devices) is closed when the next round goes to another task, so two tasks never wait for the same
     devices. ``confirm``: after the budget, re-measure every task's ``confirm`` fastest candidates
     (``tiletune.model.confirm``; 0: off), ``on_confirm(state, measurements)`` after each task. ``pool``: warm
-    workers to measure in, shared with other runs and closed by the caller (else the run starts its own)."""
+    workers to measure in, shared with other runs and closed by the caller (else the run starts its own).
+    ``transfer``: by task key, what a task takes from other shapes' records (``tiletune.model.shape_transfer``:
+    ``paths`` for its cost model, ``seeds`` measured first)."""
     if trials is None and seconds is None:
         raise TiletuneError("give a budget: --trials (the whole model's) or --seconds")
     if round_trials < 1:
@@ -174,8 +177,10 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
         # round (at rounds of 8, gensor with 4 trials per task reached 15 of ResNet-50's 29 tasks)
         round_trials = max(1, trials // len(states))
     for st in states:  # built as session.run builds a workload; strategies and options checked before measuring
+        tr = (transfer or {}).get(st.key)
         task = build_task(st.kernel.workload, strategy, target=target, seed=seed, options=options,
-                          defaults=task_defaults(strategy), hardware=hw, measure=False)
+                          defaults=task_defaults(strategy), hardware=hw, measure=False,
+                          transfer=tr.paths if tr else (), seeds=tr.seeds if tr else ())
         st.space, st.strategy = task.space, task.strategy
     sched = make_scheduler(scheduler, seed)
     own_pool = pool is None

@@ -57,13 +57,16 @@ class TuneContext:
     ``workload`` (a Workload), ``target`` (a target dict) and ``hardware`` (a HardwareSpec) let model-based
     strategies lower or model configurations; ``transfer`` lists records files of other workloads whose
     results a cost model may learn from (xgb, evo, dgd), and ``levels`` is the tiling levels the space was
-    built with (``space.parse_levels``), so that transferred records map into the same kind of space."""
+    built with (``space.parse_levels``), so that transferred records map into the same kind of space.
+    ``seeds``: configurations (knob dicts) from elsewhere, such as the best of the same kernel at a neighbouring
+    shape (``tiletune.model.shape_transfer``), that a local search measures first, before its own start."""
 
     workload: Any = None
     target: dict | None = None
     hardware: Any = None
     transfer: tuple[str, ...] = ()
     levels: tuple[int, int] | dict[str, int] | None = None
+    seeds: tuple[dict, ...] = ()
 
 
 class Strategy(ABC):

@@ -123,27 +123,47 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
     return [s0]
 
 
+def given_seeds(strategy: Strategy) -> list[Config]:
+    """The context's ``seeds`` (``TuneContext.seeds``) that are configurations of the space, in order."""
+    out: list[Config] = []
+    for d in getattr(strategy.context, "seeds", ()) or ():
+        try:
+            c = strategy.space.from_dict(d)
+        except TiletuneError:
+            continue
+        if strategy.space.is_legal(c) and c not in out:
+            out.append(c)
+    return out
+
+
+def _first(given: list[Config], rest: list[Config]) -> list[Config]:
+    return given + [c for c in rest if c not in given]
+
+
 def strategy_starts(strategy: Strategy, paper: str) -> list[Config]:
-    """``start_states`` with the strategy's start options; a default start whose construction cannot apply
-    falls back on ``paper``, the paper's start (G-BFS, N-A2C: a search that needs a state s0)."""
+    """``start_states`` with the strategy's start options, after the context's seeds (``given_seeds``); a default
+    start whose construction cannot apply falls back on ``paper``, the paper's start (G-BFS, N-A2C: a search that
+    needs a state s0)."""
     o = strategy.opts
     fallback = None if "start" in strategy.given_options else paper
-    return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"], fallback=fallback,
-                        sweep=o["start_sweep"])
+    return _first(given_seeds(strategy), start_states(strategy.space, o["start"], strategy.rng, strategy.context,
+                                                      o["start_k"], fallback=fallback, sweep=o["start_sweep"]))
 
 
 def start_seeds(strategy: Strategy) -> list[Config]:
-    """The seeds of a search whose paper starts from random points (xgb's SA, evo, GA, DGD): [] for
-    start=random (the paper's random initial points, also where a default start's construction cannot
-    apply, with a warning), else ``start_states`` with the strategy's start options."""
+    """The seeds of a search whose paper starts from random points (xgb's SA, evo, GA, DGD): the context's seeds
+    (``given_seeds``), then nothing more for start=random (the paper's random initial points, also where a
+    default start's construction cannot apply, with a warning), else ``start_states`` with the strategy's start
+    options."""
     o = strategy.opts
+    given = given_seeds(strategy)
     if o["start"] == "random":
-        return []
+        return given
     try:
-        return start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"],
-                            sweep=o["start_sweep"])
+        return _first(given, start_states(strategy.space, o["start"], strategy.rng, strategy.context, o["start_k"],
+                                          sweep=o["start_sweep"]))
     except TiletuneError as e:
         if "start" in strategy.given_options or o["start"] not in CONSTRUCTIVE_STARTS:
             raise
         warnings.warn(f"{e}; the default start falls back on start=random", stacklevel=2)
-        return []
+        return given
