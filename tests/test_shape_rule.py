@@ -40,7 +40,8 @@ def test_adapt_keeps_inner_tiles_that_divide_and_the_constraint():
                                        "unroll": 64, "pack": 0}))["tile_m"] == [1, 1, 1, 96]
     assert space.to_dict(adapt(space, {"tile_m": [1, 1, 1, 128], "tile_n": [64, 1, 1, 1], "tile_k": [1, 256],
                                        "unroll": 64, "pack": 0}))["unroll"] == 0  # not a value of this space
-    assert adapt(space, {"tile_m": [1, 96], "tile_n": [1, 1, 1, 64], "tile_k": [1, 256], "unroll": 0, "pack": 0}) is None
+    wrong_levels = {"tile_m": [1, 96], "tile_n": [1, 1, 1, 64], "tile_k": [1, 256], "unroll": 0, "pack": 0}
+    assert adapt(space, wrong_levels) is None
     space.constraint = lambda sp, cfg: sp.to_dict(cfg)["tile_m"][-1] <= 4
     assert adapt(space, {"tile_m": [1, 2, 8, 8], "tile_n": [1, 2, 1, 32], "tile_k": [64, 4], "unroll": 16,
                          "pack": 1}) is None

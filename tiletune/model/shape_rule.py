@@ -1,5 +1,5 @@
 """Kernels for the shapes a dynamic model was not tuned at: the symbolic module, each of its tunable kernels
-scheduled with the configuration tuned for the nearest tuned shape, its symbolic loops predicated at the edge.
+scheduled with the configuration tuned for the nearest tuned shape, its symbolic loops padded to the tiles.
 
 - ``signature(func, binding)``: what identifies a kernel across shapes: its block names, its anchor's iterator
   kinds, the anchor's loop extents and the parameters' shapes with the symbolic values of ``binding``. A static
@@ -8,12 +8,13 @@ scheduled with the configuration tuned for the nearest tuned shape, its symbolic
   tuned shapes are a product of per-dimension values, ``tiletune.model.dims.parse_shapes``); ``ranges(dims,
   tuned)``: per tuned binding, the interval of every dimension it serves (split at the midpoints between two
   tuned values, out to the bounds).
-- ``like_module(symbolic, shape, chosen, target, check_at)``: the fused symbolic module with every kernel whose
-  signature at ``shape`` is that of a tuned kernel of that shape scheduled by the CPU template with that
-  kernel's configuration (``tiletune.schedules.cpu.schedule(..., func=)``: the inner tiles as tuned, the
-  outermost tile of a symbolic loop ceil-divided, its tail predicated); every other kernel, and one whose
-  scheduled form does not build or compute what TVM's unscheduled build computes at ``check_at``, gets the
-  default schedule (``tiletune.model.shapes.checked_symbolic``).
+- ``like_module(fused, shape, chosen_at, target, check_at, default)``: the fused symbolic module with every kernel
+  whose signature at ``shape`` is that of a tuned kernel of that shape scheduled by the CPU template with that
+  kernel's configuration (``tiletune.schedules.cpu.schedule(..., func=)``), in the first of these ways that
+  builds and computes what TVM's unscheduled build computes at ``check_at`` (``candidates``, ``first_correct``):
+  its symbolic loops padded to the configuration's inner tiles (``padded``), or predicated at the edge, each as
+  tuned or without packing; every other kernel, and one no way fits, gets ``default`` (the default schedule,
+  ``tiletune.model.shapes.checked_symbolic``).
 
 Why this rule, measured against the alternatives: [shape-rule](../../docs/decisions/shape-rule.md).
 """

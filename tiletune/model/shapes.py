@@ -17,13 +17,16 @@ library that runs at every shape within the bounds.
   holds none of these shapes' kernels is still accepted when it holds kernels of the same names (the model
   tuned at other shapes).
 - ``dispatch_module``: one module for every shape within the bounds. Per tuned shape, its static module with
-  the tuned kernels (the default schedule for the rest), its functions renamed ``NAME_seq32``; for any other
-  shape the symbolic module, fused, each kernel with the default schedule (``tiletune.model.default_schedule``
-  handles symbolic extents), checked against TVM's unscheduled kernel at the bounds and between; and a Relax
-  ``main`` that compares the symbolic values with each tuned shape's (``R.If`` on a ``PrimValue``) and calls
-  that shape's function, else the symbolic one. The dispatch is inside the library: ``load_model`` calls
-  ``main`` with inputs of any allowed shape. Why the symbolic rule for untuned shapes:
-  [dynamic-shapes](../../docs/decisions/dynamic-shapes.md).
+  the tuned kernels (the default schedule for the rest), its functions renamed ``NAME_seq32``; for the other
+  shapes, the symbolic module, fused (``fallback_modules``): with rule "nearest" (the default) one copy per tuned
+  shape, each tunable kernel scheduled with that shape's configuration (``tiletune.model.shape_rule``), serving
+  the shapes nearest to it; with rule "default" one copy, every kernel default-scheduled
+  (``tiletune.model.default_schedule`` for symbolic extents). Every scheduled kernel is checked against TVM's
+  unscheduled one. The Relax ``main`` compares the symbolic values with each tuned shape's (``R.If`` on a
+  ``PrimValue``) and calls that shape's function, else the copy whose intervals hold them. The dispatch is inside
+  the library: ``load_model`` calls ``main`` with inputs of any allowed shape (and constructs a library for a
+  shape it meets that was not tuned: ``tiletune.model.first_use``). Why this rule:
+  [shape-rule](../../docs/decisions/shape-rule.md).
 - ``check_bindings``: the shapes a build is checked at: each tuned one, the bounds, one between two tuned
   values.
 """
@@ -201,8 +204,8 @@ def fallback_modules(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, i
             sig = signature(k.func, {}) if k.hash in chosen else None
             if sig is not None:
                 chosen_at[sig] = chosen[k.hash]
-        mod, how = like_module(fused, st.binding, chosen_at, dyn.target, range_checks(dyn.source.dims, tuned, st.binding),
-                               default)
+        checks = range_checks(dyn.source.dims, tuned, st.binding)
+        mod, how = like_module(fused, st.binding, chosen_at, dyn.target, checks, default)
         copies.append((st.binding, mod, how))
     return copies
 
