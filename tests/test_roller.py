@@ -1,7 +1,11 @@
+import math
+
 import pytest
 
+from tiletune.construct import constructions
 from tiletune.errors import TiletuneError
 from tiletune.measure import FunctionMeasurer
+from tiletune.schedules import make_space
 from tiletune.space import Space
 from tiletune.strategies import TuneContext, create, registry
 from tiletune.strategies.roller import Roller
@@ -69,3 +73,24 @@ def test_tune_loop_runs_to_exhaustion_within_budget():
     run = tune(space=sp, strategy=strat, measurer=m, workload=wl.key, flops=wl.flops, trials=40, batch_size=4)
     assert run.trials == len(m.calls) == len(strat.construct()) <= 40
     assert run.stopped in ("exhausted", "trials")
+
+
+def test_on_a_gpu_roller_follows_the_papers_parallelism_and_warp_rules():
+    """On a GPU target: scalar thread tiles, at least as many thread blocks as SMs, a warp of threads per SM
+    and blocks of whole warps where the extents allow them (GEMM 1024^3 on an H100's 132 SMs took 32 blocks of
+    256 threads with 32-wide thread tiles before, from the CPU's vector alignment)."""
+    from tiletune.schedules.cuda import tile_info
+
+    target = {"kind": "cuda", "arch": "sm_90"}
+    for spec, whole_warps in (("gemm:M=1024,N=1024,K=1024", True),
+                              ("conv2d:N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1", False)):
+        wl = parse(spec)
+        space = make_space(wl, None, target)
+        tops = constructions("roller", space, workload=wl, target=target, k=3)
+        assert tops
+        for c in tops:
+            d = space.to_dict(c)
+            blocks = math.prod(d[k.name][0] for k in space.knobs if k.name.startswith("tile_") and k.kind == "S")
+            info = tile_info(wl, space, c)
+            assert blocks >= 132 and info.threads * blocks >= 132 * 32
+            assert info.threads % 32 == 0 or not whole_warps

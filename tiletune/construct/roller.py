@@ -23,8 +23,21 @@ ranked by the same analytic (roofline) performance model as Gensor's (tiletune.c
 Model.time, standing in for Roller's micro-performance model), and only the top ``k`` are measured
 (Roller measures its top 10 by default; the tree often has fewer distinct leaves than that). The
 ETIR -> Config map is Gensor's (register tile -> S3 / R1 level, L1 -> S2, L2 -> S1, cores -> S0).
+
+On a GPU a thread's register tile starts from one element and grows element-wise (its registers are scalar;
+the SIMD width of the hardware spec, 32, is the warp's threads, which the block level aligns to), and three of the
+paper's rules apply besides: a level stops growing once its tile's arithmetic intensity
+(FLOPs per byte moved into it) passes the ratio of the SM's peak to the bandwidth that feeds the level (shared
+memory for the per-thread register tile, DRAM for the block tile): the tile then saturates the compute, and a
+larger one only costs registers or shared memory; an enlargement of the block tile (the last scheduled level)
+that would leave fewer thread blocks than SMs is not taken (the rTiles of the outer level must fill the device),
+nor a register tile that would leave fewer threads than a warp per SM;
+and where some leaves have blocks of whole warps (threads a multiple of 32) only those are kept. Without them the tree grew block tiles until shared memory was full, e.g. 32 blocks of 256 threads for
+GEMM 1024^3 on an H100's 132 SMs, which ran at 0.17x cuBLAS (docs/results.md, the H200/H100 runs).
 """
 from __future__ import annotations
+
+import math
 
 from ..cost_model.etir import ETIR, Model
 from ..space import Config, Space
@@ -39,15 +52,42 @@ class RollerTree:
     def __init__(self, space: Space, model: Model, *, branch: int = BRANCH):
         self.space, self.model, self.branch = space, model, branch
         self._ranked: list[tuple[float, Config]] | None = None
+        self._gpu = model.hw.kind == "gpu"
+
+    def _saturation(self, level: int) -> float:
+        """FLOPs per byte moved into ``level`` above which its bandwidth no longer bounds the compute: the SM's
+        peak over the bandwidth of the level below (shared memory into registers, per SM; DRAM into shared
+        memory, the whole device)."""
+        hw = self.model.hw
+        if level == 0:
+            return hw.peak_gflops / max(1, hw.cores) / hw.level("shared").bandwidth_gbs
+        return hw.peak_gflops / hw.dram_bandwidth_gbs
+
+    def blocks(self, e: ETIR) -> int:
+        """Tiles of the outermost scheduled level (thread blocks on a GPU, parallel tasks on a CPU)."""
+        m = self.model
+        return math.prod(m.knobs[i][1].extent // e.tiles[i][m.n - 1] for i in m.spatial)
+
+    def tiles0(self, e: ETIR) -> int:
+        """Register tiles over the whole output: the threads of the kernel on a GPU."""
+        m = self.model
+        return math.prod(m.knobs[i][1].extent // e.tiles[i][0] for i in m.spatial)
+
+    def threads(self, e: ETIR) -> int:
+        """Threads per block on a GPU: the block tile over the per-thread tile, per spatial axis."""
+        m = self.model
+        return math.prod(e.tiles[i][m.n - 1] // e.tiles[i][0] for i in m.spatial) if m.n > 1 else 1
 
     # ---- rTile construction ----------------------------------------------------------------------
     def align(self, i: int, level: int) -> int:
+        if self._gpu and level == 0:
+            return 1  # a GPU thread's registers are scalar: the warp's 32 threads are the lanes
         return self.model.unit(level) if i == self.model.inner else 1
 
     def initial(self) -> ETIR:
         m = self.model
         e = m.initial()
-        if m.inner is not None and m.mode(m.inner, 0) == "free":
+        if not self._gpu and m.inner is not None and m.mode(m.inner, 0) == "free":
             lanes = m.hw.simd_lanes
             v = max(d for d in m.divs[m.inner] if d <= lanes)
             aligned = m.with_tile(e, m.inner, v)
@@ -60,6 +100,8 @@ class RollerTree:
         m = self.model
         l = e.level
         Q, F = m.traffic(e, l), m.footprint(e, l)
+        if self._gpu and m.flops / max(Q, 1.0) >= self._saturation(l):
+            return []  # Roller: the level's tile already feeds the compute at the level's bandwidth
         out = []
         for i in range(len(m.knobs)):
             if m.mode(i, l) != "free":
@@ -70,6 +112,10 @@ class RollerTree:
             e2 = m.with_tile(e, i, v)
             if not m.fits(e2, l):
                 continue
+            if self._gpu and l == m.n - 1 and self.blocks(e2) < min(m.hw.cores, self.blocks(e)):
+                continue  # Roller's parallelism rule: at least as many thread blocks as SMs
+            if self._gpu and l == 0 and self.tiles0(e2) < min(m.hw.cores * (m.hw.warp_size or 32), self.tiles0(e)):
+                continue  # and at least a warp of threads per SM
             dQ = Q - m.traffic(e2, l)
             if dQ <= 0:
                 continue
@@ -119,8 +165,11 @@ class RollerTree:
                     if e.tiles not in seen and len(beam) < B:
                         seen.add(e.tiles)
                         beam.append(e)
-            unique = {e.tiles: e for e in done}
-            frontier = sorted(unique.values(), key=m.time)[: 2 * B]
+            unique = list({e.tiles: e for e in done}.values())
+            if self._gpu and level == m.n - 1:  # Roller's warp alignment: blocks of whole warps where any has them
+                warp = m.hw.warp_size or 32
+                unique = [e for e in unique if self.threads(e) % warp == 0] or unique
+            frontier = sorted(unique, key=m.time)[: 2 * B]
         best: dict[Config, float] = {}
         for e in frontier:
             c = m.to_config(e)
