@@ -4,7 +4,7 @@ shape, and kept next to the library for later processes.
 
 ``python -m tiletune.model.first_use LIB NAME=V[,NAME=V...]`` imports the model named by the library's
 description (``LIB.json``: ``source``, its target and layout), binds the shape, fuses and extracts its kernels,
-constructs every task (``tiletune.construct.constructions``, Gensor), compiles, and writes ``path_for(LIB,
+constructs every task (``tiletune.model.build.constructed_configs``, Gensor), compiles, and writes ``path_for(LIB,
 binding)`` (``LIB.shapes/<tag>.so`` and its ``.json``) through a temporary name, so that a reader never sees half a
 file. ``tiletune.api.Model`` starts it and swaps the library in when it is there (see ``Model``); the library's
 own dispatch serves the shape meanwhile (``tiletune.model.shape_rule``). Why a construction at first use:
@@ -18,10 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..construct import constructions
 from ..errors import TiletuneError
-from ..schedules import make_space
-from .build import Chosen, compile_module, export, scheduled_module
+from .build import compile_module, constructed_configs, export, scheduled_module
 from .dims import bind, tag
 from .importer import to_relax
 from .layout import convert
@@ -63,15 +61,7 @@ def construct(lib: str, binding: dict[str, int]) -> dict:
     converted = convert(to_relax(source), layout)
     imported = time.perf_counter() - t0
     tasks = extract(fuse(bind(converted.mod, binding), target), target, layout)
-    chosen = {}
-    for k in tasks.tasks:
-        space = make_space(k.workload, None, target)
-        try:
-            top = constructions(METHOD, space, workload=k.workload, target=target, k=1)
-        except TiletuneError:
-            continue  # the default schedule
-        if top:
-            chosen[k.hash] = Chosen(k, top[0], space, float("nan"), float("nan"))
+    chosen = constructed_configs(tasks, METHOD, {})
     mod, how = scheduled_module(tasks, chosen)
     ex = compile_module(mod, target)
     out = path_for(lib, binding)

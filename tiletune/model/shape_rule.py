@@ -8,8 +8,8 @@ scheduled with the configuration tuned for the nearest tuned shape, its symbolic
   tuned shapes are a product of per-dimension values, ``tiletune.model.dims.parse_shapes``); ``ranges(dims,
   tuned)``: per tuned binding, the interval of every dimension it serves (split at the midpoints between two
   tuned values, out to the bounds).
-- ``like_module(fused, shape, chosen_at, target, check_at, default)``: the fused symbolic module with every kernel
-  whose signature at ``shape`` is that of a tuned kernel of that shape scheduled by the CPU template with that
+- ``like_modules(fused, shapes, target, check_at, default)``: per tuned shape, the fused symbolic module with every
+  kernel whose signature at that shape is that of a tuned kernel of the shape scheduled by the CPU template with that
   kernel's configuration (``tiletune.schedules.cpu.schedule(..., func=)``), in the first of these ways that
   builds and computes what TVM's unscheduled build computes at ``check_at`` (``candidates``, ``first_correct``):
   its symbolic loops padded to the configuration's inner tiles (``padded``), or predicated at the edge, each as
@@ -121,12 +121,15 @@ def ranges(dims: dict, tuned: list[dict[str, int]]) -> dict[str, dict[str, tuple
     return out
 
 
-def first_correct(func, target: dict, bindings: list[dict[str, int]], candidates) -> tuple[object, str]:
+def first_correct(func, target: dict, bindings: list[dict[str, int]], candidates,
+                  cache: dict | None = None) -> tuple[object, str]:
     """(the first of ``candidates`` that builds and computes what TVM's unscheduled build of ``func`` computes
     at every binding of ``bindings`` on random inputs, its name), or (``func``, "none") when none does or the
     inputs cannot be made. ``candidates``: (name, a function returning the scheduled PrimFunc) pairs, tried in
-    order; one that raises counts as failing."""
+    order; one that raises counts as failing. ``cache``: a dict the caller keeps for the next call with the same
+    ``func`` and ``bindings`` (the inputs and the reference outputs, made once)."""
     import tvm
+    import tvm_ffi
 
     params = []
     for p in func.params:
@@ -140,30 +143,33 @@ def first_correct(func, target: dict, bindings: list[dict[str, int]], candidates
         with quiet_tvm():
             return tvm.compile(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), target=tgt).mod["main"]
 
-    rng = np.random.default_rng(0)
-    cases = []
-    try:
-        for b in bindings:
-            arrays = []
-            for shape, dtype in params:
-                s = tuple(_value(e, b) for e in shape)
-                if None in s:
-                    return func, "none"
-                if np.issubdtype(np.dtype(dtype), np.floating):
-                    arrays.append(rng.standard_normal(s).astype(dtype))
-                else:
-                    arrays.append(rng.integers(0, 2 if dtype == "bool" else 4, size=s).astype(dtype))
-            cases.append(arrays)
-        ref_fn = build(func)
-    except Exception:  # noqa: BLE001  (shapes it cannot evaluate, a kernel TVM cannot build alone: leave it)
-        return func, "none"
-
     def run(fn, arrays):
         args = [tvm.runtime.tensor(a.copy(), dev) for a in arrays]
         fn(*args)
         return [a.numpy() for a in args]
 
-    refs = [run(ref_fn, c) for c in cases]
+    cache = {} if cache is None else cache
+    key = (tvm_ffi.structural_hash(func), tuple(tuple(sorted(b.items())) for b in bindings))
+    if key not in cache:
+        rng = np.random.default_rng(0)
+        cases = []
+        try:
+            for b in bindings:
+                arrays = []
+                for shape, dtype in params:
+                    s = tuple(_value(e, b) for e in shape)
+                    if None in s:
+                        return func, "none"
+                    if np.issubdtype(np.dtype(dtype), np.floating):
+                        arrays.append(rng.standard_normal(s).astype(dtype))
+                    else:
+                        arrays.append(rng.integers(0, 2 if dtype == "bool" else 4, size=s).astype(dtype))
+                cases.append(arrays)
+            ref_fn = build(func)
+        except Exception:  # noqa: BLE001  (shapes it cannot evaluate, a kernel TVM cannot build alone: leave it)
+            return func, "none"
+        cache[key] = (cases, [run(ref_fn, c) for c in cases])
+    cases, refs = cache[key]
     for name, make in candidates:
         try:
             f = make()
@@ -196,7 +202,7 @@ def padded(func, workload, config: dict):
 
 
 def candidates(func, chosen, target: dict) -> list:
-    """The ways to schedule the symbolic kernel ``func`` with ``chosen``'s configuration (``like_module``), best
+    """The ways to schedule the symbolic kernel ``func`` with ``chosen``'s configuration (``like_modules``), best
     first: padded (``padded``), then predicated at the edge (``tiletune.schedules.cpu.schedule(func=)``), each
     as tuned and, where the configuration packs an input, without packing (an input whose packed axis is
     symbolic cannot be packed into panels)."""
@@ -215,30 +221,32 @@ def candidates(func, chosen, target: dict) -> list:
     return out
 
 
-def like_module(fused, shape: dict[str, int], chosen_at: dict[tuple, object], target: dict,
-                check_at: list[dict[str, int]], default):
-    """(``fused``, the symbolic module, with its kernels scheduled as the module docstring says, {kernel name: how
-    it is scheduled}). ``chosen_at``: the tuned kernels of ``shape`` by ``signature``
-    (``tiletune.model.build.Chosen``); ``default(func)``: (the default-scheduled kernel, how), for every other
-    kernel and where the tuned configuration fails."""
+def like_modules(fused, shapes: list[tuple[dict[str, int], dict[tuple, object]]], target: dict,
+                 check_at: list[dict[str, int]], default) -> list[tuple[object, dict[str, str]]]:
+    """One copy of ``fused``, the symbolic module, per (shape, chosen_at) of ``shapes``, with its kernels scheduled
+    as the module docstring says, and {kernel name: how it is scheduled}. ``chosen_at``: the tuned kernels of that
+    shape by ``signature`` (``tiletune.model.build.Chosen``); ``default(func)``: (the default-scheduled kernel,
+    how), for every other kernel and where the tuned configuration fails. Every candidate is checked at
+    ``check_at``; kernel by kernel, so that a kernel's reference outputs are made once for all the copies."""
     import tvm
 
-    out = tvm.IRModule(dict(fused.functions.items()), attrs=fused.attrs)
-    how = {}
+    outs = [tvm.IRModule(dict(fused.functions.items()), attrs=fused.attrs) for _ in shapes]
+    hows: list[dict[str, str]] = [{} for _ in shapes]
     for gv, f in fused.functions.items():
         if not isinstance(f, tvm.tirx.PrimFunc):
             continue
-        c = chosen_at.get(signature(f, shape))
-        new = None
-        if c is not None:
-            bare = f.without_attr("global_symbol") if "global_symbol" in (f.attrs or {}) else f
-            new, name = first_correct(f, target, check_at, candidates(bare, c, target))
-            if name == "none":
-                new = None
-            else:
-                how[gv.name_hint] = f"tuned at {label(shape)}, symbolic ({name})"
-        if new is None:
-            new, sched = default(f)
-            how[gv.name_hint] = sched
-        out[gv] = new
-    return out, how
+        cache: dict = {}
+        bare = f.without_attr("global_symbol") if "global_symbol" in (f.attrs or {}) else f
+        for (shape, chosen_at), out, how in zip(shapes, outs, hows):
+            c = chosen_at.get(signature(f, shape))
+            new = None
+            if c is not None:
+                new, name = first_correct(f, target, check_at, candidates(bare, c, target), cache)
+                if name == "none":
+                    new = None
+                else:
+                    how[gv.name_hint] = f"{c.how} at {label(shape)}, symbolic ({name})"
+            if new is None:
+                new, how[gv.name_hint] = default(f)
+            out[gv] = new
+    return list(zip(outs, hows))

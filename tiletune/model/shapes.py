@@ -34,10 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
 from ..errors import TiletuneError
-from ..quiet import quiet_tvm
 from ..records import load
 from ..target import target_key
 from ..workloads.primfunc import _walk
@@ -46,7 +43,7 @@ from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
 from .layout import check_layout, convert
-from .shape_rule import first_correct, like_module, ranges, signature
+from .shape_rule import first_correct, like_modules, ranges, signature
 from .source import ModelSource
 from .tasks import ModelTasks, extract, fuse
 
@@ -151,29 +148,12 @@ def checked_symbolic(func, target: dict, bindings: list[dict[str, int]]) -> tupl
     return f, ("none" if tvm_ffi.structural_equal(f, func) else how)
 
 
-def range_checks(dims: dict, tuned: list[dict[str, int]], shape: dict[str, int]) -> list[dict[str, int]]:
-    """Where the copy of the symbolic module scheduled like ``shape`` is checked: at the lower and the upper end
-    of every dimension's interval that ``shape`` serves (``tiletune.model.shape_rule.ranges``; past the largest
-    tuned value when unbounded), and at an odd value between (edges that tiles do not divide)."""
-    iv = ranges(dims, tuned)
-    lo, hi, mid = {}, {}, {}
-    for name in dims:
-        a, b = iv[name][shape[name]]
-        b = b if b is not None else shape[name] + shape[name] // 2 + 1
-        lo[name], hi[name], mid[name] = a, b, min(b, ((a + b) // 2) | 1)
-    out = []
-    for x in (mid, lo, hi):
-        if x not in out:
-            out.append(x)
-    return out
-
-
 def fallback_modules(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, int]], rule: str = DEFAULT_RULE):
     """The symbolic module (fused) for the shapes that were not tuned: [(the tuned binding it is scheduled like,
     or None, the module, {kernel: how})]. ``rule`` "nearest": one copy per tuned shape, its tunable kernels
-    scheduled with that shape's tuned configurations (``tiletune.model.shape_rule.like_module``, checked over the
-    interval it serves); "default": one copy, every kernel default-scheduled and checked at ``check_at``. The
-    default-scheduled kernels are checked at ``check_at`` once."""
+    scheduled with that shape's tuned configurations (``tiletune.model.shape_rule.like_modules``); "default": one
+    copy, every kernel default-scheduled. Every scheduled kernel is checked at ``check_at`` (the shapes the copies
+    serve: the bounds and one between; the code is the same at every value of a symbolic dimension)."""
     import tvm
     import tvm_ffi
 
@@ -196,18 +176,16 @@ def fallback_modules(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, i
             if isinstance(f, tvm.tirx.PrimFunc):
                 out[gv], how[gv.name_hint] = default(f)
         return [(None, out, how)]
-    tuned = [st.binding for st in dyn.shapes]
-    copies = []
+    shapes = []
     for st in dyn.shapes:
         chosen_at = {}
         for k in st.tasks.tasks:
             sig = signature(k.func, {}) if k.hash in chosen else None
             if sig is not None:
                 chosen_at[sig] = chosen[k.hash]
-        checks = range_checks(dyn.source.dims, tuned, st.binding)
-        mod, how = like_module(fused, st.binding, chosen_at, dyn.target, checks, default)
-        copies.append((st.binding, mod, how))
-    return copies
+        shapes.append((st.binding, chosen_at))
+    copies = like_modules(fused, shapes, dyn.target, check_at, default)
+    return [(binding, mod, how) for (binding, _), (mod, how) in zip(shapes, copies)]
 
 
 def dispatch_module(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, int]], rule: str = DEFAULT_RULE):
