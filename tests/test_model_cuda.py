@@ -5,6 +5,7 @@ on the CPU, where the same cast module runs). The GPU runs skip where there is n
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ from tiletune.model.source import load
 from tiletune.model.tasks import model_tasks
 from tiletune.schedules.cuda import cuda_source
 from tiletune.target import parse_target
+
+from .test_cuda_mma import _cuda_bin
 
 CUDA = parse_target("cuda:sm_90")
 # the built-in tiny model (conv, attention, layer norm, pooling), a CNN with a DAG epilogue (SiLU), a transformer MLP
@@ -69,8 +72,12 @@ def test_nvcc_compiles_the_tasks_kernels(sources, tmp_path):
     r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "model.cubin"),
                         str(cu)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "HMMA" in subprocess.run(["cuobjdump", "-sass", str(tmp_path / "model.cubin")], capture_output=True,
-                                    text=True).stdout if shutil.which("cuobjdump") else True
+    objdump, disasm = _cuda_bin("cuobjdump"), _cuda_bin("nvdisasm")
+    if objdump and disasm:
+        env = {**os.environ, "PATH": f"{os.path.dirname(disasm)}{os.pathsep}{os.environ.get('PATH', '')}"}
+        sass = subprocess.run([objdump, "-sass", str(tmp_path / "model.cubin")], capture_output=True, text=True,
+                              env=env, timeout=120).stdout
+        assert re.search(r"\bHMMA\b", sass)
     spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", r.stderr)]
     assert spills and max(spills) == 0
 
