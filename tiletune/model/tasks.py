@@ -11,15 +11,16 @@ module, list every distinct kernel with its call count, and turn the tunable one
   variables aside) are one kernel, their calls summed.
 - Tunable: a kernel that ``PrimFuncWorkload`` accepts (one reduction block, producers that inline,
   an elementwise epilogue) and whose reduction multiplies two operands and accumulates (convolutions,
-  dense layers, matmuls): the tiling tasks. Everything else (elementwise, softmax, layer norm, transposes,
-  sums and means, max pooling) gets the default schedule (``tiletune.model.default_schedule``), and the
-  reason is kept for ``tiletune model tasks``.
+  dense layers, matmuls): the tiling tasks; and on an LLVM target, a row reduction that ``RowWorkload``
+  accepts (softmax, layer norm, RMS norm, sums and means over the last axes: ``tiletune.workloads.rows``,
+  tuned by ``tiletune.schedules.rows``). Everything else (elementwise, transposes, pooling, reductions across
+  strided axes) gets the default schedule (``tiletune.model.default_schedule``), and the reason is kept for
+  ``tiletune model tasks``.
 - FLOPs of a kernel, per call: a task's are its workload's (the anchor's multiply-adds, 2 each); other
   kernels count, for every block, the arithmetic operations of its update times its iteration space.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ..errors import TiletuneError
@@ -27,6 +28,7 @@ from ..quiet import quiet_tvm
 from ..schedules import make_space
 from ..target import is_cuda
 from ..workloads.primfunc import PrimFuncWorkload, _walk
+from ..workloads.rows import RowWorkload, block_flops
 from . import gpu_default
 from .dims import bind, parse_shapes
 from .importer import to_relax
@@ -46,7 +48,7 @@ class Kernel:
     flops: int  # per call
     inputs: list[tuple[int, ...]]
     output: tuple[int, ...]
-    workload: PrimFuncWorkload | None = None  # None: not tuned
+    workload: PrimFuncWorkload | RowWorkload | None = None  # None: not tuned
     reason: str = ""  # why it is not tuned
     rule: str = ""  # on a CUDA target, the dlight rule that schedules it when it is not tuned
 
@@ -141,34 +143,6 @@ def _is_mac(wl: PrimFuncWorkload) -> bool:
     return bool(found)
 
 
-def generic_flops(func) -> int:
-    """Arithmetic operations of every block's update times its iteration space (see the docstring)."""
-    import tvm
-    from tvm import s_tir
-
-    try:
-        sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
-    except Exception:  # noqa: BLE001
-        return 0
-    total = 0
-    for b in blocks:
-        blk = sch.get(b)
-        ops = []
-        body = blk.body
-        value = getattr(body, "value", None)
-        if value is None:
-            continue
-        _walk(value, lambda e: ops.append(1) if type(e).__name__ in (
-            "Add", "Sub", "Mul", "Div", "Max", "Min", "FloorDiv", "Call") else None)
-        try:
-            space = math.prod(int(iv.dom.extent) for iv in blk.iter_vars)
-        except TypeError:
-            continue
-        total += len(ops) * space
-    return total
-
-
 def _shapes(func) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
     shapes = []
     for p in func.params:
@@ -213,8 +187,14 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
             msg = str(e)
             msg = msg[len(name) + 2:] if msg.startswith(name + ": ") else msg
             k.reason = msg.split(" (")[0].split(";")[0]  # e.g. "no reduction block", "several reduction blocks"
+        if not k.tunable and not is_cuda(target):  # on CUDA, dlight schedules row reductions
+            try:
+                rows = RowWorkload.from_prim_func(f, name=name)
+                k.workload, k.flops, k.reason = rows, rows.flops, ""
+            except TiletuneError:
+                pass  # not a row reduction: the reason above stands
         if not k.tunable:
-            k.flops = generic_flops(f)
+            k.flops = block_flops(f)
             if is_cuda(target):
                 k.rule = gpu_default.schedule(f, target, name)[1]
         by_hash[h] = k

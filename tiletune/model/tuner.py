@@ -29,7 +29,9 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   single one. It costs ``2 x K`` measurements per task on top of the budget (its time is part of
   ``elapsed``); a task whose top candidates are already confirmed is not measured again.
 - A task whose round raises (a strategy or a TVM failure that the measurer does not turn into a failed
-  trial) is finished with the reason; the other tasks go on and their records are kept.
+  trial) is finished with the reason; the other tasks go on and their records are kept. So is a row reduction
+  (``tiletune.workloads.rows``) that the strategy cannot search (gensor and roller need tile knobs), before
+  the first round.
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ from ..session import build_task
 from ..strategies import get as get_strategy
 from ..target import target_key
 from ..tune import TuneRun, tune
+from ..workloads.rows import RowWorkload
 from .confirm import CONFIRM_DEFAULT, check_top, chosen, confirm_settings, confirm_task
 from .scheduler import make_scheduler
 from .tasks import Kernel, ModelTasks
@@ -178,9 +181,15 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
         round_trials = max(1, trials // len(states))
     for st in states:  # built as session.run builds a workload; strategies and options checked before measuring
         tr = (transfer or {}).get(st.key)
-        task = build_task(st.kernel.workload, strategy, target=target, seed=seed, options=options,
-                          defaults=task_defaults(strategy), hardware=hw, measure=False,
-                          transfer=tr.paths if tr else (), seeds=tr.seeds if tr else ())
+        try:
+            task = build_task(st.kernel.workload, strategy, target=target, seed=seed, options=options,
+                              defaults=task_defaults(strategy), hardware=hw, measure=False,
+                              transfer=tr.paths if tr else (), seeds=tr.seeds if tr else ())
+        except TiletuneError as e:  # a strategy that needs tile knobs (gensor, roller) on a row reduction
+            if not isinstance(st.kernel.workload, RowWorkload):
+                raise
+            st.done = f"not tuned: {e}"
+            continue
         st.space, st.strategy = task.space, task.strategy
     sched = make_scheduler(scheduler, seed)
     own_pool = pool is None

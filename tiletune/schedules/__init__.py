@@ -1,7 +1,8 @@
 """Config -> TensorIR schedule, per target family (``cpu`` for LLVM targets, ``cuda`` for CUDA targets:
 ``cuda_mma`` on tensor cores for float16/bfloat16 inputs, ``cuda`` SIMT otherwise, and for fused PrimFunc
 kernels whose anchor is no GEMM), and the space of a
-workload that each family's template tunes."""
+workload that each family's template tunes. Row reductions (``tiletune.workloads.rows``) have a template of
+their own on LLVM targets (``rows``), with its own start points (``starts``)."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +14,18 @@ from ..space import Config, Space
 from ..target import is_cuda
 from ..workloads.base import HALF, Workload
 from ..workloads.primfunc import PrimFuncWorkload
-from . import cpu, cuda, cuda_mma
+from ..workloads.rows import RowWorkload
+from . import cpu, cuda, cuda_mma, rows
+
+
+def _rows(workload: Workload, target: dict[str, Any] | None) -> bool:
+    """Whether ``workload`` goes to the row-reduction template; TiletuneError for a row reduction on CUDA."""
+    if not isinstance(workload, RowWorkload):
+        return False
+    if is_cuda(target):
+        raise TiletuneError(f"{workload.key}: row reductions are tuned on LLVM CPU targets; on CUDA dlight "
+                            "schedules them")
+    return True
 
 
 def _mma(workload: Workload, target: dict[str, Any] | None) -> bool:
@@ -31,7 +43,10 @@ def _mma(workload: Workload, target: dict[str, Any] | None) -> bool:
 def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None) -> Space:
     """The default space of a workload for a target: (4, 2) levels and the template's choice knobs
     (unroll; pack for the CPU template where it applies); for NHWC conv2d on a CPU, the register-tile rule
-    of ``cpu.register_rule`` as the space's constraint; on a GPU, its per-block limits (``cuda.LimitRule``)."""
+    of ``cpu.register_rule`` as the space's constraint; on a GPU, its per-block limits (``cuda.LimitRule``); for a
+    row reduction, the choice knobs of ``rows.make_space``."""
+    if _rows(workload, target):
+        return rows.make_space(workload)
     if _mma(workload, target):
         return cuda_mma.make_space(workload, levels, target)
     if is_cuda(target):
@@ -43,7 +58,9 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
 
 def check(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None) -> None:
     """Raise ``cpu.InvalidConfig`` (or its GPU subclass) when the target's template rejects ``config``."""
-    if _mma(workload, target):
+    if _rows(workload, target):
+        rows.check(workload, space, config)
+    elif _mma(workload, target):
         cuda_mma.check(workload, space, config, target)
     elif is_cuda(target):
         cuda.check(workload, space, config, target)
@@ -52,11 +69,19 @@ def check(workload: Workload, space: Space, config: Config, target: dict[str, An
 
 
 def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any]):
+    if _rows(workload, target):
+        return rows.schedule(workload, space, config, target)
     if _mma(workload, target):
         return cuda_mma.schedule(workload, space, config, target)
     if is_cuda(target):
         return cuda.schedule(workload, space, config, target)
     return cpu.schedule(workload, space, config, target)
+
+
+def starts(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> list[Config]:
+    """The template's own start points for a space without tile knobs (row reductions: ``rows.starts``); []
+    for the others, whose starts the constructions build (``tiletune.construct``)."""
+    return rows.starts(workload, space) if isinstance(workload, RowWorkload) and not is_cuda(target) else []
 
 
 def build(workload: Workload, space: Space, config: Config, target: dict[str, Any], *, arg_checks: bool = True,

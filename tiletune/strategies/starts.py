@@ -10,7 +10,9 @@
   (``tiletune.construct.constructions``, best first by the analytic model);
 - ``construct`` (the default; docs/decisions/default-start.md): both tops alternating, Gensor's first; on a CPU
   the constructions in the direct loop orders of convolutions (docs/decisions/direct-order.md) and, for NCHW
-  depthwise convs and pooling, in the row order (docs/decisions/row-order.md) come third;
+  depthwise convs and pooling, in the row order (docs/decisions/row-order.md) come third; for a space without
+  tile knobs whose template has start points of its own (row reductions: ``tiletune.schedules.rows.starts``,
+  docs/decisions/row-reductions.md), its first ``start_k`` of those;
 - a JSON object of knob values: that configuration.
 
 With a constructive start, ``start_sweep`` measures the first constructions (and the direct and row orders'
@@ -30,6 +32,7 @@ import numpy as np
 
 from ..construct import choice_sweep, constructions, is_direct
 from ..errors import TiletuneError
+from ..schedules import starts as template_starts
 from ..space import Config, Space
 from .base import Strategy, TuneContext
 from .options import Option, between
@@ -96,10 +99,13 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
             out = constructions(spec, space, workload=ctx.workload, hardware=ctx.hardware, target=ctx.target, k=k,
                                 rng=rng)
         except TiletuneError as e:
-            if fallback is None:
-                raise
-            warnings.warn(f"{e}; the default start falls back on start={fallback}", stacklevel=2)
-            return start_states(space, fallback, rng, context, k, sweep=sweep)
+            # a space without tile knobs whose template has starts of its own (row reductions)
+            out = template_starts(ctx.workload, space, ctx.target)[:k] if spec == "construct" else []
+            if not out:
+                if fallback is None:
+                    raise
+                warnings.warn(f"{e}; the default start falls back on start={fallback}", stacklevel=2)
+                return start_states(space, fallback, rng, context, k, sweep=sweep)
         if not out:
             raise TiletuneError(f"option start={spec}: the construction found no legal configuration of this space")
         swept = out[:sweep] + [c for c in out[sweep:] if is_direct(space, c)] if sweep else []
