@@ -2,7 +2,6 @@
 tensors) without copying them when they fit (``Kernel``, ``Model``, ``empty``; docs/decisions/api-zero-copy.md)."""
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -131,9 +130,7 @@ class _Args:
         import tvm_ffi
 
         self.dev, self.what, self.alignment = dev, what, alignment
-        self._from_dlpack = functools.partial(tvm_ffi.from_dlpack, require_alignment=alignment,
-                                              require_contiguous=True)
-        self._empty = tvm.runtime.empty
+        self._dlpack, self._empty = tvm_ffi.from_dlpack, tvm.runtime.empty
         self._stage: dict[int, tuple] = {}  # input index -> (tvm tensor, numpy view)
         self._free: dict[tuple, list] = {}  # (shape, dtype) -> idle output tensors
         self._lent: list = []  # (weakref to the view handed out, its tensor, its (shape, dtype))
@@ -146,10 +143,9 @@ class _Args:
             name = name or str(i)
             raise TiletuneError(f"{self.what} {name}: shape {tuple(x.shape)} != expected {shape}")
         if x.dtype == dtype:
-            try:
-                return self._from_dlpack(x)  # contiguous and aligned enough: shares x's memory
-            except (RuntimeError, ValueError, BufferError, TypeError):
-                pass  # less aligned than declared, strided or read-only: staged below
+            t = self._shared(x)
+            if t is not None:
+                return t
         staged = self._stage.get(i)
         if staged is None or staged[1].shape != shape or staged[1].dtype != dtype:
             t = self._empty(shape, str(dtype), self.dev)
@@ -196,11 +192,18 @@ class _Args:
         if any(isinstance(x, np.ndarray) and np.may_share_memory(out, x) for x in inputs):
             raise TiletuneError("out= overlaps an input; pass a separate array")
         if out.dtype == dtype and out.flags.writeable:
-            try:
-                return self._from_dlpack(out)
-            except (RuntimeError, ValueError, BufferError, TypeError):
-                pass
+            return self._shared(out)
         return None
+
+    def _shared(self, x: np.ndarray):
+        """A TVM tensor sharing ``x``'s memory when ``x`` is contiguous and aligned as declared, else None
+        (read-only arrays too: numpy does not export them). The checks are made on the imported tensor,
+        not by ``from_dlpack``'s own, whose refusal costs a C++ backtrace (tens of microseconds)."""
+        try:
+            t = self._dlpack(x)
+        except (RuntimeError, ValueError, BufferError, TypeError):
+            return None
+        return t if t.data_ptr() % self.alignment == 0 and t.is_contiguous() else None
 
 
 class Kernel:
