@@ -20,7 +20,7 @@ before legalization, which
 TVM 0.27 infers no layout for ``clip`` (PyTorch's ReLU6, ONNX Clip): ConvertLayout puts a transpose back to
 NCHW before every clip and one to NHWC after it (MobileNetV2: a transpose-clip-transpose kernel after most
 of its convolutions, none of them fused into the convolution). So ``clip(x, lo, hi)`` is
-first written as ``minimum(maximum(x, lo), hi)`` with scalar constants (``_clip_as_min_max``; the same values,
+first written as ``minimum(maximum(x, lo), hi)`` with scalar constants (``clip_as_min_max``; the same values,
 NaN aside), binary elementwise operators whose layout TVM carries, which also fuse into the convolution's
 epilogue.
 
@@ -90,7 +90,7 @@ def convert(mod, layout: str) -> Converted:
         return Converted(mod, ["no 2-D convolution: the model is left as imported"])
     try:
         out = tvm.transform.Sequential([relax.transform.ConvertLayout({**KEEP, **DESIRED}),
-                                        relax.transform.CanonicalizeBindings()])(_clip_as_min_max(mod))
+                                        relax.transform.CanonicalizeBindings()])(clip_as_min_max(mod))
         out = _pad_outside(out)
     except Exception as e:  # noqa: BLE001  (TVM's pass errors, std::bad_alloc on some attention graphs)
         return Converted(mod, [f"converting the convolutions to {layout} failed in TVM's ConvertLayout "
@@ -139,7 +139,7 @@ def _unlegalized(mod) -> set[str]:
         return unlowered_ops(relax.transform.LegalizeOps()(mod))
 
 
-def _clip_as_min_max(mod):
+def clip_as_min_max(mod):
     """``mod`` with every ``clip(x, lo, hi)`` of a float tensor written as ``minimum(maximum(x, lo), hi)``."""
     import numpy as np
     from tvm import relax

@@ -10,16 +10,16 @@ Two steps around it, each a choice the pass leaves open:
 
 - ``clip`` with scalar bounds (ReLU6, Hardtanh: ``R.clip(x, 0, 6)``) holds its bounds as PrimValues, which
   the pass cannot type ("Expected TensorType, but got T.int64"): it becomes ``minimum(maximum(x, lo), hi)``
-  with tensor constants first (the same values; an infinite bound is dropped);
+  with tensor constants first (``tiletune.model.layout.clip_as_min_max``, which the layout conversion uses for
+  the same reason);
 - the pass knows float16 only: for bfloat16 every cast to float16 it inserted is made a cast to bfloat16, and
   the module's types inferred again (the same operators, the same float32 accumulation); the normalizations
   TVM's operator library has no bfloat16 kernel for (``FLOAT32_NORMS``) run in float32 between casts.
 """
 from __future__ import annotations
 
-import math
-
 from ..errors import TiletuneError, one_line
+from .layout import clip_as_min_max
 
 DTYPES = ("float32", "float16", "bfloat16")
 #: normalizations TVM's operator library computes in float32 or float16 only: in a bfloat16 model they run in
@@ -44,7 +44,7 @@ def cast(mod, dtype: str):
     if dtype == "float32":
         return mod
     try:
-        mod = _clip_bounds_as_tensors(mod)
+        mod = clip_as_min_max(mod)
         mod = relax.transform.ToMixedPrecision(out_dtype="float32")(mod)
         if dtype == "bfloat16":
             mod = _half_casts_to(mod, "bfloat16")
@@ -63,37 +63,6 @@ def _rewrite(mod, mutator_cls):
         if isinstance(f, relax.Function):
             out[gv] = mutator_cls().visit_expr(f)
     return out
-
-
-def _clip_bounds_as_tensors(mod):
-    from tvm import relax
-
-    def bound(v) -> float | None:
-        value = getattr(v, "value", None)
-        value = getattr(value, "value", value)
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            return None
-
-    @relax.expr_functor.mutator
-    class Clip(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if getattr(call.op, "name", "") != "relax.clip" or len(call.args) != 3:
-                return call
-            x, lo, hi = call.args[0], bound(call.args[1]), bound(call.args[2])
-            dt = str(getattr(getattr(x, "ty", None), "dtype", ""))
-            if lo is None or hi is None or not dt.startswith("float"):
-                return call
-            out = x
-            if not math.isinf(lo):
-                out = self.builder_.emit(relax.op.maximum(out, relax.const(lo, dt)))
-            if not math.isinf(hi):
-                out = relax.op.minimum(out, relax.const(hi, dt))
-            return out
-
-    return _rewrite(mod, Clip)
 
 
 def _half_casts_to(mod, dtype: str):
