@@ -82,6 +82,17 @@ from ..space import Config, Space
 T0, THRESHOLD, WALKS, MAX_VTHREAD = 1.0, 1e-30, 4, 8
 
 
+def roulette(rng: np.random.Generator, probs: Sequence[float]) -> int:
+    """The index drawn by roulette from transition probabilities that sum to 1 (one draw of ``rng``)."""
+    r = float(rng.random())
+    acc = 0.0
+    for i, p in enumerate(probs):
+        acc += p
+        if r < acc:
+            return i
+    return max(i for i, p in enumerate(probs) if p > 0)
+
+
 @dataclass(frozen=True)
 class Move:
     kind: str  # "tile" | "inv_tile" | "cache" | "vthread"
@@ -166,13 +177,7 @@ class GensorWalk:
         return acts, [b / total for b in ben]
 
     def roulette(self, probs: Sequence[float]) -> int:
-        r = float(self.rng.random())
-        acc = 0.0
-        for i, p in enumerate(probs):
-            acc += p
-            if r < acc:
-                return i
-        return max(i for i, p in enumerate(probs) if p > 0)
+        return roulette(self.rng, probs)
 
     # ---- Algorithm 1: the annealed walk ----------------------------------------------------------
     def walk(self) -> list[tuple[float, ETIR]]:

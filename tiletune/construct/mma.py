@@ -58,14 +58,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
-
 import numpy as np
 
 from .. import hardware
 from ..errors import TiletuneError
 from ..schedules import cuda_mma
 from ..space import Config, Space
+from .gensor import roulette
 
 #: the fraction of the data sheet's dense tensor rate that ``mma.sync`` reaches: Hopper's full rate needs
 #: ``wgmma`` (warp-group MMA), which the template does not emit
@@ -257,14 +256,6 @@ class MmaGensorWalk:
             return 0.0 if Q2 >= Q else ((Q - Q2) / m.q_min) / (max(F2 - F, eps) / C)
         return 0.0 if F2 >= F else ((F - F2) / C) / (max(Q2 - Q, eps) / m.q_min)
 
-    def _roulette(self, probs: Sequence[float]) -> int:
-        r, acc = float(self.rng.random()), 0.0
-        for i, p in enumerate(probs):
-            acc += p
-            if r < acc:
-                return i
-        return max(i for i, p in enumerate(probs) if p > 0)
-
     def walk(self) -> list[tuple[float, State]]:
         m = self.model
         T = self.t0
@@ -278,7 +269,7 @@ class MmaGensorWalk:
             ben = [self.benefit(e, kind, s, T) for kind, s in acts]
             total = sum(ben)
             if total > 0 and math.isfinite(total):
-                _, e2 = acts[self._roulette([b / total for b in ben])]
+                _, e2 = acts[roulette(self.rng, [b / total for b in ben])]
                 t2 = m.time(e2.d)
                 accept = 1.0 if t2 <= t_e else math.exp(-((t2 - t_e) / t_e) / T)
                 if float(self.rng.random()) < accept:
