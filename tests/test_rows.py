@@ -1,12 +1,14 @@
-"""Row reductions as tasks (tiletune.workloads.rows, tiletune.schedules.rows): the softmax of masked attention
-scores, layer norms with affine parameters, an RMS norm, a hand-written softmax (its max and sum kernels) and
-means over the last axis, extracted from a small torch model at shapes nobody wrote down (rows of 77, 37 and
-1000, a sequence of 37), become tasks; every structure of their space builds and computes what TVM's
+"""Row reductions as tasks (tiletune.workloads.rows, tiletune.schedules.rows): the softmax of attention scores
+with a mask added (the add fused into the scores' matmul), the softmax of attention with a causal -inf mask (the
+mask's fully-masked-row flag read by the softmax kernel itself), layer norms with affine parameters, an RMS norm,
+a hand-written softmax (its max and sum kernels) and means over the last axis, extracted from a small torch model
+at shapes nobody wrote down (rows of 77, 37 and 1000, a sequence of 37, 7 heads of 11), become tasks; every structure of their space builds and computes what TVM's
 unscheduled build computes; random, xgb, evo and dgd tune them a few trials (the local searches starting from
 the template's own starts); the model builds with their tuned kernels and matches torch. Kernels that are no
 row reduction, and CUDA targets, keep their handling."""
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ torch = pytest.importorskip("torch")
 FACTORY = '''
 import torch
 from torch import nn
+import torch.nn.functional as F
 
 
 class Rows(nn.Module):
@@ -29,13 +32,16 @@ class Rows(nn.Module):
         super().__init__()
         self.q = nn.Linear(77, 77)
         self.ln, self.rms, self.ln2 = nn.LayerNorm(77), nn.RMSNorm(77), nn.LayerNorm(1000)
+        self.register_buffer("causal", torch.triu(torch.full((37, 37), float("-inf")), 1))
 
     def forward(self, x, mask, y):
         s = self.q(x) @ x.transpose(-1, -2) * 0.1 + mask  # scores of 37 tokens, the mask added
         a = torch.softmax(s, -1) @ x
+        h = x.view(2, 37, 7, 11).transpose(1, 2)  # 7 heads of 11, a causal mask
+        c = F.scaled_dot_product_attention(h, h, h, attn_mask=self.causal).transpose(1, 2).reshape(2, 37, 77)
         h = x * 0.125
         e = (h - h.amax(-1, keepdim=True)).exp()  # a softmax written out: a max and a sum kernel
-        b = self.ln(a) + self.rms(x) + e / e.sum(-1, keepdim=True)
+        b = self.ln(a) + self.rms(x) + e / e.sum(-1, keepdim=True) + c
         return b.mean(-1), self.ln2(y).mean(-1, keepdim=True)
 
 
@@ -82,15 +88,19 @@ def test_row_reductions_are_tasks_with_their_rows(model):
 
     _, tasks = model
     rows = _rows(tasks)
-    softmax = _one(rows, "softmax")
+    softmax = _one(rows, "softmax", "broadcast_to2")
     assert softmax.workload.rows == (2, 37) and softmax.workload.widths == (37,)
     assert softmax.workload.keepable == ("T_fast_exp",)  # the exponential, read by the sum and the division
+    masked = _one(rows, "softmax", "where")
+    assert masked.workload.rows == (2, 7, 37) and masked.workload.widths == (37,)
+    assert [dt for _, _, dt in masked.workload._params] == ["float32", "int8", "float32"]
     norm = _one(rows, "layer_norm", "add")  # the 77-wide layer norm with its affine parameters and the residual
     assert norm.workload.rows == (2, 37) and norm.workload.widths == (77,)
     wide = [k for n, k in rows.items() if k.workload.widths == (1000,)]
     assert sorted(k.workload.rows for k in wide) == [(37,), (37,)]  # the 1000-wide layer norm and its mean
     assert _one(rows, "rsqrt").workload.rows == (2, 37)  # RMS norm: a mean kept as 2x37x1, then the row's scale
-    assert rows["max"].workload.rows == rows["sum"].workload.rows == (2, 37)
+    plain = [k for n, k in rows.items() if re.fullmatch(r"(max|sum)\d*", n)]  # keepdims: rows 2 x 37 (x 1)
+    assert len(plain) == 2 and all(k.workload.rows == (2, 37) for k in plain)
     for k in rows.values():
         assert k.workload.key.startswith("rows:") and parse(k.workload.key).key == k.workload.key
         assert k.flops == k.workload.flops > 0 and k.workload.bytes_moved > 0
@@ -157,7 +167,7 @@ def test_the_space_fits_odd_rows_and_starts_in_it(model):
     _, tasks = model
     rows = _rows(tasks)
     target = tasks.target
-    softmax = make_space(_one(rows, "softmax").workload, None, target)
+    softmax = make_space(_one(rows, "softmax", "broadcast_to2").workload, None, target)
     # 37 is prime: one vector of the whole row or none; chunks at row boundaries (2 x 37 rows)
     assert softmax.to_dict(softmax.untiled()).keys() == {"one_pass", "rows", "vector", "keep", "unroll"}
     assert softmax.knobs[softmax.names.index("vector")].values == (0, 37)
@@ -191,7 +201,7 @@ def test_strategies_tune_row_tasks(model, home, pool, strategy):
 
     _, tasks = model
     rows = _rows(tasks)
-    some = [_one(rows, "softmax"), _one(rows, "layer_norm", "add"), _one(rows, "rsqrt")]
+    some = [_one(rows, "softmax", "where"), _one(rows, "layer_norm", "add"), _one(rows, "rsqrt")]
     sub = ModelTasks(tasks.fused, tasks.target, some)
     rec = home / f"rows-{strategy}.jsonl"
     res = tune_model(sub, strategy=strategy, trials=3 * len(some), records=str(rec), round_trials=3, batch_size=3,
@@ -210,7 +220,7 @@ def test_gensor_says_in_one_line_that_it_needs_tile_knobs(model):
     from tiletune.session import build_task
 
     _, tasks = model
-    wl = _one(_rows(tasks), "softmax").workload
+    wl = _one(_rows(tasks), "softmax", "broadcast_to2").workload
     for strategy in ("gensor", "roller"):
         with pytest.raises(TiletuneError, match=r"^gensor/roller need a space with split \(tile\) knobs$"):
             build_task(wl, strategy, target=tasks.target, measure=False)

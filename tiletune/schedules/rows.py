@@ -24,7 +24,7 @@ Knobs (all categorical: the space has no tile knobs, so Gensor and Roller do not
 Starts (``starts``; the local searches' default ``start=construct`` measures them first): the one-pass
 schedule at the widest lanes up to 16 and at most ``START_CHUNKS`` parallel chunks, the same serial, the
 separate passes of the default schedule (``tiletune.model.default_schedule``'s kind, parallel and vectorized),
-and the one pass without kept intermediates. Why these: docs/decisions/row-reductions.md.
+the same serial, and the one pass without kept intermediates. Why these: docs/decisions/row-reductions.md.
 """
 from __future__ import annotations
 
@@ -105,7 +105,9 @@ def starts(workload: RowWorkload, space: Space) -> list[Config]:
     base = dict(d0, one_pass=1, rows=parallel, vector=lane, unroll=0)
     if "keep" in d0:
         base["keep"] = 1
-    grid = [base, dict(base, rows=workload.row_count), dict(base, one_pass=0, **({"keep": 0} if "keep" in d0 else {}))]
+    passes = dict(base, one_pass=0, **({"keep": 0} if "keep" in d0 else {}))
+    serial = workload.row_count
+    grid = [base, dict(base, rows=serial), passes, dict(passes, rows=serial)]
     if "keep" in d0:
         grid.append(dict(base, keep=0))
     out: list[Config] = []

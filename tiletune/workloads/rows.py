@@ -320,8 +320,11 @@ class RowWorkload(Workload):
         return stays
 
     def _check_contiguous(self, blk, row_vars, red_vars) -> None:
+        value = getattr(blk.body, "value", None)
+        if value is None:
+            raise self._refuse(f"the body of block {blk.name_hint!r} is not one buffer store")
         loads: list = []
-        _walk(blk.body.value, lambda e: loads.append(e) if _is_load(e) else None)
+        _walk(value, lambda e: loads.append(e) if _is_load(e) else None)
         for ld in loads:
             idx = list(ld.indices)
             if not any(_uses(i, red_vars) for i in idx):
