@@ -21,10 +21,10 @@ Knobs (all categorical: the space has no tile knobs, so Gensor and Roller do not
   it (``compute_inline``).
 - ``unroll``: ``pragma_auto_unroll_max_step`` of the chunk loop.
 
-Starts (``starts``; the local searches' default ``start=construct`` measures them first): the one-pass
-schedule at the widest lanes up to 16 and at most ``START_CHUNKS`` parallel chunks, the same serial, the
-separate passes of the default schedule (``tiletune.model.default_schedule``'s kind, parallel and vectorized),
-the same serial, and the one pass without kept intermediates. Why these: docs/decisions/row-reductions.md.
+Starts (``starts``; the local searches' default ``start=construct`` measures them first): the one-pass schedule
+at the widest lanes up to 16, serial; the separate passes, serial; the same two in at most ``START_CHUNKS``
+parallel chunks (the passes so are the default schedule's kind, ``tiletune.model.default_schedule``); the
+parallel one pass without kept intermediates. Why these, in this order: docs/decisions/row-reductions.md.
 """
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def starts(workload: RowWorkload, space: Space) -> list[Config]:
         base["keep"] = 1
     passes = dict(base, one_pass=0, **({"keep": 0} if "keep" in d0 else {}))
     serial = workload.row_count
-    grid = [base, dict(base, rows=serial), passes, dict(passes, rows=serial)]
+    grid = [dict(base, rows=serial), dict(passes, rows=serial), base, passes]
     if "keep" in d0:
         grid.append(dict(base, keep=0))
     out: list[Config] = []
