@@ -2,10 +2,11 @@
 with a mask added (the add fused into the scores' matmul), the softmax of attention with a causal -inf mask (the
 mask's fully-masked-row flag read by the softmax kernel itself), layer norms with affine parameters, an RMS norm,
 a hand-written softmax (its max and sum kernels) and means over the last axis, extracted from a small torch model
-at shapes nobody wrote down (rows of 77, 37 and 1000, a sequence of 37, 7 heads of 11), become tasks; every structure of their space builds and computes what TVM's
-unscheduled build computes; random, xgb, evo and dgd tune them a few trials (the local searches starting from
-the template's own starts); the model builds with their tuned kernels and matches torch. Kernels that are no
-row reduction, and CUDA targets, keep their handling."""
+at shapes nobody wrote down (rows of 77, 37 and 1000, a sequence of 37, 7 heads of 11), become tasks; every
+structure of their space builds and computes what TVM's unscheduled build computes; random, xgb, evo and dgd
+tune them a few trials (the local searches starting from the template's own starts); the model builds with
+their tuned kernels and matches torch. Kernels that are no row reduction, and CUDA targets, keep their
+handling."""
 import json
 import math
 import re

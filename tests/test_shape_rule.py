@@ -89,8 +89,8 @@ def test_a_symbolic_kernel_matches_its_static_kernels_and_takes_their_configurat
 
     dyn, fused = attn
     prims = {gv.name_hint: f for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-    at16, at32 = dyn.shapes[0].tasks.tasks, dyn.shapes[1].tasks.tasks
-    assert len(at16) == len(at32) == 5
+    at16, at32 = ([k for k in d.tasks.tasks if not k.workload.key.startswith("rows:")] for d in dyn.shapes[:2])
+    assert len(at16) == len(at32) == 5  # the tiling tasks (the softmax, a row task, keeps the default schedule)
     for k in at16:
         own = signature(k.func, {})
         hits = [n for n, f in prims.items() if signature(f, {"seq": 16}) == own]

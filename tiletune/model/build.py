@@ -35,7 +35,7 @@ from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
 from ..records import failures, load
 from ..construct import constructions
-from ..schedules import cuda_mma, make_space, schedule
+from ..schedules import cuda_mma, make_space, schedule, starts
 from ..target import is_cuda, target_key
 from ..workloads.base import np_dtype
 from . import gpu_default
@@ -94,7 +94,9 @@ def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen
     """``chosen`` with every other task given its top construction by ``method`` ("gensor" or "roller",
     ``tiletune.construct.constructions``: no measurement). A tensor-core task, whose space has no tile knobs for
     the constructions to describe, takes its template's default configuration (``cuda_mma.default_config``,
-    itself a construction without measurement); a task neither can construct keeps the default schedule."""
+    itself a construction without measurement), a row reduction its template's first start
+    (``tiletune.schedules.starts``; docs/decisions/row-reductions.md); a task none can construct keeps the default
+    schedule."""
     out = dict(chosen)
     rng = np.random.default_rng(seed)
     for k in tasks.tasks:
@@ -105,8 +107,11 @@ def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen
         try:
             tops = constructions(method, space, workload=k.workload, target=tasks.target, k=1, rng=rng)
         except TiletuneError:
-            tops = [cuda_mma.default_config(k.workload, space, tasks.target)] if cuda_mma.owns(space) else []
-            how = "constructed (tensor-core default)"
+            if cuda_mma.owns(space):
+                tops = [cuda_mma.default_config(k.workload, space, tasks.target)]
+                how = "constructed (tensor-core default)"
+            else:
+                tops, how = starts(k.workload, space, tasks.target)[:1], "constructed (row-reduction start)"
         if tops:
             out[k.hash] = Chosen(k, tops[0], space, math.nan, math.nan, how)
     return out
