@@ -35,7 +35,7 @@ from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
 from ..records import failures, load
 from ..construct import constructions
-from ..schedules import cuda_mma, make_space, schedule, starts
+from ..schedules import check as check_config, cuda_mma, make_space, schedule, starts
 from ..target import is_cuda, target_key
 from ..workloads.base import np_dtype
 from . import gpu_default
@@ -105,7 +105,8 @@ def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen
         space = make_space(k.workload, None, tasks.target)
         how = f"constructed ({method})"
         try:
-            tops = constructions(method, space, workload=k.workload, target=tasks.target, k=1, rng=rng)
+            tops = [c for c in constructions(method, space, workload=k.workload, target=tasks.target, k=4, rng=rng)
+                    if _schedulable(k.workload, space, c, tasks.target)][:1]  # the template's limits refuse some
         except TiletuneError:
             if cuda_mma.owns(space):
                 tops = [cuda_mma.default_config(k.workload, space, tasks.target)]
@@ -115,6 +116,14 @@ def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen
         if tops:
             out[k.hash] = Chosen(k, tops[0], space, math.nan, math.nan, how)
     return out
+
+
+def _schedulable(workload, space, config, target) -> bool:
+    try:
+        check_config(workload, space, config, target)
+    except ValueError:  # cpu.InvalidConfig and its GPU subclass: beyond the template's limits
+        return False
+    return True
 
 
 def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Chosen]) -> dict[str, str]:
