@@ -1,0 +1,182 @@
+"""Gensor's Fig. 11 on this CPU: Bert-small over sequence lengths and batch sizes, one library per method for all
+the shapes, against PyTorch eager and torch.compile(dynamic=True).
+
+Model: ``benchmarks/dyn_models.py:bert_small`` (Bert-small's encoder: 4 layers, hidden 512, 8 heads, intermediate
+2048; batch in 1..4 and seq in 16..384 symbolic). Shapes: every ``--batches`` x ``--seqs``. Methods:
+
+- ``gensor`` / ``roller``: ``tiletune model build --shapes ... --construct gensor|roller`` (every task of every
+  shape constructed, nothing measured): its wall time is the method's tuning time;
+- ``search``: ``tiletune model tune --shapes ... --no-shape-transfer`` at ``--trials-per-task`` trials per task
+  (xgb, each shape's tasks searched on their own, one budget), then ``model build``: tuning time = both;
+- ``torch`` (eager) and ``torch-compile`` (``dynamic=True``: one compilation for the shapes; the first call of
+  each shape is timed apart), each in its own process without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE.
+
+Our libraries are timed in a child process per round (``--rounds``), every library at every shape, interleaved
+(``benchmarks/dyn_bench.py``). Everything is appended to ``OUT/results.jsonl`` / ``OUT/steps.jsonl`` as it comes,
+and a re-run skips what is there (a run with another ``--clock`` times again, reusing the libraries);
+``OUT/summary-CLOCK.md`` is the table, ``OUT/fig11-CLOCK.png`` the figure. Libraries go to
+``--work`` (large).
+
+    python benchmarks/model_fig11.py --out benchmarks/out/fig11                    # the figure's scale
+    python benchmarks/model_fig11.py --out DIR --seqs 32,64,128 --trials-per-task 8  # a reduced one
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tiletune.bench.plots import _plt
+from tiletune.bench.results import read_jsonl
+from tiletune.model.shapes import parse_shapes, shape_tasks
+from tiletune.model.source import load
+from tiletune.target import host_target
+
+from cli_run import tiletune  # benchmarks/cli_run.py
+from dyn_bench import run
+
+HERE = Path(__file__).resolve().parent
+MODEL = f"{HERE / 'dyn_models.py'}:bert_small"
+OURS = ("gensor", "roller", "search")
+LABELS = {"gensor": "Gensor-constructed", "roller": "Roller-constructed", "search": "searched per shape (xgb)",
+          "torch": "PyTorch eager", "torch-compile": "torch.compile(dynamic=True)"}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/tiletune-fig11", help="where the libraries go (not OUT: they are large)")
+    p.add_argument("--model", default=MODEL)
+    p.add_argument("--seqs", default="16,32,64,128,256,384")
+    p.add_argument("--batches", default="1,4")
+    p.add_argument("--methods", default="gensor,roller,search,torch,torch-compile")
+    p.add_argument("--trials-per-task", type=int, default=20, help="search: trials per task")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="cpu: every method on one thread, timed by its CPU time (benchmarks/dyn_bench.py; for a "
+                   "machine others load)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--min-repeat-ms", type=int, default=100)
+    a = p.parse_args()
+    out, work = Path(a.out), Path(a.work)
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    methods = [m for m in a.methods.split(",") if m]
+    shapes_args = ["--shapes", f"batch={a.batches}", "--shapes", f"seq={a.seqs}"]
+    source = load(a.model)
+    bindings = parse_shapes(shapes_args[1::2], source)
+    steps_path, results = out / "steps.jsonl", out / "results.jsonl"
+    done = {r["step"] for r in read_jsonl(steps_path)}
+    scale = {"seqs": a.seqs, "batches": a.batches, "trials_per_task": a.trials_per_task, "clock": a.clock}
+
+    def step(name, fn):
+        if name in done:
+            return
+        t0 = time.time()
+        info = fn() or {}
+        with open(steps_path, "a") as f:
+            f.write(json.dumps(dict(step=name, wall_s=time.time() - t0, **scale, **info)) + "\n")
+
+    n_tasks = len(shape_tasks(source, host_target(), "NHWC", bindings).merged.tasks)
+    for m in ("gensor", "roller"):
+        if m in methods:
+            step(f"build {m}", lambda m=m: tiletune("model", "build", a.model, *shapes_args, "--construct", m,
+                                                    "-o", str(work / f"{m}.so"), "--no-check") or {"tasks": n_tasks})
+    if "search" in methods:
+        rec = out / "search.jsonl"
+        step("tune search", lambda: tiletune("model", "tune", a.model, *shapes_args, "--trials",
+                                             str(n_tasks * a.trials_per_task), "-r", str(rec), "-q",
+                                             "--no-shape-transfer") or {"tasks": n_tasks,
+                                                                        "trials": n_tasks * a.trials_per_task})
+        step("build search", lambda: tiletune("model", "build", a.model, *shapes_args, "-r", str(rec),
+                                              "-o", str(work / "search.so"), "--no-check"))
+    for m in ("torch", "torch-compile"):
+        if m in methods and not any(r["method"] == m and r.get("clock", "wall") == a.clock
+                                    for r in read_jsonl(results)):
+            run("torch", {"model": a.model, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms, "clock": a.clock,
+                          "items": [{"method": m, "binding": b, **scale} for b in bindings]}, results)
+    ours = [m for m in OURS if m in methods]
+    rounds = len({r["round"] for r in read_jsonl(results) if r["method"] in OURS and r.get("clock", "wall") == a.clock})
+    for r in range(rounds, a.rounds if ours else 0):
+        items = [{"method": m, "lib": str(work / f"{m}.so"), "binding": b, "round": r, **scale}
+                 for b in bindings for m in ours]
+        run("ours", {"model": a.model, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms, "clock": a.clock,
+                     "items": items}, results)
+    summarize(out, bindings, a.clock)
+    return 0
+
+
+def summarize(out: Path, bindings: list[dict], clock: str) -> None:
+    """``OUT/summary-CLOCK.md`` and ``OUT/fig11-CLOCK.png`` from the results timed with ``clock``."""
+    rows = [r for r in read_jsonl(out / "results.jsonl") if r.get("clock", "wall") == clock]
+    steps = {r["step"]: r for r in read_jsonl(out / "steps.jsonl")}
+    lat: dict = {}
+    for r in rows:
+        lat.setdefault((r["method"], r["binding"]["batch"], r["binding"]["seq"]), []).append(r["median_s"])
+    methods = [m for m in (*OURS, "torch", "torch-compile") if any(k[0] == m for k in lat)]
+    lines = ["| batch | seq | " + " | ".join(LABELS[m] + " ms" for m in methods) + " | Gensor / Roller | Gensor / "
+             "torch | Gensor / searched |", "|---:|---:|" + "---:|" * (len(methods) + 3)]
+    ratios: dict[str, list] = {"roller": [], "torch": [], "search": []}
+    table: dict = {}
+    for b in bindings:
+        ms = {m: float(np.median(lat[(m, b["batch"], b["seq"])])) * 1e3 for m in methods
+              if (m, b["batch"], b["seq"]) in lat}
+        table[(b["batch"], b["seq"])] = ms
+        rs = {k: ms[k] / ms["gensor"] for k in ratios if k in ms and "gensor" in ms}
+        for k, v in rs.items():
+            ratios[k].append(v)
+        lines.append(f"| {b['batch']} | {b['seq']} | " + " | ".join(f"{ms[m]:.2f}" if m in ms else "-" for m in methods)
+                     + " | " + " | ".join(f"{rs[k]:.2f}x" if k in rs else "-" for k in ratios) + " |")
+    lines.append("| mean | | " + " | " * len(methods) + " | ".join(
+        f"{np.mean(ratios[k]):.2f}x" if ratios[k] else "-" for k in ratios) + " |")
+    tuning = []
+    for m, names in (("gensor", ["build gensor"]), ("roller", ["build roller"]),
+                     ("search", ["tune search", "build search"])):
+        got = [steps[n] for n in names if n in steps]
+        if got:
+            extra = f", {got[0]['trials']} trials" if "trials" in got[0] else ""
+            parts = " + ".join("%.0f s %s" % (s["wall_s"], s["step"].split()[0]) for s in got)
+            tuning.append(f"- {LABELS[m]}: {sum(s['wall_s'] for s in got):.0f} s ({parts}{extra}; "
+                          f"{got[0].get('tasks', '?')} tasks)")
+    comp = [r for r in rows if r["method"] == "torch-compile"]
+    if comp:
+        tuning.append(f"- torch.compile: first call {comp[0]['first_s']:.1f} s at the first shape, then "
+                      + ", ".join(f"{r['first_s']:.1f}" for r in comp[1:]) + " s at the next ones")
+    kernel = next((r.get("kernel") for r in rows if r.get("kernel")), None)
+    errs = max((r["error"] for r in rows), default=float("nan"))
+    n_rounds = len({r["round"] for r in rows if "round" in r})
+    scale = steps.get("build gensor", steps.get("tune search", {}))
+    text = (f"Latency (ms; ours: median of {n_rounds} rounds, each the median of its samples). Ratios: the other "
+            f"method's latency / Gensor's (> 1: Gensor faster). Largest output error against torch: {errs:.1e}. "
+            f"torch: {kernel}. Scale: seqs {scale.get('seqs')}, batches {scale.get('batches')}, search "
+            f"{scale.get('trials_per_task')} trials per task; clock: {clock} (cpu: one thread, its CPU time; wall: "
+            "every core, the wall clock).\n\n" + "\n".join(lines)
+            + "\n\nTuning time (this machine):\n\n" + "\n".join(tuning) + "\n")
+    (out / f"summary-{clock}.md").write_text(text)
+    print(text)
+    if "torch" not in methods:
+        return
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(table), 3.6))
+    keys = list(table)
+    w = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        ys = [table[k]["torch"] / table[k][m] if m in table[k] else np.nan for k in keys]
+        ax.bar(np.arange(len(keys)) + j * w, ys, w, label=LABELS[m])
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(np.arange(len(keys)) + w * (len(methods) - 1) / 2, [f"b{b} s{s}" for b, s in keys], fontsize=7)
+    ax.set_ylabel("speed-up over PyTorch eager")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / f"fig11-{clock}.png", dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    sys.exit(main())
