@@ -4,8 +4,10 @@
 
 Times, alternately in rounds (one sample each per round: ``--number`` back-to-back calls, seconds per call):
 - ``tvm``: the module's ``main`` on TVM tensors allocated once (no API at all);
-- ``tvm numpy``: the module's ``main`` on the plain numpy arrays and a plain numpy output, by DLPack (no API:
-  what their placement costs the kernel; only for a library that declares an alignment numpy meets);
+- ``tvm empty``: the module's ``main`` on the 64-byte-aligned numpy arrays of ``tiletune.api.empty`` (inputs
+  and output), by DLPack (no API: numpy's memory instead of TVM's);
+- ``tvm numpy``: the same on the plain numpy arrays and a plain numpy output (no API: what their placement
+  costs the kernel; only for a library that declares an alignment numpy meets);
 - ``api``: ``kernel(a, b)`` on 64-byte-aligned numpy arrays (``tiletune.api.empty``): inputs passed by DLPack,
   the output a numpy view of a pooled TVM tensor;
 - ``api out=``: ``kernel(a, b, out=c)`` with an aligned ``c``;
@@ -99,7 +101,13 @@ def main() -> None:
             f(ta, tb, tc)
             return tc
 
-        methods = {"tvm": direct}
+        ea, eb, ec = (tvm_ffi.from_dlpack(x, require_alignment=64) for x in (a_al, b_al, c_al))
+
+        def direct_empty():
+            f(ea, eb, ec)
+            return ec
+
+        methods = {"tvm": direct, "tvm empty": direct_empty}
         if all(x.ctypes.data % k.alignment == 0 for x in (a_np, b_np, c_np)):
             na, nb, nc = (tvm_ffi.from_dlpack(x, require_alignment=k.alignment) for x in (a_np, b_np, c_np))
 
