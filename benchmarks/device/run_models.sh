@@ -10,6 +10,10 @@ export PYTHONPATH=/tmp/site:$PWD
 for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/lib64; do [ -d $d ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; done
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+python3 -c "
+import importlib.util as u
+print('missing modules:', [m for m in ('rich', 'psutil', 'cloudpickle', 'xgboost', 'matplotlib', 'transformers',
+      'ml_dtypes', 'cuda.bindings') if u.find_spec(m.split('.')[0]) is None] or 'none')"
 timeout ${TEST_S:-120} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_cuda.py \
     tests/test_cuda_mma.py tests/test_cuda_schedule.py -k "gpu or nvcc or measured" 2>&1 | tail -6
 if [ -z "${MODELS:-}" ]; then

@@ -167,7 +167,10 @@ def write_report(spec: str, d: Path, target: dict) -> None:
     ok = [r for r in rows if not r.get("error")]
     if not ok:
         return
-    plt = _plt()
+    try:
+        plt = _plt()
+    except ImportError:  # matplotlib is optional (a lent GPU machine has none): the table is the report
+        return
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(ok)))
     med = [r["median_s"] * 1e3 for r in ok]
     lo = [m - min(r["samples"]) * 1e3 for m, r in zip(med, ok)]
