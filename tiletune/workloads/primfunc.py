@@ -62,6 +62,22 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "tiletune" / "primfuncs"
 
 
+def remember_text(hash_: str, text) -> None:
+    """Write ``text()`` (a workload's TVMScript) to the cache file of ``hash_`` unless it is there already, so that
+    ``parse`` of the workload's key finds it again (in a measuring worker, in a later run)."""
+    path = cache_dir() / f"{hash_}.py"
+    if path.is_file():
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(text())
+        os.replace(tmp, path)
+    except OSError as e:
+        raise TiletuneError(f"cannot write the PrimFunc cache file {path}: {e}") from None
+
+
 def _first_line(e: BaseException) -> str:
     lines = [s.strip() for s in str(e).strip().splitlines() if s.strip()]
     # TVM errors end with the check that failed; tracebacks come first
@@ -212,17 +228,7 @@ class PrimFuncWorkload(Workload):
 
     def _remember(self) -> None:
         _BY_HASH.setdefault(self.hash, self)
-        path = cache_dir() / f"{self.hash}.py"
-        if path.is_file():
-            return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(self.text)
-            os.replace(tmp, path)
-        except OSError as e:
-            raise TiletuneError(f"cannot write the PrimFunc cache file {path}: {e}") from None
+        remember_text(self.hash, lambda: self.text)
 
     @cached_property
     def text(self) -> str:

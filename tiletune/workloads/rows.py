@@ -29,9 +29,7 @@ over the last axes), as Relax's FuseTIR emits it. The CPU template ``tiletune.sc
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from functools import cached_property
 
 import numpy as np
@@ -39,7 +37,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from .base import DTYPES, Axis, Workload, np_dtype, register_spec_parser
-from .primfunc import _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, cache_dir
+from .primfunc import _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, cache_dir, remember_text
 
 PREFIX = "rows:"
 KEY_RE = re.compile(r"^rows:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<shapes>[0-9x,]*)\]@(?P<hash>[0-9a-f]{16})$")
@@ -182,17 +180,7 @@ class RowWorkload(Workload):
         return (_from_text_named, (self.text, self.name))
 
     def _remember(self) -> None:
-        path = cache_dir() / f"{self.hash}.py"
-        if path.is_file():
-            return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(self.text)
-            os.replace(tmp, path)
-        except OSError as e:
-            raise TiletuneError(f"cannot write the PrimFunc cache file {path}: {e}") from None
+        remember_text(self.hash, lambda: self.text)
 
     @cached_property
     def text(self) -> str:
