@@ -7,7 +7,7 @@
   so the same computation is written out. Returns the last hidden state.
 - ``bert_mini``: the same with 2 layers, hidden 256, 4 heads, intermediate 1024 and seq in 16..256, batch 1:
   small enough to tune at several shapes in minutes (``benchmarks/shape_rule.py``, ``benchmarks/shape_transfer.py``).
-- ``mobilenetv2(width)``: MobileNetV2 at a width multiplier (torchvision's channel rounding to multiples of 8),
+- ``mobilenetv2(width)``: the built-in MobileNetV2 (``tiletune.model.zoo``, its channels rounded as torchvision does),
   1x3x224x224; ``mobilenetv2_075`` etc. name the widths of Fig. 12.
 """
 from __future__ import annotations
@@ -16,6 +16,8 @@ import math
 
 import torch
 from torch import nn
+
+from tiletune.model import zoo
 
 
 class Layer(nn.Module):
@@ -66,61 +68,9 @@ def bert_mini():
     return model, (torch.randint(0, 30522, (1, 64)),), {"ids": {1: torch.export.Dim("seq", min=16, max=256)}}
 
 
-def _divisible(v: float, d: int = 8) -> int:
-    new = max(d, int(v + d / 2) // d * d)
-    return new + d if new < 0.9 * v else new
-
-
-def _conv_bn(cin, cout, k, stride=1, groups=1, act=True):
-    layers = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
-    return nn.Sequential(*layers, nn.ReLU6()) if act else nn.Sequential(*layers)
-
-
-class InvertedResidual(nn.Module):
-    def __init__(self, cin, cout, stride, expand):
-        super().__init__()
-        hidden = cin * expand
-        layers = [_conv_bn(cin, hidden, 1)] if expand != 1 else []
-        layers += [_conv_bn(hidden, hidden, 3, stride, groups=hidden), _conv_bn(hidden, cout, 1, act=False)]
-        self.body = nn.Sequential(*layers)
-        self.residual = stride == 1 and cin == cout
-
-    def forward(self, x):
-        return x + self.body(x) if self.residual else self.body(x)
-
-
-class MobileNetV2(nn.Module):
-    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
-                (6, 320, 1, 1))
-
-    def __init__(self, width: float = 1.0, classes: int = 1000):
-        super().__init__()
-        cin = _divisible(32 * width)
-        last = _divisible(1280 * max(1.0, width))
-        layers = [_conv_bn(3, cin, 3, 2)]
-        for t, c, n, s in self.SETTINGS:
-            cout = _divisible(c * width)
-            for i in range(n):
-                layers.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))
-                cin = cout
-        layers.append(_conv_bn(cin, last, 1))
-        self.features = nn.Sequential(*layers)
-        self.fc = nn.Linear(last, classes)
-
-    def forward(self, x):
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
-
-
 def mobilenetv2(width: float = 1.0):
-    torch.manual_seed(0)
-    model = MobileNetV2(width)
-    g = torch.Generator().manual_seed(1)
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            with torch.no_grad():
-                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
-                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
-    return model.eval(), (torch.randn(1, 3, 224, 224),)
+    """The built-in MobileNetV2 (``tiletune.model.zoo``) at channel multiplier ``width``."""
+    return zoo.mobilenetv2(width)
 
 
 def mobilenetv2_100():

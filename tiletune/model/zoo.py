@@ -54,6 +54,13 @@ def _randomise_bn(model) -> None:
                 m.bias.copy_(torch.randn(m.num_features, generator=g) * 0.1)
 
 
+def divisible(v: float, d: int = 8) -> int:
+    """MobileNet's channel rule for a width multiplier: the nearest multiple of ``d``, not below 90% of ``v``
+    (torchvision's ``_make_divisible``); every channel count at width 1.0 is its own."""
+    new = max(d, int(v + d / 2) // d * d)
+    return new + d if new < 0.9 * v else new
+
+
 def _nn():
     torch = _torch()
     nn = torch.nn
@@ -126,16 +133,18 @@ def _nn():
         SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
                     (6, 320, 1, 1))  # t (expansion), c (channels), n (repeats), s (stride)
 
-        def __init__(self, classes=1000):
+        def __init__(self, classes=1000, width: float = 1.0):
             super().__init__()
-            layers, cin = [conv_bn(3, 32, 3, 2, act=nn.ReLU6)], 32
+            cin, last = divisible(32 * width), divisible(1280 * max(1.0, width))
+            layers = [conv_bn(3, cin, 3, 2, act=nn.ReLU6)]
             for t, c, n, s in self.SETTINGS:
+                cout = divisible(c * width)
                 for i in range(n):
-                    layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
-                    cin = c
-            layers.append(conv_bn(cin, 1280, 1, act=nn.ReLU6))
+                    layers.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))
+                    cin = cout
+            layers.append(conv_bn(cin, last, 1, act=nn.ReLU6))
             self.features = nn.Sequential(*layers)
-            self.fc = nn.Linear(1280, classes)
+            self.fc = nn.Linear(last, classes)
 
         def forward(self, x):
             x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
@@ -182,9 +191,10 @@ def resnet50():
     return _vision(lambda: c["ResNet"](c["Bottleneck"], (3, 4, 6, 3)))
 
 
-def mobilenetv2():
+def mobilenetv2(width: float = 1.0):
+    """MobileNetV2 (random weights); ``width`` is its channel multiplier (Gensor's Fig. 12 changes it)."""
     c = _nn()
-    return _vision(c["MobileNetV2"])
+    return _vision(lambda: c["MobileNetV2"](width=width))
 
 
 def tiny():
