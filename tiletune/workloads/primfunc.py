@@ -78,6 +78,24 @@ def remember_text(hash_: str, text) -> None:
         raise TiletuneError(f"cannot write the PrimFunc cache file {path}: {e}") from None
 
 
+def from_cache(cls, key: str, m, by_hash: dict, from_text, missing: str, stale: str = ""):
+    """The workload of ``key`` (``m``: its match of the kind's key pattern, with ``name`` and ``hash``): the one
+    made in this process (``by_hash``), else ``from_text`` of the cache file ``remember_text`` wrote, renamed to
+    the key's name; a TiletuneError when the file is missing (``missing`` says what to do) or gives another key
+    (``stale`` is appended)."""
+    path = cache_dir() / f"{m['hash']}.py"
+    wl = by_hash.get(m["hash"])
+    if wl is None:
+        if not path.is_file():
+            raise TiletuneError(f"workload {key}: its PrimFunc is not in the cache ({path}); {missing}")
+        wl = from_text(path.read_text())
+    if wl.name != m["name"]:
+        wl = cls(wl.func, m["name"])
+    if wl.key != key:
+        raise TiletuneError(f"workload {key}: the cached PrimFunc {path} gives the key {wl.key}{stale}")
+    return wl
+
+
 def _first_line(e: BaseException) -> str:
     lines = [s.strip() for s in str(e).strip().splitlines() if s.strip()]
     # TVM errors end with the check that failed; tracebacks come first
@@ -207,21 +225,10 @@ class PrimFuncWorkload(Workload):
         m = KEY_RE.match(key)
         if m is None:
             raise TiletuneError(f"{key!r} is not a PrimFunc workload key (NAME[SHAPES]@HASH)")
-        h = m["hash"]
-        wl = _BY_HASH.get(h)
-        if wl is None:
-            path = cache_dir() / f"{h}.py"
-            if not path.is_file():
-                raise TiletuneError(
-                    f"workload {key}: its PrimFunc is not in the cache ({path}); give the TVMScript file "
-                    "instead of the key (making the workload from the file stores it there)")
-            wl = cls.from_text(path.read_text())
-        if wl.name != m["name"]:
-            wl = cls(wl.func, m["name"])
-        if wl.key != key:
-            raise TiletuneError(f"workload {key}: the cached PrimFunc {cache_dir() / (h + '.py')} gives the key "
-                                f"{wl.key}; remove that file and give the TVMScript file instead")
-        return wl
+        return from_cache(cls, key, m, _BY_HASH, cls.from_text,
+                          missing="give the TVMScript file instead of the key (making the workload from the file "
+                          "stores it there)",
+                          stale="; remove that file and give the TVMScript file instead")
 
     def __reduce__(self):
         return (_from_text_named, (self.text, self.name))

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from .base import DTYPES, Axis, Workload, np_dtype, register_spec_parser
-from .primfunc import _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, cache_dir, remember_text
+from .primfunc import _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, from_cache, remember_text
 
 PREFIX = "rows:"
 KEY_RE = re.compile(r"^rows:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<shapes>[0-9x,]*)\]@(?P<hash>[0-9a-f]{16})$")
@@ -162,19 +162,9 @@ class RowWorkload(Workload):
         m = KEY_RE.match(key)
         if m is None:
             raise TiletuneError(f"{key!r} is not a row-reduction workload key (rows:NAME[SHAPES]@HASH)")
-        wl = _BY_HASH.get(m["hash"])
-        if wl is None:
-            path = cache_dir() / f"{m['hash']}.py"
-            if not path.is_file():
-                raise TiletuneError(f"workload {key}: its PrimFunc is not in the cache ({path}); extract the model's "
-                                    "tasks again on this machine (tiletune model tasks) to store it there")
-            wl = cls.from_text(path.read_text(), m["name"])
-        if wl.name != m["name"]:
-            wl = cls(wl.func, m["name"])
-        if wl.key != key:
-            raise TiletuneError(f"workload {key}: the cached PrimFunc {cache_dir() / (m['hash'] + '.py')} gives the "
-                                f"key {wl.key}")
-        return wl
+        return from_cache(cls, key, m, _BY_HASH, lambda text: cls.from_text(text, m["name"]),
+                          missing="extract the model's tasks again on this machine (tiletune model tasks) to store "
+                          "it there")
 
     def __reduce__(self):
         return (_from_text_named, (self.text, self.name))
