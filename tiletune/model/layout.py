@@ -158,7 +158,7 @@ def clip_as_min_max(mod):
             lo, hi = (relax.const(np.array(float(b), dtype=dtype)) for b in bounds)
             return relax.op.minimum(relax.op.maximum(call.args[0], lo), hi)
 
-    return _rewrite_functions(mod, Clip)
+    return rewrite_functions(mod, Clip)
 
 
 def _pad_outside(mod):
@@ -181,14 +181,17 @@ def _pad_outside(mod):
                                       data_layout="NHWC", kernel_layout=str(a.kernel_layout),
                                       out_layout=str(a.out_layout), out_dtype=a.out_dtype)
 
-    return _rewrite_functions(mod, PadOutside)
+    return rewrite_functions(mod, PadOutside)
 
 
-def _rewrite_functions(mod, mutator):
-    """``mod`` with every Relax function rewritten by a fresh ``mutator`` (a ``PyExprMutator`` class)."""
+def rewrite_functions(mod, mutator):
+    """A copy of ``mod`` with every Relax function rewritten by a fresh ``mutator`` (a ``PyExprMutator`` class);
+    ``mod`` itself is left as it is."""
+    import tvm
     from tvm import relax
 
-    for gv, f in list(mod.functions.items()):
+    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    for gv, f in list(out.functions.items()):
         if isinstance(f, relax.Function):
-            mod[gv] = mutator().visit_expr(f)
-    return mod
+            out[gv] = mutator().visit_expr(f)
+    return out

@@ -19,7 +19,7 @@ Two steps around it, each a choice the pass leaves open:
 from __future__ import annotations
 
 from ..errors import TiletuneError, one_line
-from .layout import clip_as_min_max
+from .layout import clip_as_min_max, rewrite_functions
 
 DTYPES = ("float32", "float16", "bfloat16")
 #: normalizations TVM's operator library computes in float32 or float16 only: in a bfloat16 model they run in
@@ -54,17 +54,6 @@ def cast(mod, dtype: str):
         raise TiletuneError(f"casting the model to {dtype} failed ({one_line(str(e), 300)})") from None
 
 
-def _rewrite(mod, mutator_cls):
-    import tvm
-    from tvm import relax
-
-    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
-    for gv, f in list(out.functions.items()):
-        if isinstance(f, relax.Function):
-            out[gv] = mutator_cls().visit_expr(f)
-    return out
-
-
 def _half_casts_to(mod, dtype: str):
     from tvm import relax
 
@@ -87,4 +76,4 @@ def _half_casts_to(mod, dtype: str):
                 return relax.op.astype(call.args[0], dtype)
             return call
 
-    return _rewrite(mod, Retype)
+    return rewrite_functions(mod, Retype)

@@ -16,6 +16,8 @@ after which the activation joins the matmul's epilogue and the reshapes in betwe
 """
 from __future__ import annotations
 
+from .layout import rewrite_functions
+
 UNARY = {"relax.nn.gelu", "relax.nn.gelu_tanh", "relax.nn.relu", "relax.nn.silu", "relax.sigmoid", "relax.tanh",
          "relax.exp", "relax.erf", "relax.negative", "relax.sqrt", "relax.rsqrt", "relax.square", "relax.abs"}
 BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum",
@@ -111,9 +113,5 @@ def _hoist_once(mod):
                     return relax.op.reshape(y, call.args[1])
             return call
 
-    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
-    for gv, f in list(out.functions.items()):
-        if isinstance(f, relax.Function):
-            out[gv] = Hoist().visit_expr(f)
     return tvm.transform.Sequential([relax.transform.CanonicalizeBindings(),
-                                     relax.transform.DeadCodeElimination()])(out)
+                                     relax.transform.DeadCodeElimination()])(rewrite_functions(mod, Hoist))
