@@ -187,11 +187,11 @@ def test_model_build_construct_on_the_cpu_matches_torch(tmp_path, capsys):
 
 
 def test_measuring_workers_run_cuda_kernels_on_the_gpu():
-    from tiletune.measure.local import _has_cuda_code
     from tiletune.schedules import build, make_space
+    from tiletune.schedules.cuda import cuda_module
     from tiletune.workloads import parse
 
     wl = parse("gemm:M=32,N=32,K=32")
     for target, gpu in ((CUDA, True), (parse_target(None), False)):
         space = make_space(wl, None, target)
-        assert _has_cuda_code(build(wl, space, space.sample(np.random.default_rng(0)), target).mod) is gpu
+        assert (cuda_module(build(wl, space, space.sample(np.random.default_rng(0)), target).mod) is not None) is gpu

@@ -40,6 +40,7 @@ import cloudpickle
 from ..errors import TiletuneError
 from ..lifetime import Lifeline, job_deadline
 from ..schedules import build, check
+from ..schedules.cuda import cuda_module
 from ..schedules.cpu import InvalidConfig, packable_inputs
 from ..space import Config, Space
 from ..target import check_local_target, host_cores
@@ -135,7 +136,7 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float
 
     if isinstance(lib, (str, os.PathLike)):
         lib = tvm.runtime.load_module(str(lib))
-    gpu = _has_cuda_code(lib)
+    gpu = cuda_module(lib) is not None  # a CUDA build runs on the GPU
     dev = tvm.cuda(0) if gpu else tvm.cpu()
     inputs, ref = _inputs_and_reference(workload)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
@@ -153,21 +154,6 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float
         return plan
     f = lib.time_evaluator("main", dev, number=plan.number, repeat=plan.repeat, min_repeat_ms=0)
     return [float(x) for x in f(*args, out).results]
-
-
-def _has_cuda_code(lib) -> bool:
-    """Whether the runtime module ``lib`` (or one it imports) holds CUDA kernels: it runs on the GPU."""
-    todo, seen = [lib], 0
-    while todo and seen < 64:
-        m, seen = todo.pop(), seen + 1
-        try:
-            kind = m.kind if isinstance(getattr(m, "kind", None), str) else m.type_key
-        except Exception:  # noqa: BLE001
-            kind = ""
-        if "cuda" in str(kind):
-            return True
-        todo.extend(getattr(m, "imports", []) or [])
-    return False
 
 
 _CONTEXTS: dict[bytes, tuple] = {}

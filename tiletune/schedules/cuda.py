@@ -367,15 +367,22 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
 
 def cuda_source(executable) -> str:
     """The generated CUDA C source of a built executable (read from the module's imports)."""
-    mod = executable.mod
+    m = cuda_module(executable.mod)
+    if m is None:
+        raise TiletuneError("no CUDA module among the built module's imports")
+    return m.inspect_source()
+
+
+def cuda_module(mod):
+    """The CUDA module among a runtime module and its imports (the kernels of a CUDA build), or None."""
     for m in _walk(mod):
         try:
             kind = m.kind if isinstance(getattr(m, "kind", None), str) else m.type_key
         except Exception:  # noqa: BLE001
             kind = ""
         if "cuda" in str(kind):
-            return m.inspect_source()
-    raise TiletuneError("no CUDA module among the built module's imports")
+            return m
+    return None
 
 
 def _walk(mod):
