@@ -89,6 +89,11 @@ def _torch_tensor(torch, x: np.ndarray, dtype: str):
     return t.cuda().to(getattr(torch, dtype))
 
 
+def _rel_error(got: np.ndarray, ref: np.ndarray) -> float:
+    """The largest absolute error relative to the reference's largest magnitude."""
+    return float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
+
+
 def vendor_gpu(wl) -> dict:
     """torch (cuBLAS / cuDNN) on GPU 0 in the workload's dtype (fp32 without TF32): label, median seconds,
     GFLOPS, max error relative to the reference's scale."""
@@ -124,7 +129,7 @@ def vendor_gpu(wl) -> dict:
             out = fn()
             torch.cuda.synchronize()
             got = out.contiguous().float().cpu().numpy().astype(np.float64)
-            err = float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
+            err = _rel_error(got, ref)
             for _ in range(10):
                 fn()
             times = []
@@ -162,7 +167,7 @@ def dlight_gpu(wl, arch: str) -> dict:
     out = tvm.runtime.tensor(np.zeros(wl.output_shape(), wl.out_dtype), dev)
     lib["main"](*args, out)
     got = np.asarray(out.numpy(), dtype=np.float64)
-    err = float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
+    err = _rel_error(got, ref)
     med = float(np.median(lib.time_evaluator("main", dev, number=10, repeat=20)(*args, out).results))
     return {"label": f"TVM {tvm.__version__} dlight gpu.Matmul (untuned)", "median_s": med,
             "gflops": wl.flops / med / 1e9, "rel_error": err}
