@@ -280,8 +280,9 @@ def run_tune(args) -> int:
     check_top(args.confirm)
     check_output(args.records, "records file")
     rpc = rpc_address(args)  # a bad --rpc or an unreachable tracker: one line before the model is imported
-    if rpc is None and is_cuda(parse_target(args.target)):
-        check_local_target(parse_target(args.target))  # a CUDA target without a GPU here: one line
+    target = parse_target(args.target)
+    if rpc is None and is_cuda(target):
+        check_local_target(target)  # a CUDA target without a GPU here: one line
     source, tasks, dyn = _load(args)
     if os.path.exists(args.records):  # a records file of another model is refused here
         best_configs(tasks, args.records) if dyn is None else best_configs_shaped(dyn, args.records)
