@@ -3,7 +3,8 @@ module, list every distinct kernel with its call count, and turn the tunable one
 (``PrimFuncWorkload``).
 
 - Fusion (under the target): TVM's CPU library dispatch (sort, scan and cumsum, sampling, as its
-  default pipeline does first), ``FastMathTransform`` (exp, tanh, erf as vectorizable polynomials), then
+  default pipeline does first), ``fast_math`` (exp, tanh, erf and the activations built on them, GELU,
+  sigmoid, SiLU, as vectorizable polynomials), then
   ``LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR, DeadCodeElimination``: each operator becomes a TIR kernel and elementwise consumers join their
   producer's kernel (conv2d + bias + residual add + ReLU is one kernel).
 - Extraction (our own walk, like MetaSchedule's ``extract_tasks``): every ``call_tir`` of a PrimFunc in the
@@ -31,6 +32,7 @@ from ..workloads.primfunc import PrimFuncWorkload, _walk
 from ..workloads.rows import RowWorkload, block_flops
 from . import gpu_default
 from .dims import bind, parse_shapes
+from .fast_math import fast_math
 from .importer import to_relax
 from .layout import DEFAULT_LAYOUT, check_layout, convert
 from .precision import cast, check_dtype
@@ -95,7 +97,7 @@ def fuse(mod, target: dict):
     try:
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
-                relax.transform.FastMathTransform(),  # docs/decisions/fast-math.md
+                fast_math(),  # docs/decisions/fast-math.md
                 relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                 relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
                 relax.transform.DeadCodeElimination()])(mod)
