@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
 
@@ -39,7 +40,7 @@ import cloudpickle
 
 from ..errors import TiletuneError
 from ..lifetime import Lifeline, job_deadline
-from ..schedules import build, check
+from ..schedules import build, check, prepacked_inputs
 from ..schedules.cuda import cuda_module
 from ..schedules.cpu import InvalidConfig, packable_inputs
 from ..space import Config, Space
@@ -74,10 +75,28 @@ def build_kernel(workload: Workload, space: Space, config: Config, target: dict)
     TVM's in-memory LLVM module generates machine code (JIT) at its first function look-up; doing that
     here keeps code generation in the parallel build phase instead of the sequential run phase.
     The kernel is always called with arrays of the workload's shapes and dtypes (``run_kernel``), so it is
-    compiled without the entry function's argument checks (``schedules.build``)."""
-    mod = build(workload, space, config, target, arg_checks=False).mod
+    compiled without the entry function's argument checks (``schedules.build``).
+
+    A kernel that takes some of a model's weights packed (``schedules.prepacked_inputs``) is returned as
+    ``Prepacked``: ``run_kernel`` packs those inputs before the first run, outside the timing, as the model
+    build packs the weights once."""
+    mod = build(workload, space, config, target, arg_checks=False, prepacked=True).mod
     mod["main"]
-    return mod
+    panels = prepacked_inputs(workload, space, config, target)
+    return Prepacked(mod, panels) if panels else mod
+
+
+@dataclass
+class Prepacked:
+    """A built kernel (``mod``) that takes the inputs at the positions of ``panels`` in their packed layouts."""
+    mod: Any
+    panels: dict
+
+    def inputs(self, inputs: list) -> list:
+        return [self.panels[i].pack(x) if i in self.panels else x for i, x in enumerate(inputs)]
+
+    def export_library(self, path: str) -> None:
+        self.mod.export_library(path)
 
 
 def build_kernel_gpu(workload: Workload, space: Space, config: Config, target: dict):
@@ -136,9 +155,11 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float
 
     if isinstance(lib, (str, os.PathLike)):
         lib = tvm.runtime.load_module(str(lib))
+    inputs, ref = _inputs_and_reference(workload)
+    if isinstance(lib, Prepacked):
+        inputs, lib = lib.inputs(inputs), lib.mod
     gpu = cuda_module(lib) is not None  # a CUDA build runs on the GPU
     dev = tvm.cuda(0) if gpu else tvm.cpu()
-    inputs, ref = _inputs_and_reference(workload)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
     out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.out_dtype), dev)
     main = lib["main"]

@@ -46,7 +46,7 @@ from multiprocessing.connection import wait
 from typing import Sequence
 
 from ..errors import TiletuneError
-from ..schedules import check
+from ..schedules import check, prepacked_inputs
 from ..schedules.cpu import InvalidConfig
 from ..space import Config, Space
 from ..workloads import parse
@@ -295,6 +295,12 @@ class _Device(threading.Thread):
         sess.remove(name)  # loaded: the server's copy is not needed any more
         dev = sess.cuda(0) if m.target.get("kind") == "cuda" else sess.cpu(0)
         args, out = self._inputs(dev)
+        panels = prepacked_inputs(m.workload, m.space, job.config, m.target)
+        if panels:  # the model's weights that this kernel takes packed: sent for this kernel alone
+            import tvm
+
+            args = [tvm.runtime.tensor(panels[i].pack(x), dev) if i in panels else a
+                    for i, (a, x) in enumerate(zip(args, m.reference()[0]))]
         lib["main"](*args, out)  # first run: also the correctness check
         if m.settings.check:
             check_output(m.workload, out.numpy(), m.reference()[1])

@@ -9,7 +9,9 @@ export one library, and export the kernels as a MetaSchedule database.
   template's schedule of that configuration, and every other kernel by the default schedule
   (``tiletune.model.default_schedule.checked``).
 - ``compile_module``: TVM's CPU pipeline without its legalization and fusion (the module is already
-  fused and scheduled): ``RewriteDataflowReshape .. CallTIRRewrite`` and the finalization passes.
+  fused and scheduled): the weights that tuned kernels take in panels packed once (``SplitLayoutRewritePreproc``
+  + ``FoldConstant``, see ``tiletune.schedules.cpu``), ``RewriteDataflowReshape .. CallTIRRewrite`` and the
+  finalization passes.
 - ``check``: runs the compiled model in Relax's VM on random inputs and compares every output with
   PyTorch's (ONNX Runtime's for an ``.onnx`` model): ``rtol=atol=1e-3`` relative to the outputs' scale.
 - ``export``: ``export_library(path)`` and a sidecar ``path + '.json'`` (model, target, inputs, outputs,
@@ -203,7 +205,9 @@ def compile_module(mod, target: dict):
     if left:
         raise TiletuneError(f"compiling the model failed: TVM has no kernel for {', '.join(sorted(left))} "
                             "(its legalization left the operator as it is)")
-    pipeline = tvm.transform.Sequential(dataflow_lower_passes(tgt) + finalize_passes(tgt))
+    prepack = [] if is_cuda(target) else [  # weights packed once, here (tiletune.schedules.cpu.PREPACK)
+        relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()]
+    pipeline = tvm.transform.Sequential(prepack + dataflow_lower_passes(tgt) + finalize_passes(tgt))
     if not is_cuda(target):  # numpy inputs pass without a copy (tiletune.alignment); GPU arrays are TVM's own
         mod = with_param_alignment(mod, PARAM_ALIGNMENT)
     try:

@@ -10,6 +10,9 @@ module, list every distinct kernel with its call count, and turn the tunable one
 - Extraction (our own walk, like MetaSchedule's ``extract_tasks``): every ``call_tir`` of a PrimFunc in the
   module's Relax functions counts one call; kernels with the same structure (structural hash, names of
   variables aside) are one kernel, their calls summed.
+- Weights (LLVM targets): a kernel's parameters that are constants at every one of its calls are listed in its
+  ``layout_free_buffers`` attribute (``with_weights``), so that the CPU template packs them once, when the
+  model is built (docs/decisions/weight-prepack.md).
 - Tunable: a kernel that ``PrimFuncWorkload`` accepts (one reduction block, producers that inline,
   an elementwise epilogue) and whose reduction multiplies two operands and accumulates (convolutions,
   dense layers, matmuls): the tiling tasks; and on an LLVM target, a row reduction that ``RowWorkload``
@@ -128,6 +131,47 @@ def call_counts(mod) -> dict[str, int]:
     return counts
 
 
+def weight_params(mod) -> dict[str, tuple[int, ...]]:
+    """The parameters of each PrimFunc (by global name) that are a constant (a model weight) at every one of its
+    ``call_tir`` calls, as parameter indices; what TVM's ``AttachAttrLayoutFreeBuffers`` computes, without its
+    renaming of the functions."""
+    import tvm
+    from tvm import relax
+
+    seen: dict[str, set[int]] = {}
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+
+    @relax.expr_functor.visitor
+    class Calls(relax.PyExprVisitor):
+        def visit_call_(self, call):
+            if call.op.same_as(call_tir) and isinstance(call.args[0], tvm.ir.GlobalVar):
+                args = call.args[1].fields if isinstance(call.args[1], relax.Tuple) else [call.args[1]]
+                const = {i for i, a in enumerate(args) if isinstance(a, tvm.ir.expr.Constant)}
+                name = call.args[0].name_hint
+                seen[name] = seen[name] & const if name in seen else const
+            for a in call.args:
+                self.visit_expr(a)
+
+    for gv, f in mod.functions.items():
+        if isinstance(f, relax.Function):
+            Calls().visit_expr(f)
+    return {name: tuple(sorted(idx)) for name, idx in seen.items() if idx}
+
+
+def with_weights(mod):
+    """``mod`` with every PrimFunc that has weights (``weight_params``) carrying their indices as its
+    ``layout_free_buffers`` attribute (Python ints: the attribute survives the TVMScript round trip of
+    ``PrimFuncWorkload`` keys), as MetaSchedule's own tuning reads it too."""
+    import tvm
+
+    weights = weight_params(mod)
+    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    for gv, f in mod.functions.items():
+        if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint in weights:
+            out[gv] = f.with_attr("layout_free_buffers", list(weights[gv.name_hint]))
+    return out
+
+
 def _is_mac(wl: PrimFuncWorkload) -> bool:
     """Whether the anchor's update multiplies two operands that depend on loads (C += A * B)."""
     found = []
@@ -161,6 +205,8 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
     import tvm_ffi
 
     counts = call_counts(fused)
+    if not is_cuda(target):  # the CPU template may prepack them (PrimFuncWorkload.weights)
+        fused = with_weights(fused)
     by_hash: dict[str, Kernel] = {}
     for gv, f in sorted(fused.functions.items(), key=lambda kv: kv[0].name_hint):
         if not isinstance(f, tvm.tirx.PrimFunc):

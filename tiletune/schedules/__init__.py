@@ -84,9 +84,21 @@ def starts(workload: Workload, space: Space, target: dict[str, Any] | None = Non
     return rows.starts(workload, space) if isinstance(workload, RowWorkload) and not is_cuda(target) else []
 
 
+def prepacked_inputs(workload: Workload, space: Space, config: Config, target: dict[str, Any]) -> dict[int, "cpu.Panels"]:
+    """The inputs (by position) that a measured kernel of ``config`` takes packed, with their layout
+    (``cpu.prepacked``: weights of a model on the CPU template); {} for the other templates."""
+    if _rows(workload, target) or is_cuda(target):
+        return {}
+    return cpu.prepacked(workload, space, config)
+
+
 def build(workload: Workload, space: Space, config: Config, target: dict[str, Any], *, arg_checks: bool = True,
-          param_alignment: int | None = None):
+          param_alignment: int | None = None, prepacked: bool = False):
     """Compile ``config`` for ``target``; the result's ``.mod`` is the runtime module.
+
+    ``prepacked=True`` (the measurement): the kernel takes the model's weights that ``config`` packs already
+    packed (the inputs ``prepacked_inputs`` names, in its layouts), as the model build runs it; without it, the
+    kernel packs them itself and takes the workload's own inputs.
 
     ``param_alignment``: the bytes of alignment the kernel may assume for its arrays (default: TVM's; see
     ``tiletune.alignment``).
@@ -99,7 +111,12 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
     import tvm
 
     sch = schedule(workload, space, config, target)
-    mod = sch.mod if param_alignment is None else with_param_alignment(sch.mod, param_alignment)
+    mod = sch.mod
+    if prepacked and prepacked_inputs(workload, space, config, target):
+        from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+        mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    mod = mod if param_alignment is None else with_param_alignment(mod, param_alignment)
     extra = cuda_mma.pass_config() if _mma(workload, target) else {}
     if arg_checks and not extra:
         with quiet_tvm():  # pow's warnings (fused GELU epilogues)

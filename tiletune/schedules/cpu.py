@@ -39,7 +39,10 @@ the loops are ordered
   the input into panels ``Bp[.., n // n3, k, n % n3]`` (n3 = the innermost tile of the vectorized axis),
   so that the micro-kernel reads B contiguously instead of one cache line per 4 KiB row (which also
   thrashes the L1 sets at power-of-two strides). OpenBLAS packs for the same reason. The copy costs
-  O(K N) against O(M N K) arithmetic and is parallel over panels.
+  O(K N) against O(M N K) arithmetic and is parallel over panels. When the input is a weight of the model
+  (``PrimFuncWorkload.weights``) the copy is annotated ``PREPACK``: the model build runs it once, on the
+  constant (TVM's ``SplitLayoutRewritePreproc`` + ``FoldConstant``, MetaSchedule's weight layout rewrite),
+  and the measurement times the kernel without it, on the packed weight (``prepacked``).
 
 Other level counts work too: with Ls spatial levels the first ceil(Ls/2) form the outer part
 (parallel + cache tiles) and the rest the inner part; with Lr reduction levels the first Lr-1 are
@@ -110,26 +113,76 @@ def choice_knobs(workload: Workload) -> dict[str, tuple]:
     return knobs
 
 
-def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None = None) -> None:
-    """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block`` (as ``read_name`` when
-    the scheduled function names its buffers otherwise)."""
-    reads = [r.source.name for r in sch.get(block).reads]
-    idx = reads.index(read_name or name)
+#: the annotation of a packing stage that the model build runs once, on the weight, instead of every call
+#: (MetaSchedule's name, which TVM's ``SplitLayoutRewritePreproc`` and ``RemoveWeightLayoutRewriteBlock`` read)
+PREPACK = "meta_schedule.layout_rewrite_preproc"
+
+
+@dataclass(frozen=True)
+class Panels:
+    """The panel layout of a packed input: its dimension ``nd`` (the vectorized axis) split into
+    ``nd // inner`` and ``nd % inner``, the panel index placed before the first dimension that a reduction
+    walks (``first_red``) and the lane index last: ``[lead.., n // inner, rest.., n % inner]``."""
+    nd: int
+    first_red: int
+    inner: int
+
+    def index_map(self, *iv):
+        lead = [iv[i] for i in range(self.first_red) if i != self.nd]
+        rest = [iv[i] for i in range(self.first_red, len(iv)) if i != self.nd]
+        return tuple(lead + [iv[self.nd] // self.inner] + rest + [iv[self.nd] % self.inner])
+
+    def pack(self, array):
+        """``array`` (numpy) in this layout: what the packing stage computes."""
+        import numpy as np
+
+        shape = array.shape
+        if shape[self.nd] % self.inner:
+            raise TiletuneError(f"panels of {self.inner} do not divide dimension {self.nd} of {shape}")
+        split = array.reshape(shape[:self.nd] + (shape[self.nd] // self.inner, self.inner) + shape[self.nd + 1:])
+        old = lambda i: i if i < self.nd else i + 1  # noqa: E731  (an axis of ``array`` in ``split``)
+        order = [old(i) for i in range(self.first_red) if i != self.nd] + [self.nd]
+        order += [old(i) for i in range(self.first_red, len(shape)) if i != self.nd] + [self.nd + 1]
+        return np.ascontiguousarray(split.transpose(order))
+
+
+def _panels(workload: Workload, name: str, inner: int) -> Panels:
     axes = workload.axes_no_tvm()
     last = [a.name for a in axes if a.kind == "S"][-1]
     reduction = {a.name for a in axes if a.kind == "R"}
     acc = next(t for t in tensor_accesses(workload) if t.name == name)
     names = [d.terms[0][0] for d in acc.dims]
-    nd = names.index(last)
-    first_red = min(i for i, a in enumerate(names) if a in reduction)
+    return Panels(names.index(last), min(i for i, a in enumerate(names) if a in reduction), inner)
 
-    def index_map(*iv):
-        lead = [iv[i] for i in range(first_red) if i != nd]
-        rest = [iv[i] for i in range(first_red, len(iv)) if i != nd]
-        return tuple(lead + [iv[nd] // inner] + rest + [iv[nd] % inner])
+
+def prepacked(workload: Workload, space: Space, config: Config) -> dict[int, Panels]:
+    """The inputs (by position) that a kernel of ``config`` takes in panels, packed once when the model is built:
+    with ``pack`` on, the packable inputs that are the model's weights (``PrimFuncWorkload.weights``).
+    A measured kernel takes them packed (``tiletune.schedules.build(prepacked=True)``), so the tuner times what
+    the model runs."""
+    d = space.to_dict(config)
+    weights = getattr(workload, "weights", frozenset())
+    if not d.get("pack") or not weights:
+        return {}
+    last = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"][-1]
+    names = workload.input_names()
+    return {names.index(n): _panels(workload, n, d[last.name][-1]) for n in packable_inputs(workload)
+            if n in weights}
+
+
+def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None = None) -> None:
+    """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block`` (as ``read_name`` when
+    the scheduled function names its buffers otherwise). For a weight of the model the copy is annotated
+    ``PREPACK``: the model build folds it into the constant, the measurement gives it packed."""
+    reads = [r.source.name for r in sch.get(block).reads]
+    idx = reads.index(read_name or name)
+    panels = _panels(workload, name, inner)
+    nd, first_red = panels.nd, panels.first_red
 
     packed = sch.cache_read(block, idx, "global")
-    sch.transform_layout(packed, ("write", 0), index_map)
+    sch.transform_layout(packed, ("write", 0), panels.index_map)
+    if name in getattr(workload, "weights", frozenset()):
+        sch.annotate(packed, PREPACK, True)
     # loop nest in the packed (write) order: leading dims, panel, rest, lane; parallel over the outer
     # loops, vectorized over the n3 lanes of a panel row
     loops = sch.get_loops(packed)

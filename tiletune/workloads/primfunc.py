@@ -29,6 +29,9 @@ prints them), a file holding that text, a PrimFunc or an IRModule with one PrimF
   PrimFunc workload writes its TVMScript text to ``~/.cache/tiletune/primfuncs/<HASH>.py`` when it is first
   made, and ``parse`` of a key reads that file back. On a machine whose cache does not hold it, the error
   says to give the TVMScript file instead.
+- Weights: a function whose ``layout_free_buffers`` attribute lists parameters (the model's constants) has
+  them as ``weights``; the attribute enters the hash, so a kernel whose weights the CPU template prepacks
+  (``tiletune.schedules.cpu``) is not confused with the same loops on plain inputs.
 - Access model (gensor, roller, the analytical features): ``tensor_accesses()`` reads the anchor's buffer
   accesses; every index must be an affine function of the block's iterators with constant coefficients
   (else a TiletuneError says which one is not). The padded input is described by the intermediate padded
@@ -420,6 +423,16 @@ class PrimFuncWorkload(Workload):
 
     def input_names(self) -> list[str]:
         return [n for n, _, _ in self._params[:-1]]
+
+    @cached_property
+    def weights(self) -> frozenset[str]:
+        """The inputs that are the model's constants (weights): the parameters whose indices the function's
+        ``layout_free_buffers`` attribute lists, as TVM's ``AttachAttrLayoutFreeBuffers`` and
+        ``tiletune.model.tasks`` set it. The CPU template may give them in a packed layout, packed once when
+        the model is built (``tiletune.schedules.cpu``)."""
+        attrs = self.func.attrs or {}
+        names = [p.name for p in self.func.params]
+        return frozenset(names[int(i)] for i in attrs.get("layout_free_buffers", ()) if int(i) < len(names) - 1)
 
     def input_shapes(self) -> list[tuple[int, ...]]:
         return [s for _, s, _ in self._params[:-1]]

@@ -1,0 +1,129 @@
+"""A model's weights in the CPU template's panels, packed once when the model is built: the tasks know their
+weights, a measured kernel takes them packed (and checks against the unpacked reference), the model build
+folds the packing into the constants and matches torch; and the activations that legalize to exp/erf/tanh
+(GELU, SiLU, sigmoid) use TVM's fast forms."""
+import numpy as np
+import pytest
+
+from tiletune.measure.base import MeasureSettings
+from tiletune.target import host_target
+
+pytestmark = pytest.mark.tvm
+torch = pytest.importorskip("torch")
+
+FACTORY = '''
+import torch
+from torch import nn
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.gate, self.down = nn.Linear(24, 40), nn.Linear(24, 40), nn.Linear(40, 8)
+
+    def forward(self, x, y):
+        h = nn.functional.gelu(self.up(x)) * nn.functional.silu(self.gate(x))
+        a = torch.sigmoid(x @ y.transpose(1, 2))  # two activations: no weight
+        return self.down(h), nn.functional.gelu(a, approximate="tanh")
+
+
+def make():
+    torch.manual_seed(0)
+    return Mlp().eval(), (torch.randn(1, 5, 24), torch.randn(1, 7, 24))
+'''
+
+
+@pytest.fixture(scope="module")
+def model(home):
+    from tiletune.model.tasks import load_model_tasks
+
+    path = home / "mlp_model.py"
+    path.write_text(FACTORY)
+    return load_model_tasks(f"{path}:make", host_target())
+
+
+def _config(wl, space, target, pack=True):
+    """A configuration the template schedules, with ``pack`` on (when ``pack``)."""
+    from tiletune.schedules import check
+    from tiletune.schedules.cpu import InvalidConfig
+
+    for c in space.sample_unique(np.random.default_rng(0), 300):
+        try:
+            check(wl, space, c, target)
+        except InvalidConfig:
+            continue
+        if not pack or space.to_dict(c).get("pack"):
+            return c
+    pytest.fail("no schedulable configuration with pack=1 in 300 samples")
+
+
+def test_activations_use_the_fast_forms(model):
+    import tvm
+
+    _, tasks = model
+    text = "\n".join(f.script() for f in tasks.fused.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    for exact in ("T.erf(", "T.exp(", "T.tanh(", "T.sigmoid("):
+        assert exact not in text
+    assert "T.max(T.min(" in text  # the clamped polynomials of fast_erf / fast_exp / fast_tanh
+
+
+def test_weights_are_known_and_a_measured_kernel_takes_them_packed(model):
+    from tiletune.measure.local import Prepacked, build_kernel, run_kernel
+    from tiletune.schedules import make_space, prepacked_inputs
+
+    _, tasks = model
+    linear = [k.workload for k in tasks.tasks if k.workload.weights]
+    assert len(linear) >= 2  # up+gate (one kernel each, or the same kernel twice) and down
+    assert any(not k.workload.weights for k in tasks.tasks if hasattr(k.workload, "weights"))  # x @ y^T
+    wl = linear[0]
+    space = make_space(wl, None, tasks.target)
+    cfg = _config(wl, space, tasks.target)
+    panels = prepacked_inputs(wl, space, cfg, tasks.target)
+    assert panels and all(wl.input_names()[i] in wl.weights for i in panels)
+    lib = build_kernel(wl, space, cfg, tasks.target)
+    assert isinstance(lib, Prepacked)
+    costs = run_kernel(wl, lib, MeasureSettings(repeat=1, min_repeat_ms=0))  # raises WrongAnswer if unpacked
+    assert costs and all(c > 0 for c in costs)
+    # the same configuration built for a user packs inside the kernel and takes the workload's own inputs
+    plain = __import__("tiletune.schedules", fromlist=["build"]).build(wl, space, cfg, tasks.target).mod
+    ins = wl.make_inputs()
+    import tvm
+
+    out = tvm.runtime.tensor(np.zeros(wl.output_shape(), "float32"))
+    plain["main"](*[tvm.runtime.tensor(x) for x in ins], out)
+    np.testing.assert_allclose(out.numpy(), wl.reference(*ins), rtol=1e-4, atol=1e-4)
+
+
+def test_the_model_build_packs_the_weights_once_and_matches_torch(model):
+    import tvm
+    from tvm import relax
+
+    from tiletune.model.build import Chosen, ModelRunner, compare, compile_module, scheduled_module
+    from tiletune.schedules import cpu, make_space
+
+    source, tasks = model
+    chosen = {}
+    for k in tasks.tasks:
+        space = make_space(k.workload, None, tasks.target)
+        cfg = _config(k.workload, space, tasks.target, pack="pack" in space.names)
+        chosen[k.hash] = Chosen(k, cfg, space, 1e-3, 1.0)
+    mod, how = scheduled_module(tasks, chosen)
+    assert any(cpu.PREPACK in f.script() for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    folded = tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
+                                       relax.transform.FoldConstant()])(mod)
+    called = set()
+
+    @relax.expr_functor.visitor
+    class Calls(relax.PyExprVisitor):
+        def visit_call_(self, call):
+            if call.args and isinstance(call.args[0], tvm.ir.GlobalVar):
+                called.add(call.args[0].name_hint)
+            for a in call.args:
+                self.visit_expr(a)
+
+    Calls().visit_expr(folded["main"])
+    assert not [n for n in called if cpu.PREPACK in folded[n].script()]  # every packing ran at build time
+    ex = compile_module(mod, tasks.target)
+    for seed in (1, 2):
+        x = source.random_inputs(seed)
+        assert compare(ModelRunner(ex)(*x), source.reference(x)) < 1e-4
