@@ -127,3 +127,21 @@ def test_the_model_build_packs_the_weights_once_and_matches_torch(model):
     for seed in (1, 2):
         x = source.random_inputs(seed)
         assert compare(ModelRunner(ex)(*x), source.reference(x)) < 1e-4
+
+
+def test_records_of_the_kernels_before_their_hash_changed_say_so(model, tmp_path):
+    from tiletune.errors import TiletuneError
+    from tiletune.model.build import best_configs, untuned_reasons
+    from tiletune.records import Record
+    from tiletune.target import target_key
+
+    _, tasks = model
+    tkey = target_key(tasks.target)
+    old = [Record(workload=k.workload.key.rsplit("@", 1)[0] + "@0123456789abcdef", target=tkey, config={},
+                  costs=(1e-3,), median_s=1e-3, gflops=1.0) for k in tasks.tasks]
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(r.to_json() + "\n" for r in old))
+    with pytest.raises(TiletuneError, match="earlier tiletune"):
+        best_configs(tasks, str(path))
+    reasons = untuned_reasons(tasks, str(path), {})
+    assert all("earlier tiletune" in why for why in reasons.values()) and len(reasons) == len(tasks.tasks)

@@ -62,6 +62,11 @@ class Chosen:
     how: str = "tuned"  # or "constructed (gensor)": no measurement (``constructed_configs``)
 
 
+def _stem(key: str) -> str:
+    """A workload key without its structural hash: ``NAME[SHAPES]``."""
+    return key.rsplit("@", 1)[0]
+
+
 def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     """The chosen kernel of each task (by kernel hash) in ``records`` for the tasks' target (the module
     docstring)."""
@@ -74,6 +79,10 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     keys = tasks.keys()
     mine = [r for r in recs if r.workload in keys]
     if recs and not mine:
+        if {_stem(r.workload) for r in recs} & {_stem(k) for k in keys}:
+            raise TiletuneError(f"records file {records} holds this model's kernels as an earlier tiletune made them "
+                                "(their structural hashes differ, e.g. since weights are marked for prepacking, "
+                                "docs/decisions/weight-prepack.md): tune the model again")
         raise TiletuneError(f"records file {records} holds no kernel of this model (it holds "
                             f"{len({r.workload for r in recs})} other workload(s)): it was tuned for another model, "
                             f"or with the other layout (this is {tasks.layout}; see --layout)")
@@ -136,11 +145,14 @@ def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Ch
         return {}
     tkey = target_key(tasks.target)
     recs = load(records) if records is not None and Path(records).exists() else []
+    stems = {_stem(r.workload) for r in recs if r.target == tkey}
     out = {}
     for k in missing:
         mine = [r for r in recs if r.workload == k.workload.key and r.target == tkey]
         fails = failures(mine)
-        if not mine:
+        if not mine and _stem(k.workload.key) in stems:
+            out[k.name] = "not tuned (its records are of the kernel as an earlier tiletune made it: tune again)"
+        elif not mine:
             out[k.name] = "not tuned (no record)"
         elif fails:
             (kind, msg), n = fails.most_common(1)[0]
