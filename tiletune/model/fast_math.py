@@ -8,7 +8,9 @@ legalization and the fast function in place of the exact one:
 
 - ``nn.gelu``: ``x * (0.5 + 0.5 * fast_erf(x / sqrt 2))`` (float16 computes the erf in float32, as TVM does);
 - ``nn.gelu_tanh``: ``0.5 * x * (1 + fast_tanh(sqrt(2 / pi) * x * (1 + 0.044715 x^2)))``;
-- ``sigmoid``: ``1 / (1 + fast_exp(-x))``; ``nn.silu``: ``x * sigmoid(x)``.
+- ``sigmoid``: ``1 / (1 + fast_exp(-x))``; ``nn.silu``: ``x * sigmoid(x)``;
+- ``power(x, c)`` with a scalar constant ``c`` of 2 or 3 (gpt2's spelt-out GELU has ``x ** 3``): ``x * x``,
+  ``x * x * x``, which is exact where ``pow`` calls libm per element.
 
 ``fast_exp`` clamps its argument to +-88.38, so sigmoid stays finite: ``1 / (1 + 2.4e38)`` for ``x <= -88.38``.
 TVM's fast forms exist for float32 (``fast_exp``) and float32/float16 (``fast_erf``, ``fast_tanh``); for any
@@ -65,6 +67,29 @@ _COMPOSITES = {
 }
 
 
+def _small_power(call) -> int | None:
+    """The exponent of ``power(x, c)`` when ``c`` is a scalar constant 2 or 3, else None."""
+    import numpy as np
+    import tvm
+
+    if getattr(call.op, "name", None) != "relax.power" or not isinstance(call.args[1], tvm.ir.expr.Constant):
+        return None
+    value = np.asarray(call.args[1].value.numpy())
+    if value.size != 1 or float(value.reshape(())) not in (2.0, 3.0):
+        return None
+    return int(float(value.reshape(())))
+
+
+def _power(n: int):
+    from tvm import topi
+
+    def te_power(x):
+        y = topi.multiply(x, x)
+        return topi.multiply(y, x) if n == 3 else y
+
+    return te_power
+
+
 def fast_math():
     """The module pass: TVM's ``FastMathTransform`` plus the composite activations above."""
     import tvm
@@ -75,6 +100,9 @@ def fast_math():
     @expr_functor.mutator
     class _Mutator(FastMathCodeGenerator._cls):
         def visit_call_(self, call):
+            n = _small_power(call)
+            if n is not None and str(call.args[0].ty.dtype).startswith("float"):
+                return self.builder_.call_te(_power(n), self.visit_expr(call.args[0]), primfunc_name_hint="power")
             entry = _COMPOSITES.get(getattr(call.op, "name", None))
             if entry is not None:
                 dtype = str(call.args[0].ty.dtype)
