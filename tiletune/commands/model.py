@@ -22,6 +22,7 @@ from ..model.shapes import (OTHER_SHAPES, best_configs_shaped, check_bindings, d
                             shape_tasks)
 from ..model.first_use import portable_spec
 from ..model.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
+from ..model.shared_search import shared_search
 from ..model.source import load as load_source
 from ..model.tasks import ModelTasks, model_tasks
 from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
@@ -91,6 +92,13 @@ def add_parser(sub) -> None:
                    + (" (the default)" if SHAPE_TRANSFER else ""))
     u.add_argument("--no-shape-transfer", dest="shape_transfer", action="store_false", default=argparse.SUPPRESS,
                    help="tune each shape alone")
+    u.add_argument("--shared-search", action="store_true",
+                   help="opt-in, with two or more --shapes: a DietCode-like shared search instead of one search per "
+                   "shape: per kernel, one search for all its shapes, whose candidates (tile sizes) are measured at one "
+                   "shape each and an XGBoost model over (candidate, shape) predicts the others; at the end every "
+                   "shape measures its best predicted candidates and builds with its fastest measured kernel. "
+                   "--trials is the whole budget; the kernels that do not change with the shapes are tuned with "
+                   "--strategy as usual")
     u.set_defaults(func=run_tune)
 
     b = msub.add_parser("build", help="build the model with its best kernels and export it", formatter_class=HelpFormatter,
@@ -269,6 +277,17 @@ def _bench_settings():
     return MeasureSettings()
 
 
+def _check_shared(args) -> None:
+    """--shared-search's one-line refusals, before the model is imported."""
+    if not args.shapes:
+        raise TiletuneError("--shared-search needs a model with symbolic dimensions and two or more shapes "
+                            "(--shapes NAME=V1,V2,...)")
+    for flag, bad in (("--seconds", args.seconds is not None), ("--shape-transfer", args.shape_transfer),
+                      ("--confirm", bool(args.confirm)), ("--rpc", getattr(args, "rpc", None) is not None)):
+        if bad:
+            raise TiletuneError(f"--shared-search does not take {flag}; its budget is --trials")
+
+
 def run_tune(args) -> int:
     settings = measure_settings(args)
     if args.trials is None and args.seconds is None:
@@ -283,7 +302,13 @@ def run_tune(args) -> int:
     target = parse_target(args.target)
     if rpc is None and is_cuda(target):
         check_local_target(target)  # a CUDA target without a GPU here: one line
+    shared = getattr(args, "shared_search", False)
+    if shared:
+        _check_shared(args)
     source, tasks, dyn = _load(args)
+    if shared and (dyn is None or len(dyn.shapes) < 2):
+        raise TiletuneError("--shared-search needs a model with symbolic dimensions and two or more shapes "
+                            "(--shapes NAME=V1,V2,...)")
     if os.path.exists(args.records):  # a records file of another model is refused here
         best_configs(tasks, args.records) if dyn is None else best_configs_shaped(dyn, args.records)
     print(f"model {source.spec} ({_where(tasks)}){_shapes_text(dyn)}: {len(tasks.tasks)} tasks to tune "
@@ -306,15 +331,24 @@ def run_tune(args) -> int:
             progress.note(f"  confirmed {state.kernel.name}: {n} measurements, best {state.best_gflops:.1f} GFLOPS")
 
     try:
-        result = tune_model(tasks, strategy=args.strategy, trials=args.trials, seconds=args.seconds,
-                            records=args.records, scheduler=args.scheduler, round_trials=args.round_trials,
-                            batch_size=args.batch_size, settings=settings, seed=args.seed,
-                            options=options_for(args.option, args.strategy), hardware=args.hardware, rpc=rpc,
-                            on_round=on_round, callbacks=(progress,) if progress is not None else (),
-                            confirm=args.confirm, on_confirm=on_confirm, transfer=transfer)
+        if shared:
+            result = shared_search(dyn, trials=args.trials, records=args.records, strategy=args.strategy,
+                                   scheduler=args.scheduler, round_trials=args.round_trials, batch_size=args.batch_size,
+                                   settings=settings, seed=args.seed, options=options_for(args.option, args.strategy),
+                                   hardware=args.hardware, on_round=on_round,
+                                   callbacks=(progress,) if progress is not None else ())
+        else:
+            result = tune_model(tasks, strategy=args.strategy, trials=args.trials, seconds=args.seconds,
+                                records=args.records, scheduler=args.scheduler, round_trials=args.round_trials,
+                                batch_size=args.batch_size, settings=settings, seed=args.seed,
+                                options=options_for(args.option, args.strategy), hardware=args.hardware, rpc=rpc,
+                                on_round=on_round, callbacks=(progress,) if progress is not None else (),
+                                confirm=args.confirm, on_confirm=on_confirm, transfer=transfer)
     finally:
         if progress is not None:
             progress.close()
+    if shared:
+        print(f"shared search: {result.shared_tasks} tasks in {result.groups} kernels searched across their shapes")
     print(f"{result.trials} trials ({result.measured} measured, {result.recalled} from records) in "
           f"{result.elapsed:.1f} s; stopped: {result.stopped}")
     if result.confirmed:
