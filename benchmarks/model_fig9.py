@@ -13,6 +13,12 @@ Per model (default: bert-small, resnet50, mobilenetv2, gpt2; batch 1, fp32):
 4. write ``OUT/summary.md`` (latency and speed-up over PyTorch eager per model and method, tuning time) and
    ``OUT/fig9.png`` (speed-up over PyTorch eager, grouped by model).
 
+``--rounds N`` (N > 1; the CPU): after every model is tuned, each build and each baseline is timed N times, in
+rounds (every model x method once per round, in its own process, the methods' order rotated from round to round,
+into ``OUT/rounds/r<k>/<model>-<method>/``), and ``OUT/summary-rounds.md`` gives the median over the rounds and,
+per round, each method's speed against ONNX Runtime's in the same round (median and range): on a shared machine
+whose speed drifts between minutes, ratios within a round are what can be compared.
+
 Everything is resumable per model x method: a tuning run that finished is listed in tuning.jsonl and
 skipped; an interrupted one resumes from its records; a timed method is kept in its results.jsonl. Run it on
 an idle machine (a PyTorch timing swung 8.5 -> 140 ms under load here):
@@ -70,9 +76,14 @@ def main() -> int:
     p.add_argument("--trials-per-task", type=int, default=None, help="the search's budget (default 50; 20 on a GPU)")
     p.add_argument("--constructive-per-task", type=int, default=4)
     p.add_argument("--no-metaschedule", action="store_true")
+    p.add_argument("--baselines", default=None,
+                   help="the baselines to time (default: torch,torch-compile,onnxruntime,tvm-default on a CPU, "
+                   "torch,torch-compile,tvm-default on a GPU; MetaSchedule unless --no-metaschedule)")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--min-repeat-ms", type=int, default=200)
     p.add_argument("--quick", action="store_true", help="the tiny model, 2 trials per task, short timings")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time every build and baseline this many times in rotating rounds after tuning (CPU; see above)")
     a = p.parse_args()
     target = parse_target(a.target)
     gpu = is_cuda(target)
@@ -103,18 +114,78 @@ def main() -> int:
                 with open(out / "tuning.jsonl", "a") as f:
                     f.write(json.dumps({"model": model, "strategy": s, "trials": budgets[s], "tasks": n,
                                         "wall_s": time.time() - t0}) + "\n")
-            tiletune("model", "bench", model, *where, "-r", str(existing(rec) or rec), "--methods", "tiletune",
-                     "--out", str(out / f"{name}-{s}"), *timing)
+            if a.rounds <= 1:
+                tiletune("model", "bench", model, *where, "-r", str(existing(rec) or rec), "--methods", "tiletune",
+                         "--out", str(out / f"{name}-{s}"), *timing)
+        if a.rounds > 1:
+            continue
+        base = a.baselines or ("torch,torch-compile,tvm-default" if gpu else "torch,torch-compile,onnxruntime,tvm-default")
         if gpu:
-            methods, ms = "torch,torch-compile,tvm-default", []
+            methods, ms = base, []
         else:
-            methods = "torch,torch-compile,onnxruntime,tvm-default" + ("" if a.no_metaschedule else ",metaschedule")
+            methods = base + ("" if a.no_metaschedule else ",metaschedule")
             ms = ["--metaschedule-trials", str(n * a.trials_per_task)] if not a.no_metaschedule else []
         tiletune("model", "bench", model, *where, "--methods", methods, "--out", str(out / f"{name}-baselines"),
                  *ms, *timing)
         summarize(out, [m for m in a.models.split(",") if m], strategies,
                   f"{a.dtype} on {target['arch']}" if gpu else "fp32")
+    if a.rounds > 1:
+        if gpu:
+            raise SystemExit("--rounds is for the CPU")
+        baselines = (a.baselines or "torch,torch-compile,onnxruntime").split(",")
+        models = [m for m in a.models.split(",") if m]
+        in_rounds(out, models, strategies, baselines, a.rounds, timing)
+        summarize_rounds(out, models, strategies + baselines, a.rounds)
     return 0
+
+
+def in_rounds(out: Path, models: list[str], strategies: list[str], baselines: list[str], rounds: int,
+              timing: list[str]) -> None:
+    """Every model x method timed once per round, each in its own process, the order of the methods rotated."""
+    methods = strategies + baselines
+    for r in range(1, rounds + 1):
+        order = methods[(r - 1) % len(methods):] + methods[:(r - 1) % len(methods)]
+        for model in models:
+            name = short_name(model)
+            for m in order:
+                d = out / "rounds" / f"r{r}" / f"{name}-{m}"
+                if (d / "results.jsonl").exists():
+                    continue
+                how = (["-r", str(existing(out / f"{name}-{m}.jsonl") or out / f"{name}-{m}.jsonl"), "--methods",
+                        "tiletune"] if m in strategies else ["--methods", m])
+                tiletune("model", "bench", model, *how, "--out", str(d), *timing)
+
+
+def summarize_rounds(out: Path, models: list[str], methods: list[str], rounds: int) -> None:
+    """``OUT/summary-rounds.md``: per model and method, the median over the rounds, and the speed against ONNX
+    Runtime in each round (median, min..max)."""
+    lines = ["# Whole-model latency (batch 1, fp32), rounds", "",
+             f"{rounds} rounds; each method's median ms per round, then the median over the rounds; speed vs ONNX "
+             "Runtime: ORT's ms / the method's ms in the same round.", "",
+             "| model | method | median ms | per round | speed vs ONNX Runtime (median, range) |",
+             "|---|---|---:|---|---|"]
+    for model in models:
+        name = short_name(model)
+        ms = {}
+        for m in methods:
+            per = []
+            for r in range(1, rounds + 1):
+                got = [x for x in read_jsonl(out / "rounds" / f"r{r}" / f"{name}-{m}" / "results.jsonl")
+                       if x.get("model") == model and not x.get("error")]
+                per.append(got[-1]["median_s"] * 1e3 if got else float("nan"))
+            ms[m] = per
+        ort = ms.get("onnxruntime")
+        for m, per in ms.items():
+            ok = [v for v in per if v == v]
+            if not ok:
+                lines.append(f"| {model} | {m} | - | - | - |")
+                continue
+            ratios = [o / v for o, v in zip(ort or [], per) if o == o and v == v]
+            vs = (f"{float(np.median(ratios)):.2f}x ({min(ratios):.2f}..{max(ratios):.2f})" if ratios and m != "onnxruntime"
+                  else "")
+            lines.append(f"| {model} | {m} | {float(np.median(ok)):.2f} | {', '.join(f'{v:.2f}' for v in per)} | {vs} |")
+    (out / "summary-rounds.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def summarize(out: Path, models: list[str], strategies: list[str], what: str = "fp32") -> None:
