@@ -145,3 +145,30 @@ def test_records_of_the_kernels_before_their_hash_changed_say_so(model, tmp_path
         best_configs(tasks, str(path))
     reasons = untuned_reasons(tasks, str(path), {})
     assert all("earlier tiletune" in why for why in reasons.values()) and len(reasons) == len(tasks.tasks)
+
+
+def test_a_kernel_with_weights_is_timed_with_them_cold(model, monkeypatch):
+    import tvm
+
+    from tiletune.measure import local
+    from tiletune.schedules import make_space
+    from tiletune.workloads import parse
+
+    _, tasks = model
+    wl = next(k.workload for k in tasks.tasks if getattr(k.workload, "weights", None))
+    assert local.cold_weights(wl, gpu=False) and not local.cold_weights(wl, gpu=True)
+    assert not local.cold_weights(parse("gemm:M=16,N=16,K=16"), gpu=False)  # a standalone kernel: no weights
+    seen = []
+    real = tvm.runtime.Module.time_evaluator
+
+    def spy(self, name, dev, **kw):
+        seen.append(kw)
+        return real(self, name, dev, **kw)
+
+    monkeypatch.setattr(tvm.runtime.Module, "time_evaluator", spy)
+    space = make_space(wl, None, tasks.target)
+    settings = MeasureSettings(repeat=3, min_repeat_ms=0)
+    costs = local.run_kernel(wl, local.build_kernel(wl, space, _config(wl, space, tasks.target, pack=False),
+                                                     tasks.target), settings)
+    assert len(costs) == 3 and all(c > 0 for c in costs)
+    assert seen and seen[-1]["f_preproc"] == local.COLD_PREPROC and seen[-1]["number"] == 1

@@ -173,8 +173,23 @@ def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float
     plan = warm_and_plan(call, settings, best_s)
     if isinstance(plan, list):  # cut off: clearly slower than the best so far, one sample (the warm-up)
         return plan
-    f = lib.time_evaluator("main", dev, number=plan.number, repeat=plan.repeat, min_repeat_ms=0)
+    if cold_weights(workload, gpu):  # one call per sample, each after the flush
+        f = lib.time_evaluator("main", dev, number=1, repeat=plan.repeat, min_repeat_ms=0, f_preproc=COLD_PREPROC)
+    else:
+        f = lib.time_evaluator("main", dev, number=plan.number, repeat=plan.repeat, min_repeat_ms=0)
     return [float(x) for x in f(*args, out).results]
+
+
+#: TVM's preprocessing that flushes every argument but the first (the activation) from the CPU caches
+COLD_PREPROC = "cache_flush_cpu_non_first_arg"
+
+
+def cold_weights(workload: Workload, gpu: bool) -> bool:
+    """Whether a kernel's samples are each one call with its weights (and output) flushed from the caches first
+    (``COLD_PREPROC``, MetaSchedule's ``enable_cpu_cache_flush``): a model's kernel with weights on a CPU, which in
+    the model finds them cold, the other kernels having run in between (docs/decisions/measure-cold-weights.md).
+    Its warm-up and the cut-off stay warm."""
+    return not gpu and bool(getattr(workload, "weights", None))
 
 
 _CONTEXTS: dict[bytes, tuple] = {}
