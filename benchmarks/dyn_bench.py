@@ -30,12 +30,29 @@ from pathlib import Path
 
 import numpy as np
 
+from tiletune.bench.results import read_jsonl
 from tiletune.bench.vendor import UNSET_ENV, torch_kernel
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import time_callable
 from tiletune.model.source import load
 
 HERE = Path(__file__).resolve().parent
+
+
+def steps(path: Path, **extra):
+    """``step(name, fn)`` of a resumable study: runs ``fn`` once and appends ``{step, wall_s, **extra, **fn()}`` to
+    ``path``; a step that ``path`` already holds is skipped."""
+    done = {r["step"] for r in read_jsonl(path)}
+
+    def step(name, fn):
+        if name in done:
+            return
+        t0 = time.time()
+        info = fn() or {}
+        with open(path, "a") as f:
+            f.write(json.dumps(dict(step=name, wall_s=time.time() - t0, **extra, **info)) + "\n")
+
+    return step
 
 
 def _error(got, ref) -> float:

@@ -23,10 +23,8 @@ and a re-run skips what is there (a run with another ``--clock`` times again, re
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +36,7 @@ from tiletune.model.source import load
 from tiletune.target import host_target
 
 from cli_run import tiletune  # benchmarks/cli_run.py
-from dyn_bench import run
+from dyn_bench import run, steps
 
 HERE = Path(__file__).resolve().parent
 MODEL = f"{HERE / 'dyn_models.py'}:bert_small"
@@ -71,16 +69,8 @@ def main() -> int:
     source = load(a.model)
     bindings = parse_shapes(shapes_args[1::2], source)
     steps_path, results = out / "steps.jsonl", out / "results.jsonl"
-    done = {r["step"] for r in read_jsonl(steps_path)}
     scale = {"seqs": a.seqs, "batches": a.batches, "trials_per_task": a.trials_per_task, "clock": a.clock}
-
-    def step(name, fn):
-        if name in done:
-            return
-        t0 = time.time()
-        info = fn() or {}
-        with open(steps_path, "a") as f:
-            f.write(json.dumps(dict(step=name, wall_s=time.time() - t0, **scale, **info)) + "\n")
+    step = steps(steps_path, **scale)
 
     n_tasks = len(shape_tasks(source, host_target(), "NHWC", bindings).merged.tasks)
     for m in ("gensor", "roller"):

@@ -45,6 +45,7 @@ from tiletune.schedules import make_space
 from tiletune.target import host_target
 
 from cli_run import tiletune  # benchmarks/cli_run.py
+from dyn_bench import steps  # benchmarks/dyn_bench.py
 
 HERE = Path(__file__).resolve().parent
 MODEL = f"{HERE / 'dyn_models.py'}:bert_mini"
@@ -155,15 +156,7 @@ def main() -> int:
     test = [int(v) for v in a.test.split(",")]
     source = load(a.model)
     log = out / "steps.jsonl"
-    done = {r["step"] for r in read_jsonl(log)}
-
-    def step(name, fn):
-        if name in done:
-            return
-        t0 = time.time()
-        info = fn() or {}
-        with open(log, "a") as f:
-            f.write(json.dumps(dict(step=name, wall_s=time.time() - t0, **info)) + "\n")
+    step = steps(log)
 
     target = host_target()
 

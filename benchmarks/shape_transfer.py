@@ -19,11 +19,9 @@ measurements spent. Resumable like shape_rule.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +33,7 @@ from tiletune.records import load as load_records
 from tiletune.target import host_target, target_key
 
 from cli_run import tiletune  # benchmarks/cli_run.py
-from dyn_bench import run
+from dyn_bench import run, steps
 from shape_rule import MODEL, shapes_arg
 
 HERE = Path(__file__).resolve().parent
@@ -80,15 +78,7 @@ def main() -> int:
     test = [int(v) for v in a.test.split(",")]
     half = a.trials_per_task // 2
     log = out / "steps.jsonl"
-    done = {r["step"] for r in read_jsonl(log)}
-
-    def step(name, fn):
-        if name in done:
-            return
-        t0 = time.time()
-        info = fn() or {}
-        with open(log, "a") as f:
-            f.write(json.dumps(dict(step=name, wall_s=time.time() - t0, **info)) + "\n")
+    step = steps(log)
 
     for v in test:
         dyn = shape_tasks(source, target, "NHWC", parse_shapes([shapes_arg(a.dim, [v])], source))

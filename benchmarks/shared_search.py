@@ -23,10 +23,8 @@ compressed with ``gzip -9n`` are written back plain first).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +36,7 @@ from tiletune.records import load as load_records
 from tiletune.target import host_target, target_key
 
 from cli_run import tiletune  # benchmarks/cli_run.py
-from dyn_bench import run
+from dyn_bench import run, steps
 from gzjsonl import unpack
 from shape_rule import MODEL, shapes_arg
 
@@ -85,17 +83,10 @@ def main() -> int:
     target = host_target()
     vals = [int(v) for v in a.shapes.split(",")]
     log = out / "steps.jsonl"
-    done = {r["step"] for r in read_jsonl(log)}
     for m in METHODS:  # committed records are compressed (benchmarks/out/README.md): the plain file back first
         unpack(out / f"{m}.jsonl")
 
-    def step(name, fn):
-        if name in done:
-            return
-        t0 = time.time()
-        info = fn() or {}
-        with open(log, "a") as f:
-            f.write(json.dumps(dict(step=name, wall_s=time.time() - t0, **info)) + "\n")
+    step = steps(log)
 
     def ntasks(vs):
         return len(shape_tasks(source, target, a.layout, parse_shapes([shapes_arg(a.dim, vs)], source)).merged.tasks)
