@@ -82,7 +82,7 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
         if {_stem(r.workload) for r in recs} & {_stem(k) for k in keys}:
             raise TiletuneError(f"records file {records} holds this model's kernels as an earlier tiletune made them "
                                 "(their structural hashes differ, e.g. since weights are marked for prepacking, "
-                                "docs/decisions/weight-prepack.md): tune the model again")
+                                "docs/decisions/weight-prepack.md): tune the model again, into a new records file")
         raise TiletuneError(f"records file {records} holds no kernel of this model (it holds "
                             f"{len({r.workload for r in recs})} other workload(s)): it was tuned for another model, "
                             f"or with the other layout (this is {tasks.layout}; see --layout)")
