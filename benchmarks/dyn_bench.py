@@ -55,6 +55,21 @@ def steps(path: Path, **extra):
     return step
 
 
+def timing_rounds(results: Path, rounds: int, job: dict, items) -> None:
+    """A study's timing rounds, resumed: round ``r`` runs ``run("ours", {**job, "items": items(r)})`` unless
+    ``results`` holds that round already."""
+    for r in range(len({x["round"] for x in read_jsonl(results)}), rounds):
+        run("ours", {**job, "items": items(r)}, results)
+
+
+def latencies(rows: list[dict], dim: str) -> dict[tuple[str, int], list[float]]:
+    """The rows' median seconds by (method, the value of ``dim``), one per round."""
+    med: dict = {}
+    for r in rows:
+        med.setdefault((r["method"], r["binding"][dim]), []).append(r["median_s"])
+    return med
+
+
 def _error(got, ref) -> float:
     return float(np.max(np.abs(np.asarray(got, np.float64) - ref)) / max(1.0, float(np.max(np.abs(ref)))))
 

@@ -45,7 +45,7 @@ from tiletune.schedules import make_space
 from tiletune.target import host_target
 
 from cli_run import tiletune  # benchmarks/cli_run.py
-from dyn_bench import steps  # benchmarks/dyn_bench.py
+from dyn_bench import latencies, steps  # benchmarks/dyn_bench.py
 
 HERE = Path(__file__).resolve().parent
 MODEL = f"{HERE / 'dyn_models.py'}:bert_mini"
@@ -208,9 +208,7 @@ def main() -> int:
 def summarize(out: Path, test: list[int], dim: str) -> None:
     rows = read_jsonl(out / "results.jsonl")
     steps = {r["step"]: r for r in read_jsonl(out / "steps.jsonl")}
-    med: dict = {}
-    for r in rows:
-        med.setdefault((r["method"], r["binding"][dim]), []).append(r["median_s"])
+    med = latencies(rows, dim)
     methods = ("tuned", "nearest", "gensor", "default")
     lines = [f"| {dim} | " + " | ".join(methods) + " | nearest / tuned | gensor / tuned | default / tuned | "
              "first use s (process) |", "|---:|" + "---:|" * (len(methods) + 4)]

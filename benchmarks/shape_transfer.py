@@ -33,7 +33,7 @@ from tiletune.records import load as load_records
 from tiletune.target import host_target, target_key
 
 from cli_run import tiletune  # benchmarks/cli_run.py
-from dyn_bench import run, steps
+from dyn_bench import latencies, steps, timing_rounds
 from shape_rule import MODEL, shapes_arg
 
 HERE = Path(__file__).resolve().parent
@@ -116,12 +116,11 @@ def main() -> int:
             step(f"kernels {name} {v}", lambda rec=rec, dyn=dyn: dict(zip(("kernel_sum_s", "records"),
                                                                            kernel_sum(rec, dyn))))
     results = out / "results.jsonl"
-    for r in range(len({x["round"] for x in read_jsonl(results)}), a.rounds):
-        names = ["alone", "transfer", "half"] + [f"transfer-{v_.partition(':')[0]}" for v_ in a.variant]
-        items = [{"method": m, "lib": str(lib / f"{m}{v}.so"), "binding": {a.dim: v}, "round": r}
-                 for v in test for m in names]
-        run("ours", {"model": a.model, "items": items, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms,
-                     "clock": a.clock}, results)
+    names = ["alone", "transfer", "half"] + [f"transfer-{v_.partition(':')[0]}" for v_ in a.variant]
+    timing_rounds(results, a.rounds, {"model": a.model, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms,
+                                      "clock": a.clock},
+                  lambda r: [{"method": m, "lib": str(lib / f"{m}{v}.so"), "binding": {a.dim: v}, "round": r}
+                             for v in test for m in names])
     summarize(out, test, a.dim, a.trials_per_task)
     return 0
 
@@ -129,9 +128,7 @@ def main() -> int:
 def summarize(out: Path, test: list[int], dim: str, full: int) -> None:
     rows = read_jsonl(out / "results.jsonl")
     steps = {r["step"]: r for r in read_jsonl(out / "steps.jsonl")}
-    med: dict = {}
-    for r in rows:
-        med.setdefault((r["method"], r["binding"][dim]), []).append(r["median_s"])
+    med = latencies(rows, dim)
     others = [m for m in ("transfer", "half") + tuple(sorted({r["method"] for r in rows} - {"alone", "transfer",
                                                                                             "half"})) if
               any(k[0] == m for k in med)]

@@ -36,7 +36,7 @@ from tiletune.records import load as load_records
 from tiletune.target import host_target, target_key
 
 from cli_run import tiletune  # benchmarks/cli_run.py
-from dyn_bench import run, steps
+from dyn_bench import latencies, steps, timing_rounds
 from gzjsonl import unpack
 from shape_rule import MODEL, shapes_arg
 
@@ -110,11 +110,10 @@ def main() -> int:
                                                                                              dyn).items()},
                                           "measured": measured(out / f"{m}.jsonl")})
     results = out / "results.jsonl"
-    for r in range(len({x["round"] for x in read_jsonl(results)}), a.rounds):
-        items = [{"method": m, "lib": str(lib / f"{m}.so"), "binding": {a.dim: v}, "round": r}
-                 for v in vals for m in METHODS]
-        run("ours", {"model": a.model, "items": items, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms,
-                     "clock": a.clock}, results)
+    timing_rounds(results, a.rounds, {"model": a.model, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms,
+                                      "clock": a.clock},
+                  lambda r: [{"method": m, "lib": str(lib / f"{m}.so"), "binding": {a.dim: v}, "round": r}
+                             for v in vals for m in METHODS])
     summarize(out, vals, a.dim, a.trials_per_task)
     return 0
 
@@ -122,9 +121,7 @@ def main() -> int:
 def summarize(out: Path, vals: list[int], dim: str, full: int) -> None:
     rows = read_jsonl(out / "results.jsonl")
     steps = {r["step"]: r for r in read_jsonl(out / "steps.jsonl")}
-    med: dict = {}
-    for r in rows:
-        med.setdefault((r["method"], r["binding"][dim]), []).append(r["median_s"])
+    med = latencies(rows, dim)
     ks = {m: steps.get(f"kernels {m}", {}) for m in METHODS}
     others = ("shared", "half")
     what = {"alone": f"alone ({full}/task)", "shared": f"shared (total {full // 2}/task)",
