@@ -80,9 +80,9 @@ def build_kernel(workload: Workload, space: Space, config: Config, target: dict)
     A kernel that takes some of a model's weights packed (``schedules.prepacked_inputs``) is returned as
     ``Prepacked``: ``run_kernel`` packs those inputs before the first run, outside the timing, as the model
     build packs the weights once."""
-    mod = build(workload, space, config, target, arg_checks=False, prepacked=True).mod
-    mod["main"]
     panels = prepacked_inputs(workload, space, config, target)
+    mod = build(workload, space, config, target, arg_checks=False, prepacked=bool(panels)).mod
+    mod["main"]
     return Prepacked(mod, panels) if panels else mod
 
 
