@@ -24,8 +24,8 @@ errors, wall seconds and trials per second, the trial at which the best was foun
 ``OUT/records/<n>.jsonl``. A pair already in results.jsonl is skipped, so an interrupted run resumes. The
 baselines run after the tuning of a workload: torch on the same GPU (``torch.matmul``: cuBLAS; ``conv2d``:
 cuDNN, both memory formats, the faster kept; in the workload's dtype, fp32 with TF32 disabled), timed with CUDA
-events, median of 50 timed calls after 10 warm-up calls, output checked against numpy; and for half-precision
-GEMMs in fp16 dlight's ``gpu.Matmul`` on the workload's PrimFunc, timed by TVM's ``time_evaluator``. ``OUT/report.md``
+events around a CUDA graph of back-to-back calls (``_graph_timed``: median of 20 replays after 10 warm-up calls),
+output checked against numpy; and for half-precision GEMMs in fp16 dlight's ``gpu.Matmul`` on the workload's PrimFunc, timed by TVM's ``time_evaluator``. ``OUT/report.md``
 holds the table. Needs a CUDA GPU, torch with CUDA and TVM with its compiler (tornado for ``--measure rpc``).
 """
 from __future__ import annotations
@@ -94,6 +94,48 @@ def _rel_error(got: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
 
 
+def _graph_timed(torch, fn, number: int = 0, repeat: int = 20) -> list[float]:
+    """Seconds per call of ``fn`` as the GPU runs it: ``number`` calls captured in one CUDA graph (``number`` such
+    that a replay lasts about 1 ms), ``repeat`` replays each between two CUDA events. One call from Python between
+    two events would count the host's launch time (tens of microseconds through torch), longer than a small
+    kernel; calls queued in a loop are bound by that launch time too. TVM's ``time_evaluator``, which times our
+    kernels, launches from C++ (a few microseconds). Where capture fails, the calls are queued in a loop."""
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(10):
+        fn()
+    b.record()
+    b.synchronize()
+    if number < 1:
+        number = max(1, min(200, int(1e-3 / max(a.elapsed_time(b) / 1e3 / 10, 1e-7))))
+    try:
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()  # a warm-up on the capture's stream (cuDNN's and cuBLAS's workspaces)
+        torch.cuda.current_stream().wait_stream(stream)
+        with torch.cuda.graph(graph):
+            for _ in range(number):
+                fn()
+        run = graph.replay
+    except RuntimeError:
+        def run():
+            for _ in range(number):
+                fn()
+    run()
+    times = []
+    for _ in range(repeat):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        run()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3 / number)
+    return times
+
+
 def vendor_gpu(wl) -> dict:
     """torch (cuBLAS / cuDNN) on GPU 0 in the workload's dtype (fp32 without TF32): label, median seconds,
     GFLOPS, max error relative to the reference's scale."""
@@ -132,14 +174,7 @@ def vendor_gpu(wl) -> dict:
             err = _rel_error(got, ref)
             for _ in range(10):
                 fn()
-            times = []
-            for _ in range(50):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b) / 1e3)
+            times = _graph_timed(torch, fn)
         med = float(np.median(times))
         row = {"label": label, "median_s": med, "gflops": wl.flops / med / 1e9, "rel_error": err}
         if best is None or med < best["median_s"]:
