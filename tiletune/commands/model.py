@@ -9,7 +9,7 @@ from ..api import set_threads
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..model.baselines import METHODS
-from ..model.bench import bench_model, parse_methods
+from ..model.bench import bench_model, bench_model_shapes, parse_methods
 from ..model.gpu_default import has_gpu
 from ..model.layout import DEFAULT_LAYOUT, LAYOUTS
 from ..model.precision import DTYPES
@@ -18,8 +18,7 @@ from ..model.build import (ModelRunner, best_configs, check, compile_module, con
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
-from ..model.shapes import (OTHER_SHAPES, best_configs_shaped, check_bindings, dispatch_module, label, parse_shapes,
-                            shape_tasks)
+from ..model.shapes import OTHER_SHAPES, best_configs_shaped, dynamic_library, parse_shapes, shape_tasks
 from ..model.first_use import portable_spec
 from ..model.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
 from ..model.shared_search import shared_search
@@ -140,6 +139,14 @@ def add_parser(sub) -> None:
     e.add_argument("--timeout", type=float, default=3600.0, help="seconds per method")
     e.add_argument("--repeat", type=int, default=10, help="timing samples per method")
     e.add_argument("--min-repeat-ms", type=int, default=200, help="minimum duration of one sample in ms")
+    e.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
+                   help="a model with symbolic dimensions: time every method at each of these shapes, NAME=V1,V2,... "
+                   "(repeat it for another dimension: every combination; a dimension not given takes the example's "
+                   "size); a shape need not be tuned: our build is the one library of 'model build --shapes', tuned "
+                   "at the shapes RECORDS holds for this model, and runs the others by its rule for untuned shapes. "
+                   "One result per method and shape; the report has a row per shape. Not with MetaSchedule (symbolic "
+                   "loops), nor ONNX Runtime on a PyTorch model (its export is static); default: the example's shape, "
+                   "as a static model")
     e.set_defaults(func=run_bench)
 
 
@@ -415,18 +422,8 @@ def run_build(args) -> int:
 def _build_dynamic(args, source, tasks, dyn) -> int:
     """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
     shapes' functions and to the symbolic one (tiletune.model.shapes)."""
-    chosen = recorded = best_configs_shaped(dyn, args.records)
-    if args.construct:
-        chosen = constructed_configs(tasks, args.construct, recorded)
-    tuned = [st.binding for st in dyn.shapes]
-    check_at = check_bindings(source, tuned)
-    mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
-    ex = compile_module(mod, tasks.target)
-    errors = {}
-    if not args.no_check:
-        runner = ModelRunner(ex)
-        for b in check_at:
-            errors[label(b)] = check(source, runner, binding=b)
+    lib = dynamic_library(dyn, args.records, args.construct, check_output=not args.no_check)
+    ex, chosen, recorded, how, errors = lib.ex, lib.chosen, lib.recorded, lib.how, lib.errors
     err = max(errors.values()) if errors else None
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
@@ -462,6 +459,15 @@ def run_bench(args) -> int:
     methods = parse_methods(args.methods, args.metaschedule_trials, target)
     check_output(os.path.join(args.out, "results.jsonl"), "results file")
     settings = MeasureSettings(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
+    if args.shapes:
+        source = load_source(args.model)
+        bindings = parse_shapes(args.shapes, source)  # a bad --shapes, a model without symbolic dimensions: one line
+        rows = bench_model_shapes(source, bindings, out=args.out, target=target, methods=methods,
+                                  records=args.records, settings=settings, timeout=args.timeout, layout=args.layout,
+                                  construct=args.construct)
+        print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
+        ours = [r for r in rows if r["method"] == "tiletune"]
+        return 0 if "tiletune" not in methods or (ours and not any(r.get("error") for r in ours)) else 1
     rows = bench_model(args.model, out=args.out, target=target, methods=methods, records=args.records,
                        settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout,
                        layout=args.layout, dtype=args.dtype, construct=args.construct)

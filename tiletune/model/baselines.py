@@ -28,6 +28,17 @@ run on the GPU, each call waiting for the device; ONNX Runtime and MetaSchedule 
   ``prepare_s``.
 A method whose library is missing (onnxruntime, onnx, transformers) gives ``error="missing"`` and a one-line
 message naming the package.
+
+With ``shapes`` in the job (``model bench --shapes``: a model with symbolic dimensions, a list of bindings), the
+child builds the method once and then, per binding, draws random inputs at that shape (seed 0), checks the first
+call's outputs against the original's and times it; the result is ``{"rows": [one per binding]}``, each row with its
+``binding``, ``shape`` (label), ``first_s`` (the first call: torch.compile's compilation at that shape) and
+``prepare_s`` (the method's one build). ``tiletune``: the one library of ``model build --shapes``
+(``tiletune.model.shapes.dynamic_library``) tuned at the job's ``tuned`` bindings (the other shapes go through its
+rule for untuned shapes); ``torch``: eager; ``torch-compile``: ``torch.compile(dynamic=True)``, compiled once;
+``tvm-default``: ``tvm.compile`` of the symbolic Relax module; ``onnxruntime``: an ``.onnx`` model only (its own
+symbolic dimensions; the export of a PyTorch model, ``source.export_onnx``, has static shapes); ``metaschedule``:
+refused (``shapes_refusal``).
 """
 from __future__ import annotations
 
@@ -48,9 +59,11 @@ from ..measure.base import MeasureSettings
 from ..measure.timing import time_callable
 from ..target import is_cuda
 from .build import ModelRunner, _flat, best_configs, compare, compile_module, constructed_configs, scheduled_module
+from .dims import label
 from .importer import to_relax
 from .precision import cast
-from .source import _flatten, export_onnx, load, onnx_session
+from .shapes import dynamic_library, shape_tasks
+from .source import ModelSource, _flatten, export_onnx, load, onnx_session
 from .tasks import fuse, model_tasks
 
 METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default", "metaschedule")
@@ -60,9 +73,11 @@ LABELS = {"tiletune": "tiletune (tuned)", "torch": "PyTorch eager", "torch-compi
           "metaschedule": "MetaSchedule tune_relax"}
 
 
-def _torch_method(source, threads: int, compiled: bool, gpu: bool = False, dtype: str = "float32"):
-    """PyTorch eager or torch.compile; on a GPU the module and its float inputs in ``dtype`` on ``cuda`` (cuBLAS,
-    cuDNN; inductor's Triton kernels), each call waiting for the device, outputs back in float32."""
+def _torch_method(source, threads: int, compiled: bool, gpu: bool = False, dtype: str = "float32",
+                  dynamic: bool = False):
+    """PyTorch eager or torch.compile (``dynamic``: ``dynamic=True``, one graph for every shape); on a GPU the module
+    and its float inputs in ``dtype`` on ``cuda`` (cuBLAS, cuDNN; inductor's Triton kernels), each call waiting for
+    the device, outputs back in float32."""
     import torch
 
     if source.kind != "torch":
@@ -74,7 +89,8 @@ def _torch_method(source, threads: int, compiled: bool, gpu: bool = False, dtype
         if not torch.cuda.is_available():
             raise TiletuneError("this torch build has no CUDA (pip install a CUDA build of torch for GPU baselines)")
         module = module.to("cuda", dtype=tdtype)
-    module = torch.compile(module) if compiled else module
+    if compiled:
+        module = torch.compile(module, dynamic=True) if dynamic else torch.compile(module)
 
     def call(inputs):
         with torch.inference_mode():
@@ -146,7 +162,88 @@ def _ms_method(source, target: dict, trials: int, settings: MeasureSettings, tmp
     return compile_module(applied, target)
 
 
+def shapes_refusal(method: str, source: ModelSource) -> str | None:
+    """Why ``method`` is not timed at several shapes of ``source`` (``model bench --shapes``), or None."""
+    if method == "metaschedule":
+        return "not for --shapes: MetaSchedule refuses symbolic loops"
+    if method == "onnxruntime" and source.kind != "onnx":
+        return ("not for --shapes on a PyTorch model: its ONNX export (source.export_onnx) has static shapes "
+                "(an .onnx model with named dimensions is timed)")
+    return None
+
+
+def run_shapes(job: dict) -> dict:
+    """The job's method at each of its ``shapes`` (see the module docstring): {"rows": [...]}."""
+    method = job["method"]
+    target = job["target"]
+    threads = int(target.get("num-cores") or os.cpu_count() or 1)
+    settings = MeasureSettings(**job["settings"])
+    if is_cuda(target):
+        raise TiletuneError("a model with symbolic dimensions is timed on CPU targets only, so far")
+    source = load(job["model"])
+    why = shapes_refusal(method, source)
+    if why:
+        raise TiletuneError(why)
+    tuned = [dict(b) for b in job.get("tuned") or []]
+    base: dict = {"method": method, "label": LABELS.get(method, method), "model": job["model"], "dtype": "float32"}
+    with tempfile.TemporaryDirectory(prefix="tiletune-e2e-") as tmp:
+        t0 = time.perf_counter()
+        if method in ("torch", "torch-compile"):
+            prepare, call, outputs = _torch_method(source, threads, method == "torch-compile", dynamic=True)
+            import torch
+
+            base["torch_kernel"] = torch_kernel(torch)
+        elif method == "onnxruntime":
+            prepare, call, outputs = _onnx_method(source, threads, tmp)
+        elif method in ("tiletune", "tvm-default"):
+            import tvm
+
+            if method == "tiletune":
+                if not tuned:
+                    raise TiletuneError("our build at several shapes needs the tuned shapes (none in the job)")
+                dyn = shape_tasks(source, target, job.get("layout", "NCHW"), tuned)
+                lib = dynamic_library(dyn, job.get("records"), job.get("construct"), check_output=False)
+                ex = lib.ex
+                base.update(layout=dyn.layout, tuned_tasks=len(lib.recorded), tasks=len(dyn.merged.tasks),
+                            tuned_shapes=[st.label for st in dyn.shapes])
+                if job.get("construct"):
+                    base.update(constructed=len(lib.chosen) - len(lib.recorded), construct=job["construct"])
+            else:  # TVM's default pipeline on the symbolic module
+                ex = tvm.compile(to_relax(source), target=tvm.target.Target(target))
+            runner = ModelRunner(ex, target)
+            dev = runner.dev
+            prepare = (lambda xs: [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in xs])
+            call = (lambda args: runner.vm["main"](*args))
+            outputs = _flat
+        else:
+            raise TiletuneError(f"unknown method {method!r}; accepted: {', '.join(METHODS)}")
+        base["prepare_s"] = time.perf_counter() - t0
+        rows = []
+        for b in job["shapes"]:
+            row = dict(base, binding=b, shape=label(b))
+            if method == "tiletune":
+                row["tuned"] = b in tuned
+            try:
+                inputs = source.random_inputs(0, b)
+                args = prepare(inputs)
+                t1 = time.perf_counter()
+                first = call(args)  # torch.compile: its compilation at this shape
+                row["first_s"] = time.perf_counter() - t1
+                row["check_error"] = compare(outputs(first), source.reference(inputs))
+                row["load_before"] = os.getloadavg()[0]
+                samples = time_callable(lambda: call(args), settings)
+                row["samples"] = [float(x) for x in samples]
+                row["median_s"] = float(np.median(samples))
+            except Exception as e:  # noqa: BLE001  (one shape's failure is its row, the others still run)
+                text = (str(e).strip().splitlines() or [""])[-1][:300]
+                row.update(error="error", message=text if isinstance(e, TiletuneError) else f"{type(e).__name__}: {text}")
+            rows.append(row)
+    return {"rows": rows}
+
+
 def run_method(job: dict) -> dict:
+    if job.get("shapes"):
+        return run_shapes(job)
     method = job["method"]
     target = job["target"]
     gpu = is_cuda(target)

@@ -9,6 +9,15 @@ failed or was missing is tried again. ``DIR/<model>.md`` (the report: median lat
 the samples, speed-up of our build over each method, output check, preparation time, failures in one line
 each) and ``DIR/<model>.png`` (bars of the median latency with the min..max range) are rewritten after
 every method.
+
+``bench_model_shapes`` (``model bench --shapes``, a model with symbolic dimensions): every method at every
+binding, each method still in its own process that builds it once and times it at each shape
+(``tiletune.model.baselines.run_shapes``). Our build is the one dispatching library of ``model build --shapes``,
+tuned at the shapes the records hold for this model (``tiletune.model.shapes.recorded_shapes``: found from the
+records, no option names them); a listed shape that was not tuned runs through the library's rule for untuned
+shapes (what a deployed library does). ``results.jsonl`` gets one line per (model, method, shape), and a second run
+runs a method only at the shapes it has no result for; ``DIR/<model>.md`` is a table with one row per shape: the
+median ms of every method, our speed-up over each, whether the shape was tuned.
 """
 from __future__ import annotations
 
@@ -29,9 +38,11 @@ from ..bench.results import read_jsonl
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..target import is_cuda
-from .baselines import CPU_ONLY, LABELS, METHODS
+from .baselines import CPU_ONLY, LABELS, METHODS, shapes_refusal
+from .dims import label
 from .layout import DEFAULT_LAYOUT
-from .source import short_name
+from .shapes import recorded_shapes
+from .source import ModelSource, short_name
 
 DEFAULT_METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default")
 
@@ -96,12 +107,12 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
 
 
 def _run_child(spec, method, target, settings, records, ms_trials, timeout, layout, dtype="float32",
-               construct=None) -> dict:
+               construct=None, extra: dict | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="tiletune-e2e-job-") as tmp:
         job = {"model": spec, "method": method, "target": target,
                "settings": {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms},
                "records": records, "trials": ms_trials, "layout": layout, "dtype": dtype, "construct": construct,
-               "result": os.path.join(tmp, "result.json")}
+               "result": os.path.join(tmp, "result.json"), **(extra or {})}
         path = os.path.join(tmp, "job.json")
         Path(path).write_text(json.dumps(job))
         env = dict(os.environ)
@@ -125,10 +136,10 @@ def _run_child(spec, method, target, settings, records, ms_trials, timeout, layo
 
 
 def latest(results: list[dict], spec: str) -> list[dict]:
-    """The last result of each method for ``spec``, in METHODS order."""
+    """The last result of each method for ``spec``, in METHODS order (the results at several shapes left out)."""
     by: dict[str, dict] = {}
     for r in results:
-        if r.get("model") == spec:
+        if r.get("model") == spec and "binding" not in r:
             by[r["method"]] = r
     return [by[m] for m in METHODS if m in by]
 
@@ -183,3 +194,143 @@ def write_report(spec: str, d: Path, target: dict) -> None:
     fig.tight_layout()
     fig.savefig(d / f"{name}.png", dpi=110)
     plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------ --shapes
+
+
+def bench_model_shapes(source: ModelSource, bindings: list[dict[str, int]], *, out: str, target: dict,
+                       methods: list[str], records: str | None, settings: MeasureSettings, timeout: float = 3600.0,
+                       layout: str = DEFAULT_LAYOUT, construct: str | None = None,
+                       note: Callable[[str], None] = print) -> list[dict]:
+    """Time every method of ``methods`` on the model of ``source`` (with symbolic dimensions) at each of
+    ``bindings`` (see the module docstring); returns the latest row of every (method, shape) of ``bindings``."""
+    spec = source.spec
+    if is_cuda(target):
+        raise TiletuneError("model bench --shapes: a model with symbolic dimensions builds for CPU targets only, so far")
+    if "tiletune" in methods:
+        if records is None:
+            raise TiletuneError("model bench --shapes: our build needs -r RECORDS (the model tuned at some of its "
+                                "shapes: tiletune model tune MODEL --shapes ...)")
+        if not Path(records).exists():
+            raise TiletuneError(f"records file {records!r} does not exist")
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    res_path = d / "results.jsonl"
+    key = dict(_settings_key(settings, records, 0, target, layout, "float32", construct), shapes=True)
+    labels = [label(b) for b in bindings]
+    todo: dict[str, list[dict[str, int]]] = {}
+    for m in methods:
+        done = {r.get("shape") for r in read_jsonl(res_path) if r.get("model") == spec and r.get("method") == m
+                and r.get("settings") == key and "binding" in r and not r.get("error")}
+        todo[m] = [b for b, lb in zip(bindings, labels) if lb not in done]
+        if not todo[m]:
+            note(f"{spec} {m}: done before at {', '.join(labels)}, kept")
+    tuned = None
+    if todo.get("tiletune"):  # before any child: records without a shape of this model are one line
+        tuned = recorded_shapes(source, target, layout, records)
+        if not tuned:
+            raise TiletuneError(f"records file {records} holds no tuned shape of {spec} (tune it first: tiletune model "
+                                f"tune {spec} --shapes ... -r {records}; and the same --layout, this is {layout})")
+        note(f"{spec}: our build is tuned at {'; '.join(label(b) for b in tuned)} (the shapes the records hold)")
+    for m in methods:
+        if not todo[m]:
+            continue
+        why = shapes_refusal(m, source)
+        if why:
+            res = {"model": spec, "method": m, "label": LABELS[m], "error": "error", "message": why}
+        else:
+            note(f"{spec} {m}: running at {len(todo[m])} shape(s) ...")
+            extra = {"shapes": todo[m], "tuned": tuned if m == "tiletune" else None}
+            res = _run_child(spec, m, target, settings, records, 0, timeout, layout, "float32", construct, extra)
+        rows = res["rows"] if "rows" in res else [dict(res, binding=b, shape=label(b)) for b in todo[m]]
+        with open(res_path, "a", encoding="utf-8") as f:
+            for r in rows:
+                if m == "tiletune":
+                    r["tuned"] = r["binding"] in tuned
+                r["settings"] = key
+                r["finished"] = time.time()
+                f.write(json.dumps(r) + "\n")
+        if "rows" not in res:  # the method as a whole: one line
+            note(f"{spec} {m}: {'not run' if res['error'] == 'missing' else 'failed'}: {res.get('message', '')}")
+        for r in rows if "rows" in res else ():
+            if r.get("error"):
+                note(f"{spec} {m} {r['shape']}: failed: {r.get('message', '')}")
+            else:
+                note(f"{spec} {m} {r['shape']}: {r['median_s'] * 1e3:.3f} ms (output error {r['check_error']:.2g}, "
+                     f"first call {r['first_s']:.2f} s)")
+        write_shapes_report(spec, d, target, labels)
+    write_shapes_report(spec, d, target, labels)
+    return latest_shapes(read_jsonl(res_path), spec, labels)
+
+
+def latest_shapes(results: list[dict], spec: str, labels: list[str]) -> list[dict]:
+    """The last result of each (method, shape) for ``spec`` at the shapes ``labels``, by shape then METHODS order."""
+    by: dict[tuple[str, str], dict] = {}
+    for r in results:
+        if r.get("model") == spec and "binding" in r and r.get("shape") in labels:
+            by[(r["shape"], r["method"])] = r
+    return [by[(lb, m)] for lb in labels for m in METHODS if (lb, m) in by]
+
+
+def write_shapes_report(spec: str, d: Path, target: dict, labels: list[str]) -> None:
+    """``DIR/<model>.md`` of ``bench_model_shapes``: one row per shape, a column per method (median ms), our
+    speed-up over each, whether the shape was tuned; then what the table leaves out, one line each."""
+    rows = latest_shapes(read_jsonl(d / "results.jsonl"), spec, labels)
+    ran = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    methods = [m for m in ran if any(r["method"] == m and not r.get("error") for r in rows)]  # the table's columns
+    others = [m for m in methods if m != "tiletune"]
+    at = {(r["shape"], r["method"]): r for r in rows}
+    info = machine_info(target)
+    dims = sorted({k for r in rows for k in r["binding"]})
+    lines = [f"# {spec}: end-to-end latency at {len(labels)} shape(s) of {', '.join(dims)}", "",
+             f"Machine: {info['cpu']}, {info['cores']} cores; TVM {info['tvm']}, torch {info['torch']}. Each method in "
+             "its own process, one after another, built once and timed at every shape; median of the samples in ms; "
+             "speed-up: the method's median over ours. Tuned: a shape our build was tuned at (the others run "
+             "through the library's rule for untuned shapes).", ""]
+    head = ["shape", "tuned"] + [f"{LABELS[m]} ms" for m in methods]
+    head += [f"vs {LABELS[m]}" for m in others] if "tiletune" in methods else []
+    head.append("max output error")
+    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+
+    def ok(lb, m):
+        r = at.get((lb, m))
+        return r if r is not None and not r.get("error") else None
+
+    for lb in labels:
+        ours = ok(lb, "tiletune")
+        t = at.get((lb, "tiletune"), {}).get("tuned")
+        cells = [lb, "-" if t is None else ("yes" if t else "no")]
+        cells += [f"{ok(lb, m)['median_s'] * 1e3:.3f}" if ok(lb, m) else "-" for m in methods]
+        if "tiletune" in methods:
+            cells += [f"{ok(lb, m)['median_s'] / ours['median_s']:.2f}x" if ours and ok(lb, m) else "-" for m in others]
+        errs = [ok(lb, m)["check_error"] for m in methods if ok(lb, m)]
+        cells.append(f"{max(errs):.1e}" if errs else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for m in ran:
+        mine = [r for r in rows if r["method"] == m]
+        good = [r for r in mine if not r.get("error")]
+        notes = []
+        if good:
+            notes.append(f"prepared in {good[-1].get('prepare_s', 0.0):.1f} s")
+        if m == "tiletune" and good:
+            r = good[-1]
+            notes.append(f"tuned at {'; '.join(r.get('tuned_shapes', []))}, {r.get('tuned_tasks', 0)} of "
+                         f"{r.get('tasks', 0)} tasks tuned, {r.get('layout', 'NCHW')}")
+            if r.get("constructed"):
+                notes.append(f"{r['constructed']} constructed by {r.get('construct')}")
+        if m == "torch-compile" and good:
+            notes.append("first call (compilation) " + ", ".join(f"{r['shape']} {r['first_s']:.2f} s" for r in good))
+        busy = [r["shape"] for r in good if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1)]
+        if busy:
+            notes.append(f"machine busy at {', '.join(busy)}")
+        failed: dict[str, list[str]] = {}
+        for r in mine:
+            if r.get("error"):
+                failed.setdefault(f"{r['error']}: {r.get('message', '')[:150]}", []).append(r["shape"])
+        for msg, where in failed.items():
+            notes.append(msg if len(where) == len(labels) else f"at {', '.join(where)}: {msg}")
+        if notes:
+            lines.append(f"- {LABELS[m]}: {'; '.join(notes)}")
+    (d / f"{short_name(spec)}.md").write_text("\n".join(lines) + "\n")

@@ -29,21 +29,28 @@ library that runs at every shape within the bounds.
   [shape-rule](../../docs/decisions/shape-rule.md).
 - ``check_bindings``: the shapes a build is checked at: each tuned one, the bounds, one between two tuned
   values.
+- ``dynamic_library(dyn, records, construct)``: the one assembly path of such a library (``model build --shapes``
+  and ``model bench --shapes``): the records' best kernels per tuned shape of ``dyn`` (``--construct``: a
+  construction for the tasks without one), ``dispatch_module``, compiled, optionally checked at
+  ``check_bindings``.
+- ``recorded_shapes(source, target, layout, records)``: the shapes a records file holds tuned kernels of
+  (``model bench --shapes`` takes its tuned shapes from the records, see its docstring).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 
 from ..errors import TiletuneError
 from ..records import load
 from ..target import target_key
 from ..workloads.primfunc import _walk
-from .build import best_configs, scheduled_module
+from .build import ModelRunner, best_configs, check, compile_module, constructed_configs, scheduled_module
 from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
 from .layout import check_layout, convert
-from .shape_rule import first_correct, like_modules, ranges, signature
+from .shape_rule import _value, first_correct, like_modules, ranges, signature
 from .source import ModelSource
 from .tasks import ModelTasks, extract, fuse
 
@@ -87,10 +94,13 @@ def _shared_label(bindings: list[dict[str, int]]) -> str:
     return "+".join(label(b) for b in bindings)
 
 
-def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[dict[str, int]]) -> DynamicTasks:
-    """The tasks of ``source`` at every binding (see the module docstring)."""
+def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[dict[str, int]],
+                converted=None) -> DynamicTasks:
+    """The tasks of ``source`` at every binding (see the module docstring); ``converted``: the model already
+    imported and converted to ``layout`` (``tiletune.model.layout.convert``), else it is imported here."""
     layout = check_layout(layout)
-    converted = convert(to_relax(source), layout)
+    if converted is None:
+        converted = convert(to_relax(source), layout)
     shapes = []
     for b in bindings:
         t = extract(fuse(bind(converted.mod, b), target), target, layout)
@@ -126,6 +136,106 @@ def best_configs_shaped(dyn: DynamicTasks, records: str | None) -> dict:
         if any(r.workload.split("[", 1)[0] in names for r in load(records) if r.target == tkey):
             return {}  # tuned at other shapes only
         raise
+
+
+def _key_shapes(key: str) -> list[tuple[int, ...]] | None:
+    """The shapes in a workload key ``NAME[1x16x32,32x96]@HASH`` (None: not of that form)."""
+    body = key.rpartition("@")[0]
+    if "[" not in body or not body.endswith("]"):
+        return None
+    out = []
+    for s in body[body.index("[") + 1:-1].split(","):
+        try:
+            out.append(tuple(int(x) for x in s.split("x")) if s else ())
+        except ValueError:
+            return None
+    return out
+
+
+def _solve(expr, name: str, x: int) -> int | None:
+    """The value of ``name`` that makes ``expr`` (a TIR extent of that one variable, linear) equal ``x``."""
+    a0, a1 = _value(expr, {name: 0}), _value(expr, {name: 1})
+    if a0 is None or a1 is None or a1 <= a0 or (x - a0) % (a1 - a0):
+        return None
+    v = (x - a0) // (a1 - a0)
+    return v if _value(expr, {name: v}) == x else None
+
+
+def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> dict[str, int] | None:
+    """The values of the model's dimensions that make the symbolic shapes ``symbolic`` the static ``static``
+    (a dimension no extent fixes alone is left out); None when they cannot."""
+    from tvm import tirx
+
+    binding: dict[str, int] = {}
+    later = []
+    for es, xs in zip(symbolic, static):
+        if len(es) != len(xs):
+            return None
+        for e, x in zip(es, xs):
+            if isinstance(e, tirx.IntImm):
+                if int(e) != x:
+                    return None
+                continue
+            found: dict = {}
+            _collect_vars(e, found)
+            if len(found) == 1 and next(iter(found)) in dims:
+                name = next(iter(found))
+                v = _solve(e, name, x)
+                if v is None or binding.setdefault(name, v) != v:
+                    return None
+            else:
+                later.append((e, x))
+    if any(_value(e, binding) not in (None, x) for e, x in later):
+        return None
+    return binding
+
+
+def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str) -> list[dict[str, int]]:
+    """The bindings of ``source``'s symbolic dimensions that ``records`` holds tuned kernels of (in
+    ``parse_shapes`` order), found from the records alone, no option naming them: the shapes in each workload key
+    (``NAME[1x16x32,32x96]@HASH``) are matched against the input shapes of the symbolic model's fused kernels,
+    which give the candidate values of every dimension (an extent that is one dimension, linear in it, solved; a
+    dimension no kernel fixes takes the example's value); the candidates' kernels are extracted (``shape_tasks``)
+    and a candidate is tuned when a successful record is of one of its tasks that no other candidate has (a kernel
+    that depends on that shape), or of every one of its tasks. [] when none is."""
+    import tvm
+
+    tkey = target_key(target)
+    have = {r.workload for r in load(records, target=tkey, warn=False) if r.ok}
+    static = [sh for sh in (_key_shapes(k) for k in have) if sh]
+    if not static or not source.dims:
+        return []
+    converted = convert(to_relax(source), check_layout(layout))
+    fused = fuse(converted.mod, target)
+    values: dict[str, set[int]] = {n: set() for n in source.dims}
+    for f in fused.functions.values():
+        if not isinstance(f, tvm.tirx.PrimFunc):
+            continue
+        ins = [tuple(p.shape) for p in f.params if getattr(p, "shape", None) is not None][:-1]
+        for sh in static:
+            if len(sh) > len(ins):
+                continue
+            for pick in itertools.combinations(ins, len(sh)):  # a key holds the shapes of the inputs its anchor reads
+                b = _fit(list(pick), sh, source.dims)
+                for n, v in (b or {}).items():
+                    if source.dims[n].contains(v):
+                        values[n].add(v)
+    for n, d in source.dims.items():
+        if not values[n]:
+            if d.example is None:
+                return []
+            values[n].add(d.example)
+    order = list(source.dims)
+    candidates = [dict(zip(order, c)) for c in itertools.product(*(sorted(values[n]) for n in order))]
+    dyn = shape_tasks(source, target, layout, candidates, converted)
+    keys = [{k.workload.key for k in st.tasks.tasks} for st in dyn.shapes]
+    tuned = []
+    for i, st in enumerate(dyn.shapes):
+        others = set().union(*(k for j, k in enumerate(keys) if j != i))
+        held = keys[i] & have
+        if held and (held - others or keys[i] <= have):
+            tuned.append(st.binding)
+    return tuned
 
 
 # ------------------------------------------------------------------------------------------------- build
@@ -304,3 +414,35 @@ def check_bindings(source: ModelSource, tuned: list[dict[str, int]]) -> list[dic
         if b not in out:
             out.append(b)
     return out
+
+
+@dataclass
+class DynamicLibrary:
+    ex: object  # the compiled executable (relax.VirtualMachine's)
+    chosen: dict  # the kernel of every task by hash: the records' best, and the constructed ones
+    recorded: dict  # those of the records
+    how: dict  # {shape label, "near LABEL" or "any": {kernel: how}} (dispatch_module)
+    check_at: list  # check_bindings
+    errors: dict  # {shape label: max output error} at check_at (empty when not checked)
+
+
+def dynamic_library(dyn: DynamicTasks, records: str | None, construct: str | None = None,
+                    check_output: bool = True) -> DynamicLibrary:
+    """The library that dispatches between ``dyn``'s shapes, tuned from ``records`` (``construct``: the tasks
+    without a record get that method's top construction, ``model build --construct``), and runs every other shape
+    within the bounds by the rule of ``dispatch_module``; compiled, and with ``check_output`` run against the
+    original at ``check_bindings`` (TiletuneError when they differ). ``model build --shapes`` exports it, ``model
+    bench --shapes`` times it."""
+    chosen = recorded = best_configs_shaped(dyn, records)
+    if construct:
+        chosen = constructed_configs(dyn.merged, construct, recorded)
+    tuned = [st.binding for st in dyn.shapes]
+    check_at = check_bindings(dyn.source, tuned)
+    mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
+    ex = compile_module(mod, dyn.target)
+    errors = {}
+    if check_output:
+        runner = ModelRunner(ex)
+        for b in check_at:
+            errors[label(b)] = check(dyn.source, runner, binding=b)
+    return DynamicLibrary(ex, chosen, recorded, how, check_at, errors)
