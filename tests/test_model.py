@@ -5,6 +5,7 @@ MetaSchedule database in a Relax build, and resumed without measuring anything t
 import json
 import math
 import os
+import re
 
 import numpy as np
 import pytest
@@ -142,6 +143,32 @@ def test_default_schedule_is_parallel_vectorized_and_correct(model):
     text = func.script()
     assert how == "parallel+vector" and "T.parallel" in text and "T.vectorized" in text
     assert 'sblock("B")' not in text  # the intermediate is inlined into its consumer
+
+
+def test_default_schedule_parallelizes_leading_loops_only():
+    """A transpose with padding into 3 channels (a CNN's NCHW input to NHWC): the parallel loop covers the
+    leading loops (>= PARALLEL_CHUNKS iterations), the inner ones stay loops of their own (no division per
+    element), and the result is the unscheduled one's."""
+    import tvm
+    from tvm import te
+
+    from tiletune.model.default_schedule import PARALLEL_CHUNKS, checked
+
+    x = te.placeholder((1, 3, 37, 41), name="X")
+    y = te.compute((1, 39, 43, 3), lambda n, h, w, c: tvm.tirx.if_then_else(
+        tvm.tirx.all(h >= 1, h < 38, w >= 1, w < 42), x[n, c, h - 1, w - 1], 0.0), name="Y")
+    func, how = checked(te.create_prim_func([x, y]), host_target())
+    assert how in ("parallel+vector", "parallel")
+    text = func.script()
+    par = [int(n) for n in re.findall(r"in T\.parallel\((\d+)\)", text)]
+    assert len(par) == 1 and PARALLEL_CHUNKS <= par[0] < 39 * 43 * 3, text
+    assert re.search(r"in range\((43|3)\)", text), text  # an inner loop of its own
+    got = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(host_target()))
+    a = np.random.default_rng(0).standard_normal((1, 3, 37, 41)).astype("float32")
+    out = tvm.runtime.tensor(np.zeros((1, 39, 43, 3), "float32"))
+    got["main"](tvm.runtime.tensor(a), out)
+    want = np.pad(a.transpose(0, 2, 3, 1), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    np.testing.assert_array_equal(out.numpy(), want)
 
 
 def test_tuned_model_matches_torch_and_exports(model, tuned, tmp_path, capsys):

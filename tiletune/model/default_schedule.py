@@ -8,17 +8,23 @@ this may recompute an elementwise value, never a reduction). Then for each remai
 - the leading loops that bind only spatial iterators (all of them for an elementwise block; those
   outside the reduction for a reduction block) are the block's spatial nest;
 - if its innermost spatial loop has an extent divisible by 4, 8 or 16 (the widest that divides, at most
-  ``VECTOR`` lanes), that loop is split and its inner part vectorized; in a reduction block (pooling, a
+  ``VECTOR`` lanes) and no load would gather along it (``_gathers``: a transpose's source, read one element per
+  row, which a vector loads element by element, 4x slower than the scalar loop here), that loop is split and
+  its inner part vectorized; in a reduction block (pooling, a
   mean over the spatial axes of an NHWC tensor) the lanes move inside the reduction loops, so that one
   vector of accumulators runs over the window (for NHWC pooling: the channels, contiguous in memory), and
   the reduction's init becomes a vectorized loop of its own (``decompose_reduction``);
-- the remaining spatial loops are fused into one and run in parallel over the cores, unless the block
-  iterates fewer than ``PARALLEL_MIN`` times in all (then waking the thread pool costs more than it saves).
+- the leading spatial loops, as many as it takes to reach ``PARALLEL_CHUNKS`` iterations, are fused into one
+  and run in parallel over the cores; the loops inside them stay a plain nest (fusing them all made every
+  element pay a division and a modulo per loop: a transpose into 3 channels ran 10x slower); nothing runs in
+  parallel when the block iterates fewer than ``PARALLEL_MIN`` times in all (then waking the thread pool costs
+  more than it saves).
 
 A step TVM refuses for a block (a loop nest that is not a plain nest, a vectorization it cannot do) is
 skipped for that block; ``checked`` builds the result and compares it with TVM's unscheduled build of the
 same function on random inputs, falling back to parallel only, then to the unscheduled function, when a
-schedule builds wrongly or not at all. A kernel with symbolic shapes is left as it is.
+schedule builds wrongly or not at all. A kernel with symbolic shapes is left as it is. Measurements:
+docs/decisions/default-schedule.md.
 """
 from __future__ import annotations
 
@@ -30,21 +36,51 @@ from ..workloads.primfunc import _walk
 
 VECTOR = 16  # fp32 lanes of AVX-512
 PARALLEL_MIN = 4096  # iterations below which a block runs on one core (waking the thread pool costs more)
+PARALLEL_CHUNKS = 64  # parallel iterations enough to share among the cores: docs/decisions/default-schedule.md
 _CHECKED: dict[tuple, object] = {}
+
+
+def _uses(expr, var) -> bool:
+    hit = []
+    _walk(expr, lambda n: hit.append(True) if n.same_as(var) else None)
+    return bool(hit)
+
+
+def _bindings(sch, block) -> list:
+    loops = sch.get_loops(block)
+    realize = sch.get(loops[-1]).body if loops else None
+    return list(getattr(realize, "iter_values", ()))
+
+
+def _gathers(sch, block, loop) -> bool:
+    """Whether a vector over ``loop`` would gather: a load of the block whose last index does not move with the
+    loop while another index does (a transpose's read: one element per row of the source)."""
+    from tvm import sym
+
+    b = sch.get(block)
+    var = sch.get(loop).loop_var
+    moving = [iv.var for iv, v in zip(b.iter_vars, _bindings(sch, block)) if _uses(v, var)]
+    loads = []
+    _walk(getattr(b.body, "value", b.body), lambda n: loads.append(n) if hasattr(n, "indices") else None)
+    ana = sym.Analyzer()  # the indices simplified over the iterators' domains (a fused reshape's v // 128 is 0)
+    for iv in b.iter_vars:
+        ana.bind(iv.var, iv.dom)
+    for ld in loads:
+        idx = [ana.simplify(i) for i in ld.indices]
+        if not idx or any(_uses(idx[-1], v) for v in moving):
+            continue
+        if any(_uses(i, v) for i in idx[:-1] for v in moving):
+            return True
+    return False
 
 
 def _spatial_prefix(sch, block) -> list:
     """The leading loops of ``block`` that bind only spatial iterators."""
     b = sch.get(block)
     loops = sch.get_loops(block)
-    realize = sch.get(loops[-1]).body if loops else None
-    values = list(getattr(realize, "iter_values", ()))
+    values = _bindings(sch, block)
     kinds = [int(iv.iter_type) for iv in b.iter_vars]
-
-    def uses(expr, var) -> bool:
-        hit = []
-        _walk(expr, lambda n: hit.append(True) if n.same_as(var) else None)
-        return bool(hit)
+    uses = _uses
 
     prefix = []
     for lp in loops:
@@ -54,6 +90,22 @@ def _spatial_prefix(sch, block) -> list:
             break
         prefix.append(lp)
     return prefix
+
+
+def _leading(sch, loops: list) -> list:
+    """The leading ``loops`` whose extents multiply to ``PARALLEL_CHUNKS`` or more (all of them if they never do):
+    the loops fused into the parallel one. The loops inside stay a plain nest, so that an element's indices need
+    no division by the loops' extents."""
+    n, acc = 0, 1
+    for lp in loops:
+        if acc >= PARALLEL_CHUNKS:
+            break
+        try:
+            acc *= int(sch.get(lp).extent)
+        except TypeError:  # a symbolic extent: enough iterations to share
+            acc = PARALLEL_CHUNKS
+        n += 1
+    return loops[:max(n, 1)]
 
 
 def _schedule_block(sch, block, vectorize: bool) -> None:
@@ -69,7 +121,7 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
     reduction_loops = loops[len(prefix):]
     outer = list(prefix)
     lane = None
-    if vectorize and (not has_reduction or reduction_loops):
+    if vectorize and (not has_reduction or reduction_loops) and not _gathers(sch, block, prefix[-1]):
         inner = sch.get(prefix[-1]).extent
         try:
             e = int(inner)
@@ -82,9 +134,9 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
                 sch.reorder(head, *reduction_loops, lane)
             sch.vectorize(lane)
             outer[-1] = head
-    fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     if work >= PARALLEL_MIN:
-        sch.parallel(fused)
+        lead = _leading(sch, outer)
+        sch.parallel(sch.fuse(*lead) if len(lead) > 1 else lead[0])
     if lane is not None and reduction_loops:  # the accumulators zeroed by a vector store of their own
         init = sch.decompose_reduction(block, reduction_loops[0])
         sch.vectorize(sch.get_loops(init)[-1])
@@ -129,10 +181,15 @@ def _static_params(func) -> list[tuple[tuple[int, ...], str]] | None:
     return out
 
 
-def _run(func, target, args_np):
+def _build(func, target):
     import tvm
 
-    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target).mod
+    return tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target).mod
+
+
+def _run(lib, args_np):
+    import tvm
+
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(a.copy(), dev) for a in args_np]
     lib["main"](*args)
@@ -163,14 +220,14 @@ def checked(func, target) -> tuple[object, str]:
                 args.append(rng.integers(0, 4, size=shape).astype(dtype))
         tgt = tvm.target.Target(target)
         try:
-            ref = _run(func, tgt, args)
+            ref = _run(_build(func, tgt), args)
         except Exception:  # noqa: BLE001  (TVM cannot build even the unscheduled function: leave it)
             _CHECKED[key] = result
             return result
         for vec, label in ((True, "parallel+vector"), (False, "parallel")):
             try:
                 f = default_schedule(func, vectorize=vec)
-                got = _run(f, tgt, args)
+                got = _run(_build(f, tgt), args)
             except Exception:  # noqa: BLE001
                 continue
             if all(np.allclose(g, r, rtol=1e-4, atol=1e-5, equal_nan=True) for g, r in zip(got, ref)):
