@@ -114,3 +114,22 @@ def test_bad_input_is_one_line(spec, records, tmp_path, capsys):
                             1.0).to_json() + "\n")
     assert "holds no tuned shape of" in err("--shapes", "seq=16", rec=other)
     assert "our build needs -r RECORDS" in err("--shapes", "seq=16", rec=None)
+
+
+def test_onnx_export_keeps_the_symbolic_dimensions(spec, tmp_path):
+    """ONNX Runtime at several shapes of a PyTorch model: one export, its sequence axis symbolic, right at each."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from tiletune.model.build import compare
+    from tiletune.model.source import export_onnx, load, onnx_session
+
+    source = load(spec)
+    path = str(tmp_path / "seq.onnx")
+    export_onnx(source, path)
+    sess = onnx_session(path, 1)
+    names = [i.name for i in sess.get_inputs()]
+    assert any(isinstance(d, str) for i in sess.get_inputs() for d in i.shape)
+    for seq in (16, 24, 32):
+        x = source.random_inputs(0, {"seq": seq})
+        assert compare(sess.run(None, dict(zip(names, x))), source.reference(x)) < 1e-4
+

@@ -145,7 +145,7 @@ def add_parser(sub) -> None:
                    "size); a shape need not be tuned: our build is the one library of 'model build --shapes', tuned "
                    "at the shapes RECORDS holds for this model, and runs the others by its rule for untuned shapes. "
                    "One result per method and shape; the report has a row per shape. Not with MetaSchedule (symbolic "
-                   "loops), nor ONNX Runtime on a PyTorch model (its export is static); default: the example's shape, "
+                   "loops); ONNX Runtime runs one export with the symbolic dimensions; default: the example's shape, "
                    "as a static model")
     e.set_defaults(func=run_bench)
 

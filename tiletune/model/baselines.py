@@ -36,9 +36,9 @@ call's outputs against the original's and times it; the result is ``{"rows": [on
 ``prepare_s`` (the method's one build). ``tiletune``: the one library of ``model build --shapes``
 (``tiletune.model.shapes.dynamic_library``) tuned at the job's ``tuned`` bindings (the other shapes go through its
 rule for untuned shapes); ``torch``: eager; ``torch-compile``: ``torch.compile(dynamic=True)``, compiled once;
-``tvm-default``: ``tvm.compile`` of the symbolic Relax module; ``onnxruntime``: an ``.onnx`` model only (its own
-symbolic dimensions; the export of a PyTorch model, ``source.export_onnx``, has static shapes); ``metaschedule``:
-refused (``shapes_refusal``).
+``tvm-default``: ``tvm.compile`` of the symbolic Relax module; ``onnxruntime``: one session of the ``.onnx`` model
+or of the PyTorch model's export with its symbolic dimensions (``source.export_onnx``); ``metaschedule``: refused
+(``shapes_refusal``).
 """
 from __future__ import annotations
 
@@ -166,9 +166,6 @@ def shapes_refusal(method: str, source: ModelSource) -> str | None:
     """Why ``method`` is not timed at several shapes of ``source`` (``model bench --shapes``), or None."""
     if method == "metaschedule":
         return "not for --shapes: MetaSchedule refuses symbolic loops"
-    if method == "onnxruntime" and source.kind != "onnx":
-        return ("not for --shapes on a PyTorch model: its ONNX export (source.export_onnx) has static shapes "
-                "(an .onnx model with named dimensions is timed)")
     return None
 
 

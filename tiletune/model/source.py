@@ -114,7 +114,8 @@ class ModelSource:
 def export_onnx(source: ModelSource, path: str) -> None:
     """``torch.onnx.export`` of a torch ``ModelSource`` to ``path`` (opset 17, the TorchScript exporter), with
     ``nn.MultiheadAttention``'s inference fast path off (as one exports it: its fused ATen kernel has no ONNX
-    form). Used by the ONNX Runtime baseline and the conformance suite's ONNX path."""
+    form). A model with symbolic dimensions keeps them (``dynamic_axes`` named as in ``dims``), so that one
+    session runs every shape. Used by the ONNX Runtime baseline and the conformance suite's ONNX path."""
     import warnings
 
     import torch
@@ -124,7 +125,11 @@ def export_onnx(source: ModelSource, path: str) -> None:
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False)
+            names = [i.name for i in source.inputs]
+            axes = {i.name: {ax: d for ax, d in enumerate(i.shape) if isinstance(d, str)} for i in source.inputs}
+            axes = {n: a for n, a in axes.items() if a}
+            torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False,
+                              **({"input_names": names, "dynamic_axes": axes} if axes else {}))
     finally:
         torch.backends.mha.set_fastpath_enabled(fastpath)
 
