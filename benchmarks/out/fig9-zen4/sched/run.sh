@@ -1,6 +1,6 @@
 #!/bin/bash
 # mobilenetv2 and resnet50 (cold-timed xgb records) against ONNX Runtime, 3 rotating rounds, after the default-schedule change
-cd /work/main; OUT=/tmp/p/f9
+cd "$(dirname "$0")/../../../.."; OUT=${OUT:-benchmarks/out/fig9-zen4/sched}
 for r in ${ROUNDS:-1 2 3}; do for m in ${MODELS:-mobilenetv2 resnet50}; do
   for meth in xgbcold onnxruntime; do
     d=$OUT/r$r/$m-$meth; mkdir -p $d
