@@ -169,6 +169,14 @@ def test_default_schedule_parallelizes_leading_loops_only():
     got["main"](tvm.runtime.tensor(a), out)
     want = np.pad(a.transpose(0, 2, 3, 1), ((0, 0), (1, 1), (1, 1), (0, 0)))
     np.testing.assert_array_equal(out.numpy(), want)
+    # a transpose's source read one element per row: no vector; rows reduced side by side keep theirs
+    t = te.compute((64, 128), lambda i, j: x[0, 0, j % 37, i % 41] + 1.0, name="T")
+    assert "T.vectorized" not in checked(te.create_prim_func([x, t]), host_target())[0].script()
+    rows = te.placeholder((3, 32, 41), name="Rows")
+    k = te.reduce_axis((0, 41), name="k")
+    r = te.compute((3, 32), lambda c, h: te.sum(rows[c, h, k], axis=k), name="R")
+    r_func, how = checked(te.create_prim_func([rows, r]), host_target())
+    assert "T.vectorized" in r_func.script(), r_func.script()
 
 
 def test_tuned_model_matches_torch_and_exports(model, tuned, tmp_path, capsys):
