@@ -30,7 +30,10 @@ convolution's kernel: the pad is a kernel of its own (``pad``, default schedule:
 the channels; for ResNet-18's 56x56x64 input, 0.2 M floats), and the convolution's kernel reads a padded
 buffer with no bounds check (inlined, the padding's bounds check guards every input element in the
 innermost loop). This is the named NHWC conv2d's ``pad_buffer`` knob, which PrimFunc workloads do not have,
-made once for every task of a model; the measurement: docs/decisions/model-layout.md.
+made once for every task of a model; the measurement: docs/decisions/model-layout.md. Grouped and depthwise
+convolutions (``groups > 1``) keep their padding inside (``PAD_GROUPED``): without a reduction over input
+channels their bounds checks guard no broadcast, and a pad kernel in front of each cost more than the checks
+(MobileNetV2: 17 pad calls).
 
 The model's inputs and outputs keep their shapes: only the kernels inside change. ``NCHW`` leaves the module
 as imported. The default, ``DEFAULT_LAYOUT`` = NHWC: docs/decisions/model-layout.md.
@@ -43,6 +46,7 @@ from ..errors import TiletuneError, one_line
 
 LAYOUTS = ("NCHW", "NHWC")
 DEFAULT_LAYOUT = "NHWC"  # docs/decisions/model-layout.md
+PAD_GROUPED = False  # grouped and depthwise convolutions keep their padding inside: docs/decisions/model-layout.md
 #: the layouts of ConvertLayout: data, then weight (HWIO: the input channel innermost but one, the output
 #: channel innermost, the weight layout of the named NHWC conv2d workload)
 DESIRED = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
@@ -173,7 +177,7 @@ def _pad_outside(mod):
                 return call
             a = call.attrs
             top, left, bottom, right = (int(p) for p in a.padding)
-            if not (top or left or bottom or right):
+            if not (top or left or bottom or right) or (int(a.groups) > 1 and not PAD_GROUPED):
                 return call
             x = relax.op.nn.pad(call.args[0], [0, 0, top, bottom, left, right, 0, 0])
             return relax.op.nn.conv2d(x, call.args[1], strides=[int(v) for v in a.strides], padding=[0, 0, 0, 0],
