@@ -124,14 +124,15 @@ def test_dedup_sums_calls_of_identical_kernels():
 
 
 def test_default_schedule_is_parallel_vectorized_and_correct(model):
-    from tiletune.model.default_schedule import checked
+    from tiletune.model.default_schedule import PARALLEL_MIN, checked
 
     _, tasks = model
     for k in tasks.kernels:
         if k.tunable:
             continue
         func, how = checked(k.func, host_target())
-        assert how in ("parallel+vector", "parallel"), (k.name, how)
+        # a kernel too small for the thread pool may be left as it is (the 8x8 image's transpose+pad)
+        assert how in ("parallel+vector", "parallel") or math.prod(k.output) < PARALLEL_MIN, (k.name, how)
     # a large elementwise kernel: one parallel loop, the innermost vectorized, same result
     import tvm
     from tvm import te

@@ -4,6 +4,7 @@ linear) converted to NHWC keeps NHWC from the first convolution to the pooling, 
 the output channels, its pooling and mean kernels are parallel and vectorized, the built model equals torch's
 output, and the first trials of every task are its Roller constructions."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -102,7 +103,7 @@ def test_nhwc_convs_vectorize_over_output_channels_and_transposes_cancel(spec, n
 
 
 def test_nhwc_pooling_and_mean_are_parallel_and_vectorized(nhwc):
-    from tiletune.model.default_schedule import checked
+    from tiletune.model.default_schedule import PARALLEL_MIN, checked
 
     _, tasks = nhwc
     pools = [k for k in tasks.kernels if not k.tunable and ("pool" in k.name or "mean" in k.name)]
@@ -113,8 +114,8 @@ def test_nhwc_pooling_and_mean_are_parallel_and_vectorized(nhwc):
         assert how == "parallel+vector", (k.name, how)
         # the lanes (channels) inside the window's reduction loops, the init a vector store of its own
         assert "T.vectorized" in text and "_init" in text, text
-    for k in tasks.kernels:
-        if not k.tunable:
+    for k in tasks.kernels:  # every other kernel scheduled, unless too small for the thread pool
+        if not k.tunable and math.prod(k.output) >= PARALLEL_MIN:
             assert checked(k.func, host_target())[1] != "none", k.name
 
 

@@ -3,7 +3,9 @@ pooling, and tunable kernels without records): parallel and vectorized instead o
 
 Blocks without a reduction that are not the last (the intermediates of an elementwise chain: reshape ->
 add, the exponential of a softmax) are inlined into their consumers where TVM allows it (``compute_inline``;
-this may recompute an elementwise value, never a reduction). Then for each remaining block, in order:
+this may recompute an elementwise value, never a reduction), unless the inlined chain ends in a block that
+gathers (``_gathering``: a reshape-transpose chain read one element per source row; its passes one by one ran
+in half the time). Then for each remaining block, in order:
 
 - the leading loops that bind only spatial iterators (all of them for an elementwise block; those
   outside the reduction for a reduction block) are the block's spatial nest;
@@ -72,6 +74,15 @@ def _gathers(sch, block, loop) -> bool:
         if any(_uses(i, v) for i in idx[:-1] for v in moving):
             return True
     return False
+
+
+def _gathering(sch, block) -> bool:
+    """A block without a reduction whose innermost loop gathers (``_gathers``)."""
+    loops = sch.get_loops(block)
+    b = sch.get(block)
+    if not loops or sch.get_child_blocks(block) or any(int(iv.iter_type) != 0 for iv in b.iter_vars):
+        return False
+    return _gathers(sch, block, loops[-1])
 
 
 def _spatial_prefix(sch, block) -> list:
@@ -161,6 +172,9 @@ def default_schedule(func, vectorize: bool = True):
                 sch.compute_inline(block)
             except Exception:  # noqa: BLE001
                 pass
+    if len(sch.get_child_blocks(root)) < len(blocks) and any(_gathering(sch, b) for b in sch.get_child_blocks(root)):
+        sch = s_tir.Schedule(tvm.IRModule({"main": func}))  # a chain that ends in a gather: its passes one by one
+        root = sch.get_sblock("root")
     for block in sch.get_child_blocks(root):
         if sch.get_child_blocks(block):
             continue
