@@ -91,12 +91,11 @@ def _spatial_prefix(sch, block) -> list:
     loops = sch.get_loops(block)
     values = _bindings(sch, block)
     kinds = [int(iv.iter_type) for iv in b.iter_vars]
-    uses = _uses
 
     prefix = []
     for lp in loops:
         var = sch.get(lp).loop_var
-        bound = [k for v, k in zip(values, kinds) if uses(v, var)]
+        bound = [k for v, k in zip(values, kinds) if _uses(v, var)]
         if not bound or any(k != 0 for k in bound):
             break
         prefix.append(lp)
@@ -134,7 +133,7 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
     lane = None
     # a gather is kept where the lanes run inside a reduction (rows of a softmax or a norm reduced side by side:
     # one accumulator per row, 3.6x faster than one row at a time, though each lane reads another row)
-    if vectorize and (not has_reduction or reduction_loops) and (reduction_loops or not _gathers(sch, block, prefix[-1])):
+    if vectorize and (reduction_loops or (not has_reduction and not _gathers(sch, block, prefix[-1]))):
         inner = sch.get(prefix[-1]).extent
         try:
             e = int(inner)
@@ -197,15 +196,10 @@ def _static_params(func) -> list[tuple[tuple[int, ...], str]] | None:
     return out
 
 
-def _build(func, target):
+def _run(func, target, args_np):
     import tvm
 
-    return tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target).mod
-
-
-def _run(lib, args_np):
-    import tvm
-
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target).mod
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(a.copy(), dev) for a in args_np]
     lib["main"](*args)
@@ -236,14 +230,14 @@ def checked(func, target) -> tuple[object, str]:
                 args.append(rng.integers(0, 4, size=shape).astype(dtype))
         tgt = tvm.target.Target(target)
         try:
-            ref = _run(_build(func, tgt), args)
+            ref = _run(func, tgt, args)
         except Exception:  # noqa: BLE001  (TVM cannot build even the unscheduled function: leave it)
             _CHECKED[key] = result
             return result
         for vec, label in ((True, "parallel+vector"), (False, "parallel")):
             try:
                 f = default_schedule(func, vectorize=vec)
-                got = _run(_build(f, tgt), args)
+                got = _run(f, tgt, args)
             except Exception:  # noqa: BLE001
                 continue
             if all(np.allclose(g, r, rtol=1e-4, atol=1e-5, equal_nan=True) for g, r in zip(got, ref)):
