@@ -162,6 +162,29 @@ def _ms_method(source, target: dict, trials: int, settings: MeasureSettings, tmp
     return compile_module(applied, target)
 
 
+def _vm_method(ex, target: dict):
+    """(prepare, call, outputs, device) of a compiled Relax executable in the VM: numpy inputs copied to the
+    device; on a GPU each call waits for the kernels (a launch returns before they end)."""
+    import tvm
+
+    runner = ModelRunner(ex, target)
+    dev, main = runner.dev, runner.vm["main"]
+
+    def prepare(xs):
+        return [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in xs]
+
+    if is_cuda(target):
+        def call(args):
+            out = main(*args)
+            dev.sync()
+            return out
+    else:
+        def call(args):
+            return main(*args)
+
+    return prepare, call, _flat, dev
+
+
 def shapes_refusal(method: str, source: ModelSource) -> str | None:
     """Why ``method`` is not timed at several shapes of ``source`` (``model bench --shapes``), or None."""
     if method == "metaschedule":
@@ -207,11 +230,7 @@ def run_shapes(job: dict) -> dict:
                     base.update(constructed=len(lib.chosen) - len(lib.recorded), construct=job["construct"])
             else:  # TVM's default pipeline on the symbolic module
                 ex = tvm.compile(to_relax(source), target=tvm.target.Target(target))
-            runner = ModelRunner(ex, target)
-            dev = runner.dev
-            prepare = (lambda xs: [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in xs])
-            call = (lambda args: runner.vm["main"](*args))
-            outputs = _flat
+            prepare, call, outputs, _ = _vm_method(ex, target)
         else:
             raise TiletuneError(f"unknown method {method!r}; accepted: {', '.join(METHODS)}")
         base["prepare_s"] = time.perf_counter() - t0
@@ -280,16 +299,9 @@ def run_method(job: dict) -> dict:
             else:
                 ex = _ms_method(source, target, int(job["trials"]), settings, tmp)
                 out["trials"] = int(job["trials"])
-            runner = ModelRunner(ex, target)
-            dev = runner.dev
+            prepare, call, outputs, dev = _vm_method(ex, target)
             if gpu:
                 out["device"] = str(dev.device_name)
-            prepare = (lambda xs: [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in xs])
-            if gpu:  # a launch returns before the kernels end: each call waits for them
-                call = (lambda args: (runner.vm["main"](*args), dev.sync())[0])
-            else:
-                call = (lambda args: runner.vm["main"](*args))
-            outputs = _flat
         else:
             raise TiletuneError(f"unknown method {method!r}; accepted: {', '.join(METHODS)}")
         args = prepare(inputs)

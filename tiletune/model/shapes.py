@@ -422,7 +422,6 @@ class DynamicLibrary:
     chosen: dict  # the kernel of every task by hash: the records' best, and the constructed ones
     recorded: dict  # those of the records
     how: dict  # {shape label, "near LABEL" or "any": {kernel: how}} (dispatch_module)
-    check_at: list  # check_bindings
     errors: dict  # {shape label: max output error} at check_at (empty when not checked)
 
 
@@ -445,4 +444,4 @@ def dynamic_library(dyn: DynamicTasks, records: str | None, construct: str | Non
         runner = ModelRunner(ex)
         for b in check_at:
             errors[label(b)] = check(dyn.source, runner, binding=b)
-    return DynamicLibrary(ex, chosen, recorded, how, check_at, errors)
+    return DynamicLibrary(ex, chosen, recorded, how, errors)
