@@ -25,8 +25,8 @@ errors, wall seconds and trials per second, the trial at which the best was foun
 baselines run after the tuning of a workload: torch on the same GPU (``torch.matmul``: cuBLAS; ``conv2d``:
 cuDNN, both memory formats, the faster kept; in the workload's dtype, fp32 with TF32 disabled), timed with CUDA
 events around a CUDA graph of back-to-back calls (``_graph_timed``: median of 20 replays after 10 warm-up calls),
-output checked against numpy; and for half-precision GEMMs in fp16 dlight's ``gpu.Matmul`` on the workload's PrimFunc, timed by TVM's ``time_evaluator``. ``OUT/report.md``
-holds the table. Needs a CUDA GPU, torch with CUDA and TVM with its compiler (tornado for ``--measure rpc``).
+output checked against numpy; and for half-precision GEMMs in fp16 dlight's ``gpu.Matmul`` on the workload's
+PrimFunc, timed by TVM's ``time_evaluator``. ``OUT/report.md`` holds the table. Needs a CUDA GPU, torch with CUDA and TVM with its compiler (tornado for ``--measure rpc``).
 """
 from __future__ import annotations
 
@@ -94,9 +94,9 @@ def _rel_error(got: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
 
 
-def _graph_timed(torch, fn, number: int = 0, repeat: int = 20) -> list[float]:
-    """Seconds per call of ``fn`` as the GPU runs it: ``number`` calls captured in one CUDA graph (``number`` such
-    that a replay lasts about 1 ms), ``repeat`` replays each between two CUDA events. One call from Python between
+def _graph_timed(torch, fn, repeat: int = 20) -> list[float]:
+    """Seconds per call of ``fn`` as the GPU runs it, after 10 warm-up calls (which also size the graph): ``number``
+    calls captured in one CUDA graph (a replay of about 1 ms), ``repeat`` replays each between two CUDA events. One call from Python between
     two events would count the host's launch time (tens of microseconds through torch), longer than a small
     kernel; calls queued in a loop are bound by that launch time too. TVM's ``time_evaluator``, which times our
     kernels, launches from C++ (a few microseconds). Where capture fails, the calls are queued in a loop."""
@@ -107,8 +107,7 @@ def _graph_timed(torch, fn, number: int = 0, repeat: int = 20) -> list[float]:
         fn()
     b.record()
     b.synchronize()
-    if number < 1:
-        number = max(1, min(200, int(1e-3 / max(a.elapsed_time(b) / 1e3 / 10, 1e-7))))
+    number = max(1, min(200, int(1e-3 / max(a.elapsed_time(b) / 1e3 / 10, 1e-7))))
     try:
         graph = torch.cuda.CUDAGraph()
         stream = torch.cuda.Stream()
@@ -172,8 +171,6 @@ def vendor_gpu(wl) -> dict:
             torch.cuda.synchronize()
             got = out.contiguous().float().cpu().numpy().astype(np.float64)
             err = _rel_error(got, ref)
-            for _ in range(10):
-                fn()
             times = _graph_timed(torch, fn)
         med = float(np.median(times))
         row = {"label": label, "median_s": med, "gflops": wl.flops / med / 1e9, "rel_error": err}

@@ -76,7 +76,7 @@ def main() -> None:
     med = {k: {n: float(np.median(v)) * 1e6 for n, v in per[k].items()} for k in per}
     names = sorted(set(med["earlier"]) | set(med["current"]), key=lambda n: -med["earlier"].get(n, 0.0))
     print(f"{a.model}: {a.calls} calls of each build, alternating; per-call medians (us)")
-    print(f"| kernel | earlier rule | current rule |\n|---|---:|---:|")
+    print("| kernel | earlier rule | current rule |\n|---|---:|---:|")
     for n in names:
         e, c = med["earlier"].get(n, 0.0), med["current"].get(n, 0.0)
         if abs(e - c) > 5:
