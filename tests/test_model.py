@@ -106,6 +106,8 @@ def test_tasks_are_extracted_deduplicated_and_classified(model):
     assert any("mean" in n and "multiply-accumulate" in r for n, r in other.items()), other
     assert all(k.calls >= 1 and k.flops >= 0 for k in tasks.kernels)
     assert tasks.total_flops == sum(k.flops * k.calls for k in tasks.kernels)
+    # the bytes a kernel moves at the least: its float32 inputs and output
+    assert all(k.nbytes == 4 * sum(math.prod(s) for s in [*k.inputs, k.output]) for k in tasks.kernels)
     # identical kernels are one, with their calls summed
     from tiletune.model.tasks import call_counts
 
@@ -313,6 +315,7 @@ def test_model_tasks_command_measures_latency_shares(spec, tuned, capsys):
     assert main(["model", "tasks", spec, "--measure", "-r", str(rec)]) == 0
     out = capsys.readouterr().out
     assert "latency %" in out and "default schedule: a reduction without a multiply-accumulate" in out
+    assert "GB/s" in out and "this machine's DRAM" in out
     assert "tuned (best of the records)" in out
 
 

@@ -7,6 +7,7 @@ import os
 
 from ..api import set_threads
 from ..errors import TiletuneError
+from ..hardware import detect_cpu
 from ..measure.base import MeasureSettings
 from ..model.baselines import METHODS
 from ..model.bench import bench_model, bench_model_shapes, parse_methods
@@ -239,7 +240,7 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
     lat_total = 0.0
     if latency is not None:
         lat_total = sum(latency[k.hash] * k.calls for k in tasks.kernels if math.isfinite(latency.get(k.hash, math.nan)))
-        head += ["us/call", "latency %"]
+        head += ["us/call", "GB/s", "latency %"]
     rows = [head + ["handling"]]
     for i, k in enumerate(tasks.kernels, 1):
         if k.tunable:
@@ -253,6 +254,7 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
         if latency is not None:
             s = latency.get(k.hash, math.nan)
             row += [f"{s * 1e6:.1f}" if math.isfinite(s) else "-",
+                    f"{k.nbytes / s / 1e9:.1f}" if math.isfinite(s) and s > 0 and k.nbytes else "-",
                     f"{100 * s * k.calls / lat_total:.1f}" if math.isfinite(s) and lat_total else "-"]
         rows.append(row + [how])
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
@@ -276,6 +278,10 @@ def run_tasks(args) -> int:
         latency = kernel_latencies(tasks, chosen, _bench_settings())
         total = sum(latency[k.hash] * k.calls for k in tasks.kernels if math.isfinite(latency[k.hash]))
         print(f"sum of the kernels' latencies: {total * 1e3:.3f} ms per inference (each kernel timed alone)")
+        if not is_cuda(tasks.target):
+            cpu = detect_cpu(measure_bandwidth=False)  # the cached measurement of `tiletune hardware`, if any
+            print(f"GB/s: a kernel's inputs and output over its time (what it moves at the least); this machine's "
+                  f"DRAM: {cpu.memory[-1].bandwidth_gbs:.1f} GB/s ({cpu.source.get('dram_bandwidth', '?')})")
     print(task_table(tasks, latency, chosen))
     return 0
 

@@ -25,12 +25,16 @@ module, list every distinct kernel with its call count, and turn the tunable one
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from ..schedules import make_space
 from ..target import is_cuda
+from ..workloads.base import np_dtype
 from ..workloads.primfunc import PrimFuncWorkload, _walk
 from ..workloads.rows import RowWorkload, block_flops
 from . import gpu_default
@@ -56,6 +60,7 @@ class Kernel:
     workload: PrimFuncWorkload | RowWorkload | None = None  # None: not tuned
     reason: str = ""  # why it is not tuned
     rule: str = ""  # on a CUDA target, the dlight rule that schedules it when it is not tuned
+    nbytes: int = 0  # its inputs and output in bytes: what one call reads and writes at the least (0: symbolic)
 
     @property
     def tunable(self) -> bool:
@@ -189,6 +194,17 @@ def _is_mac(wl: PrimFuncWorkload) -> bool:
     return bool(found)
 
 
+def _param_bytes(func) -> int:
+    """Bytes of ``func``'s parameters (inputs and output), 0 when a shape is symbolic."""
+    total = 0
+    for p in func.params:
+        try:
+            total += math.prod(int(s) for s in p.shape) * np.dtype(np_dtype(str(p.dtype))).itemsize
+        except (TypeError, AttributeError, ValueError):
+            return 0
+    return total
+
+
 def _shapes(func) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
     shapes = []
     for p in func.params:
@@ -222,7 +238,7 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
             by_hash[h].names.append(name)
             continue
         ins, out = _shapes(f)
-        k = Kernel(name, [name], f, h, calls, 0, ins, out)
+        k = Kernel(name, [name], f, h, calls, 0, ins, out, nbytes=_param_bytes(f))
         try:
             wl = PrimFuncWorkload.from_prim_func(f, name=name)
             if not _is_mac(wl):
