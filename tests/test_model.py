@@ -304,6 +304,8 @@ def test_bad_input_is_one_line(spec, model, tuned, tmp_path, capsys):
     assert "another model" in err(["model", "build", spec, "-r", str(other), "-o", str(tmp_path / "x.so")])
     assert "another model" in err(["model", "tune", spec, "-r", str(other), "--trials", "2"])
     assert "give a budget" in err(["model", "tune", spec, "-r", str(tmp_path / "n.jsonl")])
+    assert "--sibling-seeds must be >= 0" in err(["model", "tune", spec, "-r", str(tmp_path / "n.jsonl"), "-n", "2",
+                                                  "--sibling-seeds", "-1"])
     assert "--confirm must be 0" in err(["model", "tune", spec, "-r", str(tmp_path / "n.jsonl"), "-n", "2",
                                          "--confirm", "1"])
 
@@ -403,3 +405,36 @@ def test_metaschedule_gives_every_task_its_round():
     assert per_iter(10_000, 20) == 64
     assert per_iter(5, 18) == 1
     assert per_iter(100, 0) == 64
+
+
+def test_sibling_tasks_measure_each_others_best_first(model, tmp_path):
+    """The block's two convolutions (one with ReLU, one with the residual and ReLU) are siblings: each round of
+    one starts with the other's best configurations that it has not measured (inside its trials), none without."""
+    from tiletune.model.tasks import ModelTasks
+    from tiletune.model.tuner import sibling_key, tune_model
+
+    _, tasks = model
+    convs = [k for k in tasks.tasks if "conv2d" in k.name and "x3x8x8" in k.workload.key]
+    assert len(convs) == 2, [k.workload.key for k in tasks.tasks]
+    pair = ModelTasks(tasks.fused, tasks.target, convs, tasks.layout)
+    rounds, tops = [], {}
+
+    def on_round(st, run, total):
+        rounds.append((st.key, [st.space.from_dict(r.config) for r in run.history], dict(tops)))
+        tops.update({s.key: [c for _, c in s.top] for s in [st, *st.siblings]})
+
+    for siblings in (2, 0):
+        rounds.clear(), tops.clear()
+        res = tune_model(pair, strategy="xgb", trials=12, records=str(tmp_path / f"s{siblings}.jsonl"), round_trials=3,
+                         batch_size=3, settings=SETTINGS, options={"start": "random"}, on_round=on_round, confirm=0,
+                         siblings=siblings)
+        a, b = res.states
+        assert sibling_key(a) == sibling_key(b) and (a.siblings == [b]) == bool(siblings)
+        seeded = 0
+        for i, (key, measured, before) in enumerate(rounds):
+            other = next(k for k in before if k != key) if len(before) > 1 else None
+            mine = {c for k, m, _ in rounds[:i] if k == key for c in m}
+            want = [c for c in before.get(other, []) if c not in mine][:3] if siblings else []
+            assert measured[:len(want)] == want
+            seeded += len(want)
+        assert (seeded > 0) == bool(siblings)

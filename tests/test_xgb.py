@@ -15,6 +15,7 @@ from tiletune.measure import FunctionMeasurer
 from tiletune.records import Record, RecordWriter
 from tiletune.space import Space
 from tiletune.strategies import TuneContext, create
+from tiletune.strategies.base import Trial
 from tiletune.tune import tune
 from tiletune.workloads import parse
 from tiletune.workloads.base import Axis
@@ -184,3 +185,17 @@ def test_knob_transfer_across_operators_is_an_error(tmp_path):
     ctx = TuneContext(workload=gemm, transfer=(str(path),))
     with pytest.raises(TiletuneError, match="knob features"):
         create("xgb", gemm_space(), context=ctx)
+
+
+def test_added_seeds_are_measured_next_and_visited_ones_refused():
+    """Strategy.add_seeds (a sibling task's best, tiletune.model.tuner): xgb measures them before its own
+    proposals, once; a strategy without a seed queue takes none."""
+    space = gemm_space()
+    s = create("xgb", space, seed=0, options={"start": "random"})
+    first = s.ask(4)
+    s.tell([Trial(c, 1e-3) for c in first])
+    rng = np.random.default_rng(1)
+    fresh = [c for c in space.sample_unique(rng, 8) if c not in first][:3]
+    assert s.add_seeds([first[0], *fresh, fresh[0]]) == 3  # the measured one and the repeat refused
+    assert s.ask(2) == fresh[:2] and s.ask(2)[0] == fresh[2]
+    assert create("random", space, seed=0).add_seeds(fresh) == 0

@@ -26,7 +26,7 @@ from ..model.shared_search import shared_search
 from ..model.source import load as load_source
 from ..model.tasks import ModelTasks, model_tasks
 from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
-from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, tune_model
+from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, SIBLING_SEEDS, tune_model
 from ..model.zoo import MODELS
 from ..paths import check_output
 from ..target import check_local_target, is_cuda, parse_target
@@ -92,6 +92,10 @@ def add_parser(sub) -> None:
                    + (" (the default)" if SHAPE_TRANSFER else ""))
     u.add_argument("--no-shape-transfer", dest="shape_transfer", action="store_false", default=argparse.SUPPRESS,
                    help="tune each shape alone")
+    u.add_argument("--sibling-seeds", type=int, default=SIBLING_SEEDS, metavar="N",
+                   help="tasks with the same main computation and space (one convolution fused with two epilogues) "
+                   f"measure each other's N best configurations first in each round (default {SIBLING_SEEDS}: off; "
+                   "docs/decisions/sibling-seeds.md)")
     u.add_argument("--shared-search", action="store_true",
                    help="opt-in, with two or more --shapes: a DietCode-like shared search instead of one search per "
                    "shape: per kernel, one search for all its shapes, whose candidates (tile sizes) are measured at one "
@@ -310,6 +314,8 @@ def run_tune(args) -> int:
     if args.seconds is not None and not args.seconds > 0:
         raise TiletuneError(f"--seconds must be > 0, got {args.seconds:g}")
     check_top(args.confirm)
+    if args.sibling_seeds < 0:
+        raise TiletuneError(f"--sibling-seeds must be >= 0, got {args.sibling_seeds}")
     check_output(args.records, "records file")
     rpc = rpc_address(args)  # a bad --rpc or an unreachable tracker: one line before the model is imported
     target = parse_target(args.target)
@@ -356,7 +362,8 @@ def run_tune(args) -> int:
                                 batch_size=args.batch_size, settings=settings, seed=args.seed,
                                 options=options_for(args.option, args.strategy), hardware=args.hardware, rpc=rpc,
                                 on_round=on_round, callbacks=(progress,) if progress is not None else (),
-                                confirm=args.confirm, on_confirm=on_confirm, transfer=transfer)
+                                confirm=args.confirm, on_confirm=on_confirm, transfer=transfer,
+                                siblings=args.sibling_seeds)
     finally:
         if progress is not None:
             progress.close()

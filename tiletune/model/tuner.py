@@ -23,6 +23,11 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   direct- or row-order ones third where they apply; ``tiletune.construct``), measured before the cost model
   proposes anything; the scheduler gives every task a round first. ``-O start=...`` / ``-O start_k=N`` change
   it. Why: docs/decisions/model-start.md.
+- Sibling seeds (opt-in, ``siblings=N``; off by default: docs/decisions/sibling-seeds.md): tasks with the same
+  main computation in the same space (a convolution fused with two epilogues, ``sibling_key``) share their best
+  configurations. At the start of each of a task's rounds, the N best configurations of every sibling that the
+  task has not measured are measured first (``Strategy.add_seeds``; the xgb search takes them, strategies
+  without a seed queue ignore them), inside the round's trials: the budget is unchanged.
 - Confirmation (``tiletune.model.confirm``; off by default: docs/decisions/model-confirm.md): with ``confirm=K``, after the
   budget each task's K fastest configurations are measured again side by side, in 2 interleaved rounds
   without the early cut-off, and the build takes the fastest of these measurements instead of the luckiest
@@ -58,6 +63,8 @@ from .tasks import Kernel, ModelTasks
 
 
 DEFAULT_STRATEGY = "xgb"
+#: best configurations of each sibling task measured first in a round (0: off): docs/decisions/sibling-seeds.md
+SIBLING_SEEDS = 0
 MODEL_START = "construct"  # docs/decisions/model-start.md
 MODEL_START_K = 10
 
@@ -96,6 +103,19 @@ class TaskState:
     history: list[float] = field(default_factory=list)  # best seconds per call after each round
     done: str = ""
     failures: Counter = field(default_factory=Counter)  # (error kind, its message in one line) -> trials
+    top: list = field(default_factory=list)  # (seconds, Config) of its fastest results in this run, fastest first
+    siblings: list = field(default_factory=list)  # the other TaskStates of its sibling_key
+
+    def note_top(self, records, keep: int) -> None:
+        """Keep the ``keep`` fastest configurations of this task's results (``records`` of one round)."""
+        for r in records:
+            if keep and r.ok and self.space is not None:
+                try:
+                    c = self.space.from_dict(r.config)
+                except TiletuneError:
+                    continue
+                if all(c != old for _, old in self.top):
+                    self.top = sorted(self.top + [(r.median_s, c)], key=lambda t: t[0])[:keep]
 
     def note_failures(self, records) -> None:
         """Count the failed trials of ``records`` (``tiletune.records.failures``)."""
@@ -128,6 +148,18 @@ class TaskState:
         return self.kernel.workload.key
 
 
+def sibling_key(st: TaskState) -> tuple | None:
+    """What sibling tasks share: the main computation's input shapes (the workload key's ``[...]``) and the space
+    (every knob's name, extent or choices), so that one task's configurations are configurations of the
+    other's; None for a task without a space or a row reduction."""
+    if st.space is None or isinstance(st.kernel.workload, RowWorkload):
+        return None
+    key = st.key.split("@")[0]
+    shapes = key[key.find("["):] if "[" in key else key
+    return shapes, tuple((k.name, getattr(k, "extent", None), getattr(k, "levels", None),
+                          tuple(map(str, getattr(k, "values", ())))) for k in st.space.knobs)
+
+
 @dataclass
 class ModelTuneResult:
     states: list[TaskState]
@@ -153,7 +185,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                on_round: Callable[[TaskState, TuneRun | None, int], None] | None = None,
                callbacks: tuple = (), confirm: int = CONFIRM_DEFAULT,
                on_confirm: Callable[[TaskState, int], None] | None = None, pool=None,
-               transfer: dict | None = None) -> ModelTuneResult:
+               transfer: dict | None = None, siblings: int = SIBLING_SEEDS) -> ModelTuneResult:
     """Tune ``tasks`` (see the module docstring); ``on_round(state, run, total_trials)`` after each round
     (``run`` None when the round failed), ``callbacks`` go to every round's tuning loop. ``rpc``
     (``HOST:PORT:KEY``): measure on the devices of that TVM RPC tracker (``tiletune.measure.rpc``); the
@@ -163,7 +195,8 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
     (``tiletune.model.confirm``; 0: off), ``on_confirm(state, measurements)`` after each task. ``pool``: warm
     workers to measure in, shared with other runs and closed by the caller (else the run starts its own).
     ``transfer``: by task key, what a task takes from other shapes' records (``tiletune.model.shape_transfer``:
-    ``paths`` for its cost model, ``seeds`` measured first)."""
+    ``paths`` for its cost model, ``seeds`` measured first). ``siblings``: best configurations of each sibling
+    task measured first in a round (module docstring; 0: off)."""
     if trials is None and seconds is None:
         raise TiletuneError("give a budget: --trials (the whole model's) or --seconds")
     if round_trials < 1:
@@ -191,6 +224,13 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
             st.done = f"not tuned: {e}"
             continue
         st.space, st.strategy = task.space, task.strategy
+    groups: dict[tuple, list[TaskState]] = {}
+    for st in states:
+        if siblings and (key := sibling_key(st)) is not None:
+            groups.setdefault(key, []).append(st)
+    for group in groups.values():
+        for st in group:
+            st.siblings = [o for o in group if o is not st]
     sched = make_scheduler(scheduler, seed)
     own_pool = pool is None
     if own_pool:
@@ -226,6 +266,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                     st.measurer = make_measurer(st.kernel.workload, st.space, target, settings=settings, pool=pool,
                                                 rpc=rpc)
                 left = None if seconds is None else max(1e-3, seconds - (time.monotonic() - started))
+                st.strategy.add_seeds([c for o in st.siblings for _, c in o.top])
                 run = tune(space=st.space, strategy=st.strategy, measurer=st.measurer, workload=st.key,
                            flops=st.kernel.flops, target=tkey, trials=n, seconds=left,
                            batch_size=min(batch_size, n), records=records, callbacks=callbacks)
@@ -238,6 +279,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
             st.rounds += 1
             if run is not None:
                 st.note_failures(run.history)
+                st.note_top(run.history, siblings if st.siblings else 0)
                 st.trials += run.trials
                 st.measured += run.measured
                 st.recalled += run.recalled

@@ -121,6 +121,12 @@ class Strategy(ABC):
     def tell(self, trials: Sequence[Trial]) -> None:
         """Results for configurations asked before."""
 
+    def add_seeds(self, configs: Sequence[Config]) -> int:
+        """Configurations learned elsewhere during a run (the best of a sibling task, ``tiletune.model.tuner``)
+        to measure next, before the strategy's own proposals; returns how many it took. A strategy without a
+        queue of seeds takes none."""
+        return 0
+
     def timing(self) -> dict[str, float]:
         """Seconds spent so far in the strategy's own work, by part (features, model fit, ...)."""
         return {}

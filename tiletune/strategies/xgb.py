@@ -203,6 +203,12 @@ class XGBTuner(SurrogateStrategy):
             out.append(c)
         return out
 
+    def add_seeds(self, configs: Sequence[Config]) -> int:
+        new = [c for c in dict.fromkeys(configs)
+               if c not in self.visited and c not in self.seeds and self.space.is_legal(c)]
+        self.seeds.extend(new)  # _ask measures them first
+        return len(new)
+
     def tell(self, trials: Sequence[Trial]) -> None:
         t0 = time.perf_counter()
         super().tell(trials)  # the model and self.measured (told costs, inf for failures)
