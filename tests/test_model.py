@@ -438,3 +438,21 @@ def test_sibling_tasks_measure_each_others_best_first(model, tmp_path):
             assert measured[:len(want)] == want
             seeded += len(want)
         assert (seeded > 0) == bool(siblings)
+
+
+def test_a_gather_counts_the_rows_it_reads_not_its_table():
+    """``model tasks --measure``'s GB/s: an embedding lookup moves the rows its indices name (as many as its
+    output), not the whole table."""
+    from tvm.script import tirx as T
+
+    from tiletune.model.tasks import _param_bytes
+
+    @T.prim_func(s_tir=True)
+    def take(A: T.Buffer((T.int64(1000), T.int64(64)), "float32"), idx: T.Buffer((T.int64(8),), "int32"),
+             out: T.Buffer((T.int64(8), T.int64(64)), "float32")):
+        for i, j in T.grid(T.int64(8), T.int64(64)):
+            with T.sblock("take"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                out[vi, vj] = A[idx[vi], vj]
+
+    assert _param_bytes(take) == 8 * 64 * 4 + 8 * 4 + 8 * 64 * 4

@@ -194,15 +194,41 @@ def _is_mac(wl: PrimFuncWorkload) -> bool:
     return bool(found)
 
 
+def _gathered(func) -> set[str]:
+    """Names of the parameters ``func`` reads at an index computed from another load (a take: an embedding lookup
+    reads the rows its indices name, not the whole table)."""
+    import tvm
+    from tvm import s_tir
+
+    out: set[str] = set()
+    try:
+        sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+        todo = list(sch.get_child_blocks(sch.get_sblock("root")))
+    except Exception:  # noqa: BLE001  (no blocks to read: every parameter counts whole)
+        return out
+    while todo:
+        b = todo.pop()
+        todo += list(sch.get_child_blocks(b))
+        for r in sch.get(b).reads:
+            loads: list = []
+            for rng in r.region:
+                _walk(rng.min, lambda x: loads.append(x) if hasattr(x, "indices") else None)
+            if loads:
+                out.add(str(getattr(r.source, "name", "")))
+    return out
+
+
 def _param_bytes(func) -> int:
-    """Bytes of ``func``'s parameters (inputs and output), 0 when a shape is symbolic."""
-    total = 0
+    """Bytes of ``func``'s parameters (inputs and output), 0 when a shape is symbolic; a gathered input
+    (``_gathered``) counts as much as the output it fills, at most its size."""
+    sizes = []
     for p in func.params:
         try:
-            total += math.prod(int(s) for s in p.shape) * np.dtype(np_dtype(str(p.dtype))).itemsize
+            sizes.append(math.prod(int(s) for s in p.shape) * np.dtype(np_dtype(str(p.dtype))).itemsize)
         except (TypeError, AttributeError, ValueError):
             return 0
-    return total
+    gathered = _gathered(func)
+    return sum(min(n, sizes[-1]) if str(p.name) in gathered else n for p, n in zip(func.params, sizes))
 
 
 def _shapes(func) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
