@@ -172,9 +172,15 @@ def test_default_schedule_parallelizes_leading_loops_only():
     got["main"](tvm.runtime.tensor(a), out)
     want = np.pad(a.transpose(0, 2, 3, 1), ((0, 0), (1, 1), (1, 1), (0, 0)))
     np.testing.assert_array_equal(out.numpy(), want)
-    # a transpose's source read one element per row: no vector; rows reduced side by side keep theirs
-    t = te.compute((64, 128), lambda i, j: x[0, 0, j % 37, i % 41] + 1.0, name="T")
+    # a transpose's source read one element per row: no vector where it cannot be blocked (60 x 100 are no
+    # multiples of the tile); blocked 16 x 16 with the tile's output row vectorized where it can (64 x 128)
+    t = te.compute((60, 100), lambda i, j: x[0, 0, j % 37, i % 41] + 1.0, name="T")
     assert "T.vectorized" not in checked(te.create_prim_func([x, t]), host_target())[0].script()
+    t = te.compute((64, 128), lambda i, j: x[0, 0, j % 37, i % 41] + 1.0, name="T")
+    tiled, how = checked(te.create_prim_func([x, t]), host_target())
+    assert how == "parallel+vector" and "T.vectorized(16)" in tiled.script() and "in range(16)" in tiled.script(), \
+        tiled.script()
+    # rows reduced side by side keep their vector
     rows = te.placeholder((3, 32, 41), name="Rows")
     k = te.reduce_axis((0, 41), name="k")
     r = te.compute((3, 32), lambda c, h: te.sum(rows[c, h, k], axis=k), name="R")

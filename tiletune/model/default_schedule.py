@@ -5,7 +5,7 @@ Blocks without a reduction that are not the last (the intermediates of an elemen
 add, the exponential of a softmax) are inlined into their consumers where TVM allows it (``compute_inline``;
 this may recompute an elementwise value, never a reduction), unless the inlined chain ends in a block that
 gathers (``_gathering``: a reshape-transpose chain read one element per source row; its passes one by one ran
-in half the time). Then for each remaining block, in order:
+in half the time) and cannot be blocked (below). Then for each remaining block, in order:
 
 - the leading loops that bind only spatial iterators (all of them for an elementwise block; those
   outside the reduction for a reduction block) are the block's spatial nest;
@@ -21,6 +21,12 @@ in half the time). Then for each remaining block, in order:
   element pay a division and a modulo per loop: a transpose into 3 channels ran 10x slower); nothing runs in
   parallel when the block iterates fewer than ``PARALLEL_MIN`` times in all (then waking the thread pool costs
   more than it saves).
+
+A transpose (a block without a reduction whose innermost loop would gather) whose source's contiguous loop and
+innermost loop are multiples of ``TRANSPOSE_TILE`` is blocked instead (``_tile_transpose``): both loops split into
+tiles of ``TRANSPOSE_TILE``, the tiles innermost, the output's row of a tile vectorized (its gather reads lines that
+L1 holds), the loops outside the tile run in parallel as above; a reshape-transpose chain that ends in such a
+transpose is inlined into one blocked pass.
 
 A step TVM refuses for a block (a loop nest that is not a plain nest, a vectorization it cannot do) is
 skipped for that block; ``checked`` builds the result and compares it with TVM's unscheduled build of the
@@ -39,6 +45,7 @@ from ..workloads.primfunc import _walk
 VECTOR = 16  # fp32 lanes of AVX-512
 PARALLEL_MIN = 4096  # iterations below which a block runs on one core (waking the thread pool costs more)
 PARALLEL_CHUNKS = 64  # parallel iterations enough to share among the cores: docs/decisions/default-schedule.md
+TRANSPOSE_TILE = 16  # a transpose's tile: 16 fp32 = one cache line of each side; docs/decisions/default-schedule.md
 _CHECKED: dict[tuple, object] = {}
 
 
@@ -74,6 +81,65 @@ def _gathers(sch, block, loop) -> bool:
         if any(_uses(i, v) for i in idx[:-1] for v in moving):
             return True
     return False
+
+
+def _source_loop(sch, block, loops: list):
+    """The loop of ``loops`` (not the innermost) that moves the last index of the load that gathers along the
+    innermost loop (``_gathers``): a transpose's source row; None if there is none."""
+    from tvm import sym
+
+    b = sch.get(block)
+    values = _bindings(sch, block)
+    iters = [(iv.var, v) for iv, v in zip(b.iter_vars, values)]
+
+    def moved(lp):
+        var = sch.get(lp).loop_var
+        return [iv for iv, v in iters if _uses(v, var)]
+
+    inner = moved(loops[-1])
+    loads = []
+    _walk(getattr(b.body, "value", b.body), lambda n: loads.append(n) if hasattr(n, "indices") else None)
+    ana = sym.Analyzer()
+    for iv in b.iter_vars:
+        ana.bind(iv.var, iv.dom)
+    for ld in loads:
+        idx = [ana.simplify(i) for i in ld.indices]
+        if not idx or any(_uses(idx[-1], v) for v in inner) or not any(_uses(i, v) for i in idx[:-1] for v in inner):
+            continue
+        for lp in reversed(loops[:-1]):  # the innermost of them: the source's contiguous axis
+            if any(_uses(idx[-1], v) for v in moved(lp)):
+                return lp
+    return None
+
+
+def _tile_source(sch, block, loops: list):
+    """The source loop of a transpose that ``_tile_transpose`` can block (it and the innermost loop multiples of
+    ``TRANSPOSE_TILE``, and longer), else None."""
+    src = _source_loop(sch, block, loops) if len(loops) >= 2 else None
+    if src is None:
+        return None
+    try:
+        extents = int(sch.get(src).extent), int(sch.get(loops[-1]).extent)
+    except TypeError:
+        return None
+    return None if any(e % TRANSPOSE_TILE or e == TRANSPOSE_TILE for e in extents) else src
+
+
+def _tile_transpose(sch, block, loops: list) -> list:
+    """A transpose's loops blocked ``TRANSPOSE_TILE`` x ``TRANSPOSE_TILE``: the source loop (``_source_loop``) and
+    the innermost one split, their tiles innermost, so that a tile reads whole cache lines of the source rows and
+    writes whole lines of the output, and the output's row of the tile vectorized. Returns the loops outside the
+    tile (all of ``loops`` when a split does not divide or there is no source loop)."""
+    src = _tile_source(sch, block, loops)
+    if src is None:
+        return loops
+    _, src_in = sch.split(src, [None, TRANSPOSE_TILE])
+    _, out_in = sch.split(loops[-1], [None, TRANSPOSE_TILE])
+    keep = {sch.get(src_in), sch.get(out_in)}
+    outside = [lp for lp in sch.get_loops(block) if sch.get(lp) not in keep]
+    sch.reorder(*outside, src_in, out_in)
+    sch.vectorize(out_in)  # a vector gathers from the tile's source lines, which L1 holds
+    return outside
 
 
 def _gathering(sch, block) -> bool:
@@ -146,6 +212,8 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
                 sch.reorder(head, *reduction_loops, lane)
             sch.vectorize(lane)
             outer[-1] = head
+    if vectorize and not has_reduction and lane is None and len(prefix) >= 2:
+        outer = _tile_transpose(sch, block, prefix)
     if work >= PARALLEL_MIN:
         lead = _leading(sch, outer)
         sch.parallel(sch.fuse(*lead) if len(lead) > 1 else lead[0])
@@ -171,7 +239,11 @@ def default_schedule(func, vectorize: bool = True):
                 sch.compute_inline(block)
             except Exception:  # noqa: BLE001
                 pass
-    if len(sch.get_child_blocks(root)) < len(blocks) and any(_gathering(sch, b) for b in sch.get_child_blocks(root)):
+    gathering = [b for b in sch.get_child_blocks(root) if _gathering(sch, b)]
+    if (vectorize and len(sch.get_child_blocks(root)) < len(blocks) and gathering
+            and all(_tile_source(sch, b, _spatial_prefix(sch, b)) is not None for b in gathering)):
+        pass  # the inlined chain ends in a transpose that _schedule_block blocks: one pass
+    elif len(sch.get_child_blocks(root)) < len(blocks) and gathering:
         sch = s_tir.Schedule(tvm.IRModule({"main": func}))  # a chain that ends in a gather: its passes one by one
         root = sch.get_sblock("root")
     for block in sch.get_child_blocks(root):
