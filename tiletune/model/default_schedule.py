@@ -240,10 +240,9 @@ def default_schedule(func, vectorize: bool = True):
             except Exception:  # noqa: BLE001
                 pass
     gathering = [b for b in sch.get_child_blocks(root) if _gathering(sch, b)]
-    if (vectorize and len(sch.get_child_blocks(root)) < len(blocks) and gathering
-            and all(_tile_source(sch, b, _spatial_prefix(sch, b)) is not None for b in gathering)):
-        pass  # the inlined chain ends in a transpose that _schedule_block blocks: one pass
-    elif len(sch.get_child_blocks(root)) < len(blocks) and gathering:
+    # an inlined chain that ends in a transpose _schedule_block blocks stays one pass
+    blocked = vectorize and all(_tile_source(sch, b, _spatial_prefix(sch, b)) is not None for b in gathering)
+    if len(sch.get_child_blocks(root)) < len(blocks) and gathering and not blocked:
         sch = s_tir.Schedule(tvm.IRModule({"main": func}))  # a chain that ends in a gather: its passes one by one
         root = sch.get_sblock("root")
     for block in sch.get_child_blocks(root):
