@@ -26,7 +26,8 @@ baselines run after the tuning of a workload: torch on the same GPU (``torch.mat
 cuDNN, both memory formats, the faster kept; in the workload's dtype, fp32 with TF32 disabled), timed with CUDA
 events around a CUDA graph of back-to-back calls (``_graph_timed``: median of 20 replays after 10 warm-up calls),
 output checked against numpy; and for half-precision GEMMs in fp16 dlight's ``gpu.Matmul`` on the workload's
-PrimFunc, timed by TVM's ``time_evaluator``. ``OUT/report.md`` holds the table. Needs a CUDA GPU, torch with CUDA and TVM with its compiler (tornado for ``--measure rpc``).
+PrimFunc, timed by TVM's ``time_evaluator``. ``OUT/report.md`` holds the table. Needs a CUDA GPU, torch with CUDA
+and TVM with its compiler (tornado for ``--measure rpc``).
 """
 from __future__ import annotations
 
@@ -96,10 +97,11 @@ def _rel_error(got: np.ndarray, ref: np.ndarray) -> float:
 
 def _graph_timed(torch, fn, repeat: int = 20) -> list[float]:
     """Seconds per call of ``fn`` as the GPU runs it, after 10 warm-up calls (which also size the graph): ``number``
-    calls captured in one CUDA graph (a replay of about 1 ms), ``repeat`` replays each between two CUDA events. One call from Python between
-    two events would count the host's launch time (tens of microseconds through torch), longer than a small
-    kernel; calls queued in a loop are bound by that launch time too. TVM's ``time_evaluator``, which times our
-    kernels, launches from C++ (a few microseconds). Where capture fails, the calls are queued in a loop."""
+    calls captured in one CUDA graph (a replay of about 1 ms), ``repeat`` replays each between two CUDA events.
+    One call from Python between two events would count the host's launch time (tens of microseconds through
+    torch), longer than a small kernel; calls queued in a loop are bound by that launch time too. TVM's
+    ``time_evaluator``, which times our kernels, launches from C++ (a few microseconds). Where capture fails, the
+    calls are queued in a loop."""
     torch.cuda.synchronize()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()

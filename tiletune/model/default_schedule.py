@@ -61,53 +61,44 @@ def _bindings(sch, block) -> list:
     return list(getattr(realize, "iter_values", ()))
 
 
-def _gathers(sch, block, loop) -> bool:
-    """Whether a vector over ``loop`` would gather: a load of the block whose last index does not move with the
-    loop while another index does (a transpose's read: one element per row of the source)."""
-    from tvm import sym
-
-    b = sch.get(block)
+def _moved(sch, block, loop) -> list:
+    """The block iterators that ``loop`` moves."""
     var = sch.get(loop).loop_var
-    moving = [iv.var for iv, v in zip(b.iter_vars, _bindings(sch, block)) if _uses(v, var)]
-    loads = []
-    _walk(getattr(b.body, "value", b.body), lambda n: loads.append(n) if hasattr(n, "indices") else None)
-    ana = sym.Analyzer()  # the indices simplified over the iterators' domains (a fused reshape's v // 128 is 0)
-    for iv in b.iter_vars:
-        ana.bind(iv.var, iv.dom)
-    for ld in loads:
-        idx = [ana.simplify(i) for i in ld.indices]
-        if not idx or any(_uses(idx[-1], v) for v in moving):
-            continue
-        if any(_uses(i, v) for i in idx[:-1] for v in moving):
-            return True
-    return False
+    return [iv.var for iv, v in zip(sch.get(block).iter_vars, _bindings(sch, block)) if _uses(v, var)]
 
 
-def _source_loop(sch, block, loops: list):
-    """The loop of ``loops`` (not the innermost) that moves the last index of the load that gathers along the
-    innermost loop (``_gathers``): a transpose's source row; None if there is none."""
+def _gathering_indices(sch, block, loop) -> list[list]:
+    """The indices (simplified over the iterators' domains: a fused reshape's v // 128 is 0) of every load of the
+    block that a vector over ``loop`` would gather: its last index does not move with the loop while another
+    index does (a transpose's read: one element per row of the source)."""
     from tvm import sym
 
     b = sch.get(block)
-    values = _bindings(sch, block)
-    iters = [(iv.var, v) for iv, v in zip(b.iter_vars, values)]
-
-    def moved(lp):
-        var = sch.get(lp).loop_var
-        return [iv for iv, v in iters if _uses(v, var)]
-
-    inner = moved(loops[-1])
+    moving = _moved(sch, block, loop)
     loads = []
     _walk(getattr(b.body, "value", b.body), lambda n: loads.append(n) if hasattr(n, "indices") else None)
     ana = sym.Analyzer()
     for iv in b.iter_vars:
         ana.bind(iv.var, iv.dom)
+    out = []
     for ld in loads:
         idx = [ana.simplify(i) for i in ld.indices]
-        if not idx or any(_uses(idx[-1], v) for v in inner) or not any(_uses(i, v) for i in idx[:-1] for v in inner):
-            continue
+        if idx and not any(_uses(idx[-1], v) for v in moving) and any(_uses(i, v) for i in idx[:-1] for v in moving):
+            out.append(idx)
+    return out
+
+
+def _gathers(sch, block, loop) -> bool:
+    """Whether a vector over ``loop`` would gather (``_gathering_indices``)."""
+    return bool(_gathering_indices(sch, block, loop))
+
+
+def _source_loop(sch, block, loops: list):
+    """The loop of ``loops`` (not the innermost) that moves the last index of a load that gathers along the
+    innermost loop (``_gathering_indices``): a transpose's source row; None if there is none."""
+    for idx in _gathering_indices(sch, block, loops[-1]):
         for lp in reversed(loops[:-1]):  # the innermost of them: the source's contiguous axis
-            if any(_uses(idx[-1], v) for v in moved(lp)):
+            if any(_uses(idx[-1], v) for v in _moved(sch, block, lp)):
                 return lp
     return None
 

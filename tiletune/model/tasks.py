@@ -35,7 +35,7 @@ from ..quiet import quiet_tvm
 from ..schedules import make_space
 from ..target import is_cuda
 from ..workloads.base import np_dtype
-from ..workloads.primfunc import PrimFuncWorkload, _walk
+from ..workloads.primfunc import PrimFuncWorkload, _is_load, _walk
 from ..workloads.rows import RowWorkload, block_flops
 from . import gpu_default
 from .dims import bind, parse_shapes
@@ -60,11 +60,16 @@ class Kernel:
     workload: PrimFuncWorkload | RowWorkload | None = None  # None: not tuned
     reason: str = ""  # why it is not tuned
     rule: str = ""  # on a CUDA target, the dlight rule that schedules it when it is not tuned
-    nbytes: int = 0  # its inputs and output in bytes: what one call reads and writes at the least (0: symbolic)
 
     @property
     def tunable(self) -> bool:
         return self.workload is not None
+
+    @property
+    def nbytes(self) -> int:
+        """Its inputs and output in bytes: what one call reads and writes at the least (0: symbolic shapes);
+        computed when asked (``model tasks --measure``), not at extraction."""
+        return _param_bytes(self.func)
 
     @property
     def shapes(self) -> str:
@@ -212,7 +217,7 @@ def _gathered(func) -> set[str]:
         for r in sch.get(b).reads:
             loads: list = []
             for rng in r.region:
-                _walk(rng.min, lambda x: loads.append(x) if hasattr(x, "indices") else None)
+                _walk(rng.min, lambda x: loads.append(x) if _is_load(x) else None)
             if loads:
                 out.add(str(getattr(r.source, "name", "")))
     return out
@@ -264,7 +269,7 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
             by_hash[h].names.append(name)
             continue
         ins, out = _shapes(f)
-        k = Kernel(name, [name], f, h, calls, 0, ins, out, nbytes=_param_bytes(f))
+        k = Kernel(name, [name], f, h, calls, 0, ins, out)
         try:
             wl = PrimFuncWorkload.from_prim_func(f, name=name)
             if not _is_mac(wl):
