@@ -12,6 +12,7 @@ from tiletune.measure import FunctionMeasurer
 from tiletune.schedules import make_space
 from tiletune.schedules.cpu import InvalidConfig, RegisterTile, check
 from tiletune.space import Space
+from tiletune.target import host_target
 from tiletune.strategies import create, registry
 from tiletune.tune import tune
 from tiletune.workloads import parse
@@ -247,3 +248,37 @@ def test_fused_outer_product_kernels_carry_the_rule_and_others_do_not():
     assert make_space(dw, None, AVX2).constraint is None
     # sampling a fused conv's space proposes only fitting tiles
     assert all(rule(space, c) for c in space.sample_unique(np.random.default_rng(0), 100))
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("n3", [48, 24, 32, 12])
+def test_vectors_of_odd_lengths_are_split_into_register_sized_pieces(n3):
+    """A vectorized tile longer than a register whose length is not a power of two runs as an unrolled loop of
+    power-of-two vectors (48 -> 3 x 16, 24 -> 3 x 8 on AVX-512); powers of two and tiles within a register keep
+    one vector loop. Either way the kernel computes the GEMM."""
+    import re
+
+    import tvm
+
+    from tiletune.schedules import build
+    from tiletune.schedules.cpu import schedule
+
+    target = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 1}
+    wl = parse("gemm:M=8,N=96,K=16")
+    space = make_space(wl, None, target)
+    space.constraint = None
+    d = space.to_dict(space.untiled())
+    d.update(tile_m=[2, 1, 1, 4], tile_n=[96 // n3, 1, 1, n3], tile_k=[4, 4], pack=0)
+    config = space.from_dict(d)
+    vectors = [int(v) for v in re.findall(r"T\.vectorized\((\d+)\)", schedule(wl, space, config, target).mod.script())]
+    want = {48: 16, 24: 8, 32: 32, 12: 12}[n3]
+    assert vectors and set(vectors) == {want}, vectors
+
+    host = host_target()
+    if vector_file(host)[1] < 16:
+        return  # the numbers below need the AVX-512 target to run here
+    a, b = wl.make_inputs(seed=1)
+    lib = build(wl, space, config, target).mod
+    out = tvm.runtime.tensor(np.zeros(wl.output_shape(), "float32"))
+    lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), out)
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)

@@ -11,7 +11,11 @@ the loops are ordered
   S2*S3 output tile across the whole reduction, and is written back (vectorized) after it.
 - The reduction is decomposed so that the accumulator's zeroing is a separate, vectorizable loop nest.
 - The innermost S3 loop of the last spatial axis (the contiguous dimension of the output) is
-  vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop.
+  vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop. A vectorized loop longer than
+  a register whose length is not a power of two (48, 24, 80 floats) is split into an unrolled loop of
+  power-of-two vectors (at most one register each: 3 x 16, 3 x 8; ``_vectorize``): LLVM compiles a 48- or
+  24-lane vector of one loop into code 10-20x slower than the same tile in 16-lane pieces
+  (docs/decisions/register-tile.md, "Vectors of odd lengths").
 - Padding stages (conv2d, pooling) are inlined into the main block; for NHWC convolutions the
   ``pad_buffer`` knob may instead write the padded input to a buffer first (parallel over rows, vectorized
   over channels), which takes the bounds checks of the inlined padding out of the inner loop, where they
@@ -170,7 +174,8 @@ def prepacked(workload: Workload, space: Space, config: Config) -> dict[int, Pan
             if n in weights}
 
 
-def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None = None) -> None:
+def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None = None,
+          lanes: int = 16) -> None:
     """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block`` (as ``read_name`` when
     the scheduled function names its buffers otherwise). For a weight of the model the copy is annotated
     ``PREPACK``: the model build folds it into the constant, the measurement gives it packed."""
@@ -193,7 +198,7 @@ def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str 
     n_outer = sum(1 for i in range(first_red) if i != nd) + 1
     sch.parallel(sch.fuse(*order[:n_outer]) if n_outer > 1 else order[0])
     if inner > 1:
-        sch.vectorize(lane)
+        _vectorize(sch, lane, lanes)
 
 
 @dataclass(frozen=True)
@@ -320,6 +325,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
 
     check_limits(workload, space, config)
     d = space.to_dict(config)
+    lanes = vector_file(target)[1]
     mod = tvm.IRModule({"main": workload.prim_func() if func is None else func})
     sch = s_tir.Schedule(mod)
     out_name = workload.anchor_name()
@@ -332,7 +338,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
         own = [p.name for p in workload.prim_func().params if hasattr(p, "shape")]
         given = [p.name for p in func.params if hasattr(p, "shape")] if func is not None else own
         for name in packable_inputs(workload):
-            _pack(sch, block, workload, name, d[last.name][-1], dict(zip(own, given)).get(name))
+            _pack(sch, block, workload, name, d[last.name][-1], dict(zip(own, given)).get(name), lanes)
 
     axes = workload.axes()
     loops = sch.get_loops(block)
@@ -386,22 +392,36 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
         sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
         if epilogue:  # elementwise consumers (PrimFunc workloads) computed by the write-back
             fuse_epilogue(sch, epilogue)
-        sch.vectorize(sch.get_loops(wb)[-1])
+        _vectorize(sch, sch.get_loops(wb)[-1], lanes)
 
     # vectorize the innermost spatial loop of the compute (contiguous dimension of the output)
     if spatial_tiles and ls > 1:
-        sch.vectorize(spatial_tiles[-1][-1])
+        _vectorize(sch, spatial_tiles[-1][-1], lanes)
 
     # zero the accumulator in its own loop nest, vectorized like the update
     if reduce_tiles and spatial_tiles:
         init = sch.decompose_reduction(block, reduce_tiles[0][0])  # the first reduction loop in ``order``
         if ls > 1:
-            sch.vectorize(sch.get_loops(init)[-1])
+            _vectorize(sch, sch.get_loops(init)[-1], lanes)
     if pad_buffer:  # the padded input written once, parallel over (batch, rows), vectorized over channels
         pad_loops = sch.get_loops(sch.get_sblock(pad_buffer))
         sch.parallel(sch.fuse(*pad_loops[:2]))
         sch.vectorize(pad_loops[-1])
     return sch
+
+
+def _vectorize(sch, loop, lanes: int) -> None:
+    """Vectorize ``loop``; one longer than ``lanes`` whose length is not a power of two becomes an unrolled loop
+    over vectors of its largest power-of-two divisor, at most ``lanes`` (see the module docstring). A loop whose
+    extent is not a constant (a symbolic shape's) is vectorized as it is."""
+    extent = sch.get(loop).extent
+    n = int(extent) if hasattr(extent, "value") else None
+    if n is not None and n > lanes and n & (n - 1):
+        chunk = min(lanes, n & -n)  # n & -n: the largest power of two dividing n
+        if chunk > 1:
+            outer, loop = sch.split(loop, factors=[None, chunk])
+            sch.unroll(outer)
+    sch.vectorize(loop)
 
 
 def _inline_producers(sch, out_name: str, keep: tuple[str, ...] = ()) -> None:
