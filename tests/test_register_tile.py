@@ -251,11 +251,12 @@ def test_fused_outer_product_kernels_carry_the_rule_and_others_do_not():
 
 
 @pytest.mark.tvm
-@pytest.mark.parametrize("n3", [48, 24, 32, 12])
+@pytest.mark.parametrize("n3", [48, 24, 32, 12, 40, 20])
 def test_vectors_of_odd_lengths_are_split_into_register_sized_pieces(n3):
     """A vectorized tile longer than a register whose length is not a power of two runs as an unrolled loop of
-    power-of-two vectors (48 -> 3 x 16, 24 -> 3 x 8 on AVX-512); powers of two and tiles within a register keep
-    one vector loop. Either way the kernel computes the GEMM."""
+    power-of-two vectors (48 -> 3 x 16, 24 -> 3 x 8, 40 -> 5 x 8 on AVX-512); powers of two, tiles within a
+    register and those whose pieces would be narrower than half a register (20 -> 5 x 4) keep one vector loop.
+    Either way the kernel computes the GEMM."""
     import re
 
     import tvm
@@ -264,14 +265,14 @@ def test_vectors_of_odd_lengths_are_split_into_register_sized_pieces(n3):
     from tiletune.schedules.cpu import schedule
 
     target = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 1}
-    wl = parse("gemm:M=8,N=96,K=16")
+    wl = parse("gemm:M=8,N=480,K=16")
     space = make_space(wl, None, target)
     space.constraint = None
     d = space.to_dict(space.untiled())
-    d.update(tile_m=[2, 1, 1, 4], tile_n=[96 // n3, 1, 1, n3], tile_k=[4, 4], pack=0)
+    d.update(tile_m=[2, 1, 1, 4], tile_n=[480 // n3, 1, 1, n3], tile_k=[4, 4], pack=0)
     config = space.from_dict(d)
     vectors = [int(v) for v in re.findall(r"T\.vectorized\((\d+)\)", schedule(wl, space, config, target).mod.script())]
-    want = {48: 16, 24: 8, 32: 32, 12: 12}[n3]
+    want = {48: 16, 24: 8, 32: 32, 12: 12, 40: 8, 20: 20}[n3]
     assert vectors and set(vectors) == {want}, vectors
 
     host = host_target()

@@ -13,9 +13,9 @@ the loops are ordered
 - The innermost S3 loop of the last spatial axis (the contiguous dimension of the output) is
   vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop. A vectorized loop longer than
   a register whose length is not a power of two (48, 24, 80 floats) is split into an unrolled loop of
-  power-of-two vectors (at most one register each: 3 x 16, 3 x 8; ``_vectorize``): LLVM compiles a 48- or
-  24-lane vector of one loop into code 10-20x slower than the same tile in 16-lane pieces
-  (docs/decisions/register-tile.md, "Vectors of odd lengths").
+  power-of-two vectors of at most one register and at least half of one (3 x 16, 3 x 8; 20 stays whole;
+  ``_vectorize``): LLVM compiles a 48- or 24-lane vector of one loop into code 10-20x slower than the same tile
+  in 16-lane pieces (docs/decisions/register-tile.md, "Vectors of odd lengths").
 - Padding stages (conv2d, pooling) are inlined into the main block; for NHWC convolutions the
   ``pad_buffer`` knob may instead write the padded input to a buffer first (parallel over rows, vectorized
   over channels), which takes the bounds checks of the inlined padding out of the inner loop, where they
@@ -412,13 +412,13 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
 
 def _vectorize(sch, loop, lanes: int) -> None:
     """Vectorize ``loop``; one longer than ``lanes`` whose length is not a power of two becomes an unrolled loop
-    over vectors of its largest power-of-two divisor, at most ``lanes`` (see the module docstring). A loop whose
-    extent is not a constant (a symbolic shape's) is vectorized as it is."""
+    over vectors of its largest power-of-two divisor, at most ``lanes`` and at least half of it (see the module
+    docstring). A loop whose extent is not a constant (a symbolic shape's) is vectorized as it is."""
     extent = sch.get(loop).extent
     n = int(extent) if hasattr(extent, "value") else None
     if n is not None and n > lanes and n & (n - 1):
         chunk = min(lanes, n & -n)  # n & -n: the largest power of two dividing n
-        if chunk > 1:
+        if chunk >= max(2, lanes // 2):  # narrower pieces (20 -> 5 x 4) measured slower than LLVM's own vector
             outer, loop = sch.split(loop, factors=[None, chunk])
             sch.unroll(outer)
     sch.vectorize(loop)
