@@ -88,7 +88,7 @@ def main() -> int:
         if m not in methods:
             continue
         rec, trials = out / f"{m}.jsonl", int(n_tasks * a.trials_per_task * share)
-        step(f"tune {m}", lambda m=m, rec=rec, trials=trials, options=options: tiletune(
+        step(f"tune {m}", lambda rec=rec, trials=trials, options=options: tiletune(
             "model", "tune", a.model, *shapes_args, "--trials", str(trials), "-r", str(rec), "-q", *options)
             or {"tasks": n_tasks, "trials": trials})
         step(f"build {m}", lambda m=m, rec=rec: tiletune("model", "build", a.model, *shapes_args, "-r", str(rec),

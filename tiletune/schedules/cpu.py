@@ -174,10 +174,9 @@ def prepacked(workload: Workload, space: Space, config: Config) -> dict[int, Pan
             if n in weights}
 
 
-def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None = None,
-          lanes: int = 16) -> None:
+def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None, lanes: int) -> None:
     """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block`` (as ``read_name`` when
-    the scheduled function names its buffers otherwise). For a weight of the model the copy is annotated
+    the scheduled function names its buffers otherwise; the lane loop vectorized by ``_vectorize`` for ``lanes``). For a weight of the model the copy is annotated
     ``PREPACK``: the model build folds it into the constant, the measurement gives it packed."""
     reads = [r.source.name for r in sch.get(block).reads]
     idx = reads.index(read_name or name)
