@@ -108,6 +108,11 @@ class Model:
         # a CPU space without either rule: the register tile must fit the vector registers (registers_fit)
         self.cpu_registers = (self.hw.vector_registers if self.hw.kind == "cpu" and self.register_rule is None
                               and self.limit_rule is None else 0)
+        # footprints and traffic by (level, that level's tiles[, output trips]): a walk meets the same tiles again
+        # and again (shared by the copies of ``in_direct_order`` / ``in_row_order``: they depend on neither)
+        self._footprints: dict[tuple, int] = {}
+        self._traffic: dict[tuple, int] = {}
+        self._modes: dict[tuple, list[list[str]]] = {}
 
     # ---- the direct loop orders --------------------------------------------------------------------
     def direct_orders(self) -> list[tuple[str, ...]]:
@@ -213,12 +218,21 @@ class Model:
         """The unscheduled state: no partitioning (every tile 1), level 0, no virtual threads."""
         return self.normalize(tuple((1,) * self.n for _ in self.knobs), 0, 1)
 
+    def modes(self) -> list[list[str]]:
+        """``mode(i, l)`` of every axis i and level l (kept per loop order)."""
+        key = (self.r1_whole, self.row)
+        out = self._modes.get(key)
+        if out is None:
+            out = self._modes[key] = [[self.mode(i, l) for l in range(self.n)] for i in range(len(self.knobs))]
+        return out
+
     def normalize(self, tiles, level: int, vthread: int) -> ETIR:
         out = []
+        modes = self.modes()
         for i, (_, k) in enumerate(self.knobs):
             row = []
             for l in range(self.n):
-                m = self.mode(i, l)
+                m = modes[i][l]
                 if m == "one":
                     v = 1
                 elif m == "full":
@@ -239,7 +253,11 @@ class Model:
         return max(1, self.mem[l].line_bytes // self.elem_bytes)
 
     def footprint(self, e: ETIR, l: int) -> int:
-        return footprint_bytes(self.accesses, self.tile_map(e, l), self.unit(l))
+        key = (l, tuple(t[l] for t in e.tiles))
+        out = self._footprints.get(key)
+        if out is None:
+            out = self._footprints[key] = footprint_bytes(self.accesses, self.tile_map(e, l), self.unit(l))
+        return out
 
     def traffic(self, e: ETIR, l: int) -> int:
         trips = 1
@@ -248,7 +266,12 @@ class Model:
             # local buffer (L1) and return once per R0 iteration (a store and a load each time but the last)
             rounds = math.prod(-(-a.extent // e.tiles[i][1]) for i, a in enumerate(self.axes) if a.kind == "R")
             trips = 2 * rounds - 1
-        return traffic_bytes(self.accesses, self.axes, self.tile_map(e, l), self.unit(l), output_trips=trips)
+        key = (l, tuple(t[l] for t in e.tiles), trips)
+        out = self._traffic.get(key)
+        if out is None:
+            out = self._traffic[key] = traffic_bytes(self.accesses, self.axes, self.tile_map(e, l), self.unit(l),
+                                                     output_trips=trips)
+        return out
 
     def capacity(self, l: int) -> int:
         return int(self.mem[l].size_bytes)
