@@ -38,6 +38,7 @@ from ..workloads.base import np_dtype
 from ..workloads.primfunc import PrimFuncWorkload, _is_load, _walk
 from ..workloads.rows import RowWorkload, block_flops
 from . import gpu_default
+from .const_fold import fold_weights
 from .dims import bind, parse_shapes
 from .fast_math import fast_math
 from .importer import to_relax
@@ -108,6 +109,7 @@ def fuse(mod, target: dict):
     else:
         from tvm.relax.backend.cpu_generic.pipeline import library_dispatch_passes
     try:
+        mod = fold_weights(mod)  # the weights' layout changes with numpy, not ~200 LLVM builds in FoldConstant
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
                 fast_math(),  # docs/decisions/fast-math.md
