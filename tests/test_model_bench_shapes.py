@@ -133,3 +133,16 @@ def test_onnx_export_keeps_the_symbolic_dimensions(spec, tmp_path):
         x = source.random_inputs(0, {"seq": seq})
         assert compare(sess.run(None, dict(zip(names, x))), source.reference(x)) < 1e-4
 
+
+
+def test_construct_without_records_constructs_every_listed_shape(spec, tmp_path, capsys):
+    from tiletune.cli import main
+
+    out = tmp_path / "c"
+    assert main(["model", "bench", spec, "--shapes", "seq=16,40", "--construct", "gensor", "--methods", "tiletune",
+                 "--out", str(out), *QUICK]) == 0
+    assert "constructed (gensor) at seq=16; seq=40" in capsys.readouterr().out
+    rows = [r for r in _rows(out / "results.jsonl") if r["method"] == "tiletune"]
+    assert sorted(r["shape"] for r in rows) == ["seq=16", "seq=40"]
+    assert all(r["tuned"] and not r.get("error") and r["check_error"] < 1e-4 for r in rows)
+    assert all(r["constructed"] == r["tasks"] > 0 and r["tuned_tasks"] == 0 for r in rows)

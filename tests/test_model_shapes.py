@@ -177,3 +177,32 @@ def test_tune_two_lengths_add_one_build_once_and_run_any_length(spec, home, tmp_
     again = load_model(str(lib))
     np.testing.assert_allclose(again(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
     assert list(again._shapes) == ["seq=27"] and not again._jobs  # loaded, not constructed again
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_cuda_library_tuned_shapes_and_dlight_for_the_others(spec, tmp_path, capsys, dtype):
+    """On a CUDA target: the tuned shapes' kernels (constructed here) and, for every other shape, one symbolic copy
+    scheduled by dlight; exported without a GPU (its check waits for one), run on a GPU where there is one."""
+    from tiletune.api import load_model
+    from tiletune.cli import main
+    from tiletune.model.build import RTOL, compare
+    from tiletune.model.source import load
+    from tiletune.target import has_gpu
+
+    out = tmp_path / "seq_cuda.so"
+    assert main(["model", "build", spec, "--shapes", "seq=16,32", "--target", "cuda:sm_90", "--dtype", dtype,
+                 "--construct", "gensor", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    meta = json.loads((tmp_path / "seq_cuda.so.json").read_text())
+    assert meta["target"]["kind"] == "cuda" and meta["dtype"] == dtype and meta["shapes"] == ["seq=16", "seq=32"]
+    assert set(meta["kernels"]) == {"seq=16", "seq=32", "any"} and "dlight" in meta["other_shapes"]
+    assert meta["constructed"] == meta["tasks"] > 0
+    assert all(v.startswith("default (dlight ") and v.endswith("symbolic") for v in meta["kernels"]["any"].values())
+    if not has_gpu():
+        assert "waits for a GPU" in text and meta["check_error"] is None
+        return
+    assert meta["check_error"] <= RTOL[dtype] and set(meta["check_errors"]) >= {"seq=16", "seq=32", "seq=8", "seq=64"}
+    model, src = load_model(str(out), first_use=None), load(spec)
+    for seq in (16, 24, 64):
+        x = src.random_inputs(1, {"seq": seq})
+        assert compare(model(*x), src.reference(x)) <= RTOL[dtype]

@@ -19,7 +19,7 @@ from ..model.build import (ModelRunner, best_configs, check, compile_module, con
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
-from ..model.shapes import OTHER_SHAPES, best_configs_shaped, dynamic_library, parse_shapes, shape_tasks
+from ..model.shapes import best_configs_shaped, dynamic_library, other_shapes, parse_shapes, shape_tasks
 from ..model.first_use import portable_spec
 from ..model.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
 from ..model.shared_search import shared_search
@@ -179,9 +179,7 @@ def _load(args) -> tuple:
     bindings = parse_shapes(getattr(args, "shapes", None), source)  # a bad --shapes: one line before the import
     dyn = None
     if source.dynamic:
-        if is_cuda(target):
-            raise TiletuneError("a model with symbolic dimensions builds for CPU targets only, so far")
-        dyn = shape_tasks(source, target, args.layout, bindings)
+        dyn = shape_tasks(source, target, args.layout, bindings, dtype=args.dtype)
         tasks = dyn.merged
     else:
         tasks = model_tasks(source, target, args.layout, args.dtype)
@@ -438,10 +436,10 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
     lib = dynamic_library(dyn, args.records, args.construct, check_output=not args.no_check)
     ex, chosen, recorded, how, errors = lib.ex, lib.chosen, lib.recorded, lib.how, lib.errors
     err = max(errors.values()) if errors else None
-    meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout,
+    meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "dims": {n: [d.lo, d.hi] for n, d in source.dims.items()},
-            "shapes": [st.label for st in dyn.shapes], "other_shapes": OTHER_SHAPES,
+            "shapes": [st.label for st in dyn.shapes], "other_shapes": other_shapes(tasks.target),
             "source": portable_spec(source.spec), "first_use": True,
             "kernels": how, "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
             "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors}
@@ -450,9 +448,12 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
     print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "
           f"({len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels"
           + (f", {len(chosen) - len(recorded)} constructed by {args.construct}" if args.construct else "")
-          + f"); every other shape: {OTHER_SHAPES}")
+          + f"); every other shape: {other_shapes(tasks.target)}")
     if errors:
         print(f"output matches the original at {', '.join(errors)} (max error {err:.2g})")
+    elif not args.no_check and is_cuda(tasks.target):
+        print("note: no GPU here: the library holds the CUDA kernels; the output check against the original waits "
+              "for a GPU (load_model() runs it there)")
     for name, why in untuned_reasons(tasks, args.records, chosen).items():
         print(f"default schedule: {name}: {why}")
     if args.database:
@@ -477,7 +478,7 @@ def run_bench(args) -> int:
         bindings = parse_shapes(args.shapes, source)  # a bad --shapes, a model without symbolic dimensions: one line
         rows = bench_model_shapes(source, bindings, out=args.out, target=target, methods=methods,
                                   records=args.records, settings=settings, timeout=args.timeout, layout=args.layout,
-                                  construct=args.construct)
+                                  construct=args.construct, dtype=args.dtype)
         print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
         ours = [r for r in rows if r["method"] == "tiletune"]
         return 0 if "tiletune" not in methods or (ours and not any(r.get("error") for r in ours)) else 1

@@ -198,21 +198,26 @@ def run_shapes(job: dict) -> dict:
     target = job["target"]
     threads = int(target.get("num-cores") or os.cpu_count() or 1)
     settings = MeasureSettings(**job["settings"])
-    if is_cuda(target):
-        raise TiletuneError("a model with symbolic dimensions is timed on CPU targets only, so far")
+    gpu = is_cuda(target)
+    dtype = job.get("dtype", "float32")
+    if gpu and method in CPU_ONLY:
+        raise TiletuneError(f"{method} is timed on the CPU only (its GPU provider is not part of this benchmark)")
     source = load(job["model"])
     why = shapes_refusal(method, source)
     if why:
         raise TiletuneError(why)
     tuned = [dict(b) for b in job.get("tuned") or []]
-    base: dict = {"method": method, "label": LABELS.get(method, method), "model": job["model"], "dtype": "float32"}
+    base: dict = {"method": method, "label": LABELS.get(method, method), "model": job["model"], "dtype": dtype}
     with tempfile.TemporaryDirectory(prefix="tiletune-e2e-") as tmp:
         t0 = time.perf_counter()
         if method in ("torch", "torch-compile"):
-            prepare, call, outputs = _torch_method(source, threads, method == "torch-compile", dynamic=True)
+            prepare, call, outputs = _torch_method(source, threads, method == "torch-compile", gpu, dtype,
+                                                   dynamic=True)
             import torch
 
             base["torch_kernel"] = torch_kernel(torch)
+            if gpu:
+                base["device"] = torch.cuda.get_device_name(0)
         elif method == "onnxruntime":
             prepare, call, outputs = _onnx_method(source, threads, tmp)
         elif method in ("tiletune", "tvm-default"):
@@ -221,16 +226,18 @@ def run_shapes(job: dict) -> dict:
             if method == "tiletune":
                 if not tuned:
                     raise TiletuneError("our build at several shapes needs the tuned shapes (none in the job)")
-                dyn = shape_tasks(source, target, job.get("layout", "NCHW"), tuned)
+                dyn = shape_tasks(source, target, job.get("layout", "NCHW"), tuned, dtype=dtype)
                 lib = dynamic_library(dyn, job.get("records"), job.get("construct"), check_output=False)
                 ex = lib.ex
                 base.update(layout=dyn.layout, tuned_tasks=len(lib.recorded), tasks=len(dyn.merged.tasks),
                             tuned_shapes=[st.label for st in dyn.shapes])
                 if job.get("construct"):
                     base.update(constructed=len(lib.chosen) - len(lib.recorded), construct=job["construct"])
-            else:  # TVM's default pipeline on the symbolic module
-                ex = tvm.compile(to_relax(source), target=tvm.target.Target(target))
-            prepare, call, outputs, _ = _vm_method(ex, target)
+            else:  # TVM's default pipeline on the symbolic module (on a GPU: dlight on every kernel)
+                ex = tvm.compile(cast(to_relax(source), dtype), target=tvm.target.Target(target))
+            prepare, call, outputs, dev = _vm_method(ex, target)
+            if gpu:
+                base["device"] = str(dev.device_name)
         else:
             raise TiletuneError(f"unknown method {method!r}; accepted: {', '.join(METHODS)}")
         base["prepare_s"] = time.perf_counter() - t0

@@ -15,7 +15,9 @@ binding, each method still in its own process that builds it once and times it a
 (``tiletune.model.baselines.run_shapes``). Our build is the one dispatching library of ``model build --shapes``,
 tuned at the shapes the records hold for this model (``tiletune.model.shapes.recorded_shapes``: found from the
 records, no option names them); a listed shape that was not tuned runs through the library's rule for untuned
-shapes (what a deployed library does). ``results.jsonl`` gets one line per (model, method, shape), and a second run
+shapes (what a deployed library does). With ``--construct`` and no records, every listed shape is constructed by
+that method (Gensor's Fig. 11 on a GPU: ``benchmarks/device/run_fig11.sh``). On a CUDA target every method runs
+on the GPU, in ``--dtype`` (ONNX Runtime is refused: CPU only). ``results.jsonl`` gets one line per (model, method, shape), and a second run
 runs a method only at the shapes it has no result for; ``DIR/<model>.md`` is a table with one row per shape: the
 median ms of every method, our speed-up over each, whether the shape was tuned.
 """
@@ -201,23 +203,22 @@ def write_report(spec: str, d: Path, target: dict) -> None:
 
 def bench_model_shapes(source: ModelSource, bindings: list[dict[str, int]], *, out: str, target: dict,
                        methods: list[str], records: str | None, settings: MeasureSettings, timeout: float = 3600.0,
-                       layout: str = DEFAULT_LAYOUT, construct: str | None = None,
+                       layout: str = DEFAULT_LAYOUT, construct: str | None = None, dtype: str = "float32",
                        note: Callable[[str], None] = print) -> list[dict]:
     """Time every method of ``methods`` on the model of ``source`` (with symbolic dimensions) at each of
-    ``bindings`` (see the module docstring); returns the latest row of every (method, shape) of ``bindings``."""
+    ``bindings`` (see the module docstring); returns the latest row of every (method, shape) of ``bindings``.
+    ``dtype``: the model's compute dtype on a CUDA target."""
     spec = source.spec
-    if is_cuda(target):
-        raise TiletuneError("model bench --shapes: a model with symbolic dimensions builds for CPU targets only, so far")
     if "tiletune" in methods:
-        if records is None:
+        if records is None and not construct:
             raise TiletuneError("model bench --shapes: our build needs -r RECORDS (the model tuned at some of its "
-                                "shapes: tiletune model tune MODEL --shapes ...)")
-        if not Path(records).exists():
+                                "shapes: tiletune model tune MODEL --shapes ...) or --construct METHOD")
+        if records is not None and not Path(records).exists():
             raise TiletuneError(f"records file {records!r} does not exist")
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     res_path = d / "results.jsonl"
-    key = dict(_settings_key(settings, records, 0, target, layout, "float32", construct), shapes=True)
+    key = dict(_settings_key(settings, records, 0, target, layout, dtype, construct), shapes=True)
     labels = [label(b) for b in bindings]
     todo: dict[str, list[dict[str, int]]] = {}
     for m in methods:
@@ -227,8 +228,11 @@ def bench_model_shapes(source: ModelSource, bindings: list[dict[str, int]], *, o
         if not todo[m]:
             note(f"{spec} {m}: done before at {', '.join(labels)}, kept")
     tuned = None
-    if todo.get("tiletune"):  # before any child: records without a shape of this model are one line
-        tuned = recorded_shapes(source, target, layout, records)
+    if todo.get("tiletune") and records is None:  # --construct alone: every shape of --shapes constructed
+        tuned = [dict(b) for b in bindings]
+        note(f"{spec}: our build is constructed ({construct}) at {'; '.join(labels)}")
+    elif todo.get("tiletune"):  # before any child: records without a shape of this model are one line
+        tuned = recorded_shapes(source, target, layout, records, dtype)
         if not tuned:
             raise TiletuneError(f"records file {records} holds no tuned shape of {spec} (tune it first: tiletune model "
                                 f"tune {spec} --shapes ... -r {records}; and the same --layout, this is {layout})")
@@ -242,7 +246,7 @@ def bench_model_shapes(source: ModelSource, bindings: list[dict[str, int]], *, o
         else:
             note(f"{spec} {m}: running at {len(todo[m])} shape(s) ...")
             extra = {"shapes": todo[m], "tuned": tuned if m == "tiletune" else None}
-            res = _run_child(spec, m, target, settings, records, 0, timeout, layout, "float32", construct, extra)
+            res = _run_child(spec, m, target, settings, records, 0, timeout, layout, dtype, construct, extra)
         rows = res["rows"] if "rows" in res else [dict(res, binding=b, shape=label(b)) for b in todo[m]]
         with open(res_path, "a", encoding="utf-8") as f:
             for r in rows:

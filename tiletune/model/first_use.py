@@ -23,6 +23,7 @@ from .build import compile_module, constructed_configs, export, scheduled_module
 from .dims import bind, tag
 from .importer import to_relax
 from .layout import convert
+from .precision import cast
 from .source import load
 from .tasks import extract, fuse
 
@@ -55,10 +56,10 @@ def construct(lib: str, binding: dict[str, int]) -> dict:
     """Write ``path_for(lib, binding)`` (see the module docstring); returns its description."""
     meta = json.loads(Path(lib + ".json").read_text())
     spec = meta.get("source") or meta["model"]
-    target, layout = meta["target"], meta.get("layout", "NCHW")
+    target, layout, dtype = meta["target"], meta.get("layout", "NCHW"), meta.get("dtype", "float32")
     t0 = time.perf_counter()
     source = load(spec)
-    converted = convert(to_relax(source), layout)
+    converted = convert(cast(to_relax(source), dtype), layout)
     imported = time.perf_counter() - t0
     tasks = extract(fuse(bind(converted.mod, binding), target), target, layout)
     chosen = constructed_configs(tasks, METHOD, {})
@@ -66,7 +67,7 @@ def construct(lib: str, binding: dict[str, int]) -> dict:
     ex = compile_module(mod, target)
     out = path_for(lib, binding)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    desc = {"model": meta["model"], "target": target, "layout": layout, "binding": binding,
+    desc = {"model": meta["model"], "target": target, "layout": layout, "dtype": dtype, "binding": binding,
             "inputs": [{"name": i.name, "shape": list(i.resolve(binding)), "dtype": i.dtype} for i in source.inputs],
             "kernels": how, "constructed": len(chosen), "tasks": len(tasks.tasks), "import_s": imported,
             "construct_s": time.perf_counter() - t0 - imported}

@@ -22,7 +22,9 @@ library that runs at every shape within the bounds.
   shape, each tunable kernel scheduled with that shape's configuration (``tiletune.model.shape_rule``), serving
   the shapes nearest to it; with rule "default" one copy, every kernel default-scheduled
   (``tiletune.model.default_schedule`` for symbolic extents). Every scheduled kernel is checked against TVM's
-  unscheduled one. The Relax ``main`` compares the symbolic values with each tuned shape's (``R.If`` on a
+  unscheduled one. On a CUDA target the other shapes run one copy whose kernels TVM's dlight GPU rules schedule
+  (``tiletune.model.gpu_default``: they take symbolic extents; the CPU template's configurations are not for
+  symbolic GPU kernels), checked with the whole model at ``check_bindings`` on a GPU. The Relax ``main`` compares the symbolic values with each tuned shape's (``R.If`` on a
   ``PrimValue``) and calls that shape's function, else the copy whose intervals hold them. The dispatch is inside
   the library: ``load_model`` calls ``main`` with inputs of any allowed shape (and constructs a library for a
   shape it meets that was not tuned: ``tiletune.model.first_use``). Why this rule:
@@ -43,13 +45,15 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import TiletuneError
 from ..records import load
-from ..target import target_key
+from ..target import has_gpu, is_cuda, target_key
 from ..workloads.primfunc import _walk
+from . import gpu_default
 from .build import ModelRunner, best_configs, check, compile_module, constructed_configs, scheduled_module
 from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
 from .layout import check_layout, convert
+from .precision import cast, check_dtype
 from .shape_rule import _value, first_correct, like_modules, ranges, signature
 from .source import ModelSource
 from .tasks import ModelTasks, extract, fuse
@@ -59,6 +63,13 @@ RULES = ("nearest", "default")  # of the shapes not tuned (fallback_modules)
 DEFAULT_RULE = "nearest"  # docs/decisions/shape-rule.md
 OTHER_SHAPES = ("the symbolic model with the nearest tuned shape's kernels (padded), until load_model has constructed "
                 "the shape's own library at its first use (gensor)")
+OTHER_SHAPES_GPU = ("the symbolic model with dlight's kernels, until load_model has constructed the shape's own "
+                    "library at its first use (gensor)")
+
+
+def other_shapes(target: dict) -> str:
+    """What a library built for ``target`` runs at a shape that was not tuned (``fallback_modules``)."""
+    return OTHER_SHAPES_GPU if is_cuda(target) else OTHER_SHAPES
 
 
 # ------------------------------------------------------------------------------------------------- tasks
@@ -95,15 +106,18 @@ def _shared_label(bindings: list[dict[str, int]]) -> str:
 
 
 def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[dict[str, int]],
-                converted=None) -> DynamicTasks:
-    """The tasks of ``source`` at every binding (see the module docstring); ``converted``: the model already
-    imported and converted to ``layout`` (``tiletune.model.layout.convert``), else it is imported here."""
+                converted=None, dtype: str = "float32") -> DynamicTasks:
+    """The tasks of ``source`` at every binding (see the module docstring), computing in ``dtype`` (on a CUDA
+    target, ``tiletune.model.precision``); ``converted``: the model already imported, cast and converted to
+    ``layout`` (``tiletune.model.layout.convert``), else it is imported here."""
     layout = check_layout(layout)
+    dtype = check_dtype(dtype)
     if converted is None:
-        converted = convert(to_relax(source), layout)
+        converted = convert(cast(to_relax(source), dtype), layout)
     shapes = []
     for b in bindings:
         t = extract(fuse(bind(converted.mod, b), target), target, layout)
+        t.dtype = dtype
         shapes.append(ShapeTasks(b, t))
     by_hash: dict = {}
     where: dict[str, list[dict[str, int]]] = {}
@@ -119,7 +133,7 @@ def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[d
         k.name = f"{k.name}@{_shared_label(where[h])}"
         kernels.append(k)
     kernels.sort(key=lambda k: (-k.flops * k.calls, k.name))
-    merged = ModelTasks(None, target, kernels, layout, list(converted.notes))
+    merged = ModelTasks(None, target, kernels, layout, list(converted.notes), dtype)
     return DynamicTasks(source, converted.mod, target, layout, shapes, merged, list(converted.notes))
 
 
@@ -190,7 +204,8 @@ def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> dict[str
     return binding
 
 
-def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str) -> list[dict[str, int]]:
+def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str,
+                    dtype: str = "float32") -> list[dict[str, int]]:
     """The bindings of ``source``'s symbolic dimensions that ``records`` holds tuned kernels of (in
     ``parse_shapes`` order), found from the records alone, no option naming them: the shapes in each workload key
     (``NAME[1x16x32,32x96]@HASH``) are matched against the input shapes of the symbolic model's fused kernels,
@@ -205,7 +220,7 @@ def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str
     static = [sh for sh in (_key_shapes(k) for k in have) if sh]
     if not static or not source.dims:
         return []
-    converted = convert(to_relax(source), check_layout(layout))
+    converted = convert(cast(to_relax(source), dtype), check_layout(layout))
     fused = fuse(converted.mod, target)
     values: dict[str, set[int]] = {n: set() for n in source.dims}
     for f in fused.functions.values():
@@ -227,7 +242,7 @@ def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str
             values[n].add(d.example)
     order = list(source.dims)
     candidates = [dict(zip(order, c)) for c in itertools.product(*(sorted(values[n]) for n in order))]
-    dyn = shape_tasks(source, target, layout, candidates, converted)
+    dyn = shape_tasks(source, target, layout, candidates, converted, dtype)
     keys = [{k.workload.key for k in st.tasks.tasks} for st in dyn.shapes]
     tuned = []
     for i, st in enumerate(dyn.shapes):
@@ -263,7 +278,8 @@ def fallback_modules(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, i
     or None, the module, {kernel: how})]. ``rule`` "nearest": one copy per tuned shape, its tunable kernels
     scheduled with that shape's tuned configurations (``tiletune.model.shape_rule.like_modules``); "default": one
     copy, every kernel default-scheduled. Every scheduled kernel is checked at ``check_at`` (the shapes the copies
-    serve: the bounds and one between; the code is the same at every value of a symbolic dimension)."""
+    serve: the bounds and one between; the code is the same at every value of a symbolic dimension). On a CUDA
+    target: one copy, every kernel scheduled by dlight (checked with the whole model, ``dynamic_library``)."""
     import tvm
     import tvm_ffi
 
@@ -272,19 +288,23 @@ def fallback_modules(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, i
     fused = fuse(dyn.symbolic, dyn.target)
     cache: dict = {}
 
-    def default(f):
+    def default(f, name: str = "kernel"):
         h = tvm_ffi.structural_hash(f)
         if h not in cache:
-            new, sched = checked_symbolic(f, dyn.target, check_at)
-            cache[h] = (new, f"default ({sched}), symbolic")
+            if is_cuda(dyn.target):  # dlight's rules take symbolic extents; checked with the whole model
+                new, rule_name = gpu_default.schedule(f, dyn.target, name)
+                cache[h] = (new, f"default (dlight {rule_name}), symbolic")
+            else:
+                new, sched = checked_symbolic(f, dyn.target, check_at)
+                cache[h] = (new, f"default ({sched}), symbolic")
         return cache[h]
 
-    if rule == "default" or not chosen:
+    if rule == "default" or not chosen or is_cuda(dyn.target):
         out = tvm.IRModule(dict(fused.functions.items()), attrs=fused.attrs)
         how = {}
         for gv, f in fused.functions.items():
             if isinstance(f, tvm.tirx.PrimFunc):
-                out[gv], how[gv.name_hint] = default(f)
+                out[gv], how[gv.name_hint] = default(f, gv.name_hint)
         return [(None, out, how)]
     shapes = []
     for st in dyn.shapes:
@@ -440,8 +460,8 @@ def dynamic_library(dyn: DynamicTasks, records: str | None, construct: str | Non
     mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
     ex = compile_module(mod, dyn.target)
     errors = {}
-    if check_output:
-        runner = ModelRunner(ex)
+    if check_output and not (is_cuda(dyn.target) and not has_gpu()):  # without a GPU the check waits for one
+        runner = ModelRunner(ex, dyn.target)
         for b in check_at:
-            errors[label(b)] = check(dyn.source, runner, binding=b)
+            errors[label(b)] = check(dyn.source, runner, binding=b, dtype=dyn.merged.dtype)
     return DynamicLibrary(ex, chosen, recorded, how, errors)

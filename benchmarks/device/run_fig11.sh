@@ -1,0 +1,25 @@
+# Device call for Gensor's Fig. 11 on the GPU (issue 38, dynamic shapes): assemble TVM (as run.sh), run the dynamic
+# model's GPU test, then Bert-small at batch x seq, one library per construction (Gensor, Roller: every shape
+# constructed, nothing measured) against PyTorch eager and torch.compile(dynamic=True) on the GPU; all into $OUT.
+#   call 1: copy .gpu/a/ltcpart.00 to /tmp/stage (see pack.sh);  call 2: bash benchmarks/device/run_fig11.sh
+# Knobs (environment): DTYPE (float16), SEQS (16,64,128,384), BATCHES (1,4), FIG11_S (seconds, 420), TEST_S (120).
+exec > >(tee $OUT/log.txt) 2>&1
+cd "$(dirname "$0")/../.."
+if [ ! -f /tmp/site/tvm/lib/libtvm_compiler.so ]; then source benchmarks/device/setup.sh /tmp/stage python3 || { echo "setup failed"; exit 1; }; fi
+export PYTHONPATH=/tmp/site:$PWD
+for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/lib64; do [ -d $d ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; done
+export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+timeout ${TEST_S:-120} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_shapes.py -k cuda 2>&1 | tail -4
+M=benchmarks/dyn_models.py:bert_small
+SHAPES="--shapes batch=${BATCHES:-1,4} --shapes seq=${SEQS:-16,64,128,384}"
+COMMON="--target cuda --dtype ${DTYPE:-float16} --repeat 5 --min-repeat-ms 50"
+end=$(( $(date +%s) + ${FIG11_S:-420} ))
+left() { echo $(( end - $(date +%s) )); }
+timeout $(left) python3 -m tiletune.cli model bench $M $SHAPES $COMMON --construct gensor \
+    --methods tiletune,torch,torch-compile --out $OUT/fig11-gensor
+echo "gensor exit $?"
+timeout $(left) python3 -m tiletune.cli model bench $M $SHAPES $COMMON --construct roller --methods tiletune \
+    --out $OUT/fig11-roller
+echo "roller exit $?"
+ls -la $OUT $OUT/fig11-*
