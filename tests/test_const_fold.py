@@ -95,3 +95,18 @@ def test_integer_arithmetic_is_left_to_tvm():
 
     folded = fold_weights(_module(build, shape=(2, 5)))
     assert "relax.divide" in _calls(folded)
+
+
+def test_a_weight_cast_to_float16_folds_rounded_as_tvm_rounds():
+    w = np.array([[1.0, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, 65519.0]], dtype=np.float32)  # ties, overflow edge
+
+    def build(bb, x):
+        return relax.op.add(x, bb.emit(relax.op.astype(relax.const(w), "float16")))
+
+    mod = _module(build, shape=(1, 4), dtype="float16")
+    folded = fold_weights(mod)
+    assert _calls(folded) == ["relax.add"]
+    (c,) = _constants(folded)
+    assert c.dtype == np.float16
+    x = np.zeros((1, 4), dtype=np.float16)
+    np.testing.assert_array_equal(_run(folded, x), _run(mod, x))

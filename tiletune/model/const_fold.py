@@ -9,8 +9,10 @@ computes the operators of ``FOLDED`` on constant operands with numpy instead (th
 data movement or one IEEE operation per element), in graph order, so that chains (a reshape of a transposed
 weight) fold too; a use of a folded binding gets the constant itself (``call_tir``'s constant operands are
 how ``tiletune.model.tasks.weight_params`` finds a kernel's weights), and the bindings left unused go.
-Anything else with constant operands (an operator not in ``FOLDED``, a dtype numpy lacks such as
-bfloat16) is left to ``FoldConstant``.
+The casts of the weights to a half dtype (``tiletune.model.precision``) fold
+here too where numpy has the dtype (float16, rounded to nearest even as LLVM's conversion). Anything else with
+constant operands (an operator not in ``FOLDED``, a dtype numpy lacks such as bfloat16, integer arithmetic) is
+left to ``FoldConstant``.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ _UNARY = {"relax.negative": np.negative, "relax.sqrt": np.sqrt, "relax.exp": np.
 _BINARY = {"relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
            "relax.divide": np.divide}
 #: the operators folded here (the data movements of a layout change, elementwise float arithmetic)
-FOLDED = frozenset({"relax.permute_dims", "relax.reshape", "relax.expand_dims", "relax.squeeze"}
+FOLDED = frozenset({"relax.permute_dims", "relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.astype"}
                    | set(_UNARY) | set(_BINARY))
 _FLOATS = {"float16", "float32", "float64"}
 
@@ -61,6 +63,9 @@ def fold_weights(mod):
             return np.squeeze(x, axis)
         if str(x.dtype) not in _FLOATS:
             return None
+        if name == "relax.astype":  # a float weight cast to another float dtype numpy has (float16: round to even)
+            to = str(attrs.dtype)
+            return x.astype(to) if to in _FLOATS else None
         if name in _UNARY:
             return _UNARY[name](x)
         y = value(call.args[1])
