@@ -172,3 +172,32 @@ def test_a_kernel_with_weights_is_timed_with_them_cold(model, monkeypatch):
                                                      tasks.target), settings)
     assert len(costs) == 3 and all(c > 0 for c in costs)
     assert seen and seen[-1]["f_preproc"] == local.COLD_PREPROC and seen[-1]["number"] == 1
+
+
+def test_kernel_latencies_time_a_weight_kernel_on_its_packed_weights(model, monkeypatch):
+    """``model tasks --measure`` times a tuned kernel as the model runs it: built as the tuner builds it (its weights
+    packed once, outside the timing; ``Prepacked``), not in the user's form that packs them in every call."""
+    from tiletune.measure import local
+    from tiletune.measure.base import MeasureSettings
+    from tiletune.model import build
+    from tiletune.schedules import make_space, prepacked_inputs
+
+    _, tasks = model
+    chosen, packed = {}, set()
+    for k in tasks.tasks:
+        space = make_space(k.workload, None, tasks.target)
+        cfg = _config(k.workload, space, tasks.target, pack="pack" in space.names)
+        chosen[k.hash] = build.Chosen(k, cfg, space, 1e-3, 1.0)
+        if prepacked_inputs(k.workload, space, cfg, tasks.target):
+            packed.add(k.workload.key)
+    assert packed
+    built = {}
+
+    def spy(workload, space, config, target):
+        built[workload.key] = out = local.build_kernel(workload, space, config, target)
+        return out
+
+    monkeypatch.setattr(build, "build_kernel", spy)
+    lat = build.kernel_latencies(tasks, chosen, MeasureSettings(repeat=1, min_repeat_ms=0))
+    assert {key for key, lib in built.items() if isinstance(lib, local.Prepacked)} == packed
+    assert all(np.isfinite(lat[h]) and lat[h] > 0 for h in chosen)

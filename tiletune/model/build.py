@@ -33,6 +33,7 @@ import numpy as np
 from ..alignment import PARAM_ALIGNMENT, with_param_alignment
 from ..api import c_compiler
 from ..errors import TiletuneError, one_line
+from ..measure.local import Prepacked, build_kernel
 from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
 from ..records import failures, load
@@ -338,7 +339,8 @@ def export_database(tasks: ModelTasks, chosen: dict[str, Chosen], directory: str
 def kernel_latencies(tasks: ModelTasks, chosen: dict[str, Chosen], settings) -> dict[str, float]:
     """Seconds per call of every kernel as the built model would run it (its tuned schedule, else the
     default one), each compiled alone and timed by ``tiletune.measure.timing.time_callable`` on random
-    inputs; by kernel hash."""
+    inputs; by kernel hash. A tuned kernel whose weights the model packs once (docs/decisions/weight-prepack.md)
+    takes them packed, as the tuner measures it (``tiletune.measure.local.build_kernel``)."""
     import tvm
 
     tgt = tvm.target.Target(tasks.target)
@@ -348,18 +350,24 @@ def kernel_latencies(tasks: ModelTasks, chosen: dict[str, Chosen], settings) -> 
     rng = np.random.default_rng(0)
     for k in tasks.kernels:
         c = chosen.get(k.hash)
-        if c is not None:
+        lib = None
+        if c is not None and not gpu:
+            lib = build_kernel(k.workload, c.space, c.config, tasks.target)  # a Prepacked one packs its weights
+        elif c is not None:
             func = schedule(k.workload, c.space, c.config, tasks.target).mod["main"]
         else:
             func = gpu_default.schedule(k.func, tasks.target, k.name)[0] if gpu else checked(k.func, tasks.target)[0]
         try:
-            lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=tgt).mod
-            args = []
+            if lib is None:
+                lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=tgt).mod
+            arrays = []
             for p in k.func.params:
                 shape, dtype = tuple(int(s) for s in p.shape), str(p.dtype)
-                a = (rng.standard_normal(shape) if "float" in dtype else rng.integers(0, 2, size=shape)).astype(
-                    np_dtype(dtype))
-                args.append(tvm.runtime.tensor(a, dev))
+                arrays.append((rng.standard_normal(shape) if "float" in dtype else rng.integers(0, 2, size=shape))
+                              .astype(np_dtype(dtype)))
+            if isinstance(lib, Prepacked):
+                arrays, lib = lib.inputs(arrays), lib.mod
+            args = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in arrays]
             main = lib["main"]
             main(*args)
             out[k.hash] = float(np.median(time_callable(lambda: main(*args), settings)))
