@@ -3,10 +3,7 @@
 #   TRIALS=32 BENCH_S=450 EXTRA="--suite tensor-cores --strategies gensor,roller,dgd" bash benchmarks/device/run.sh
 exec > >(tee $OUT/log.txt) 2>&1
 cd "$(dirname "$0")/../.."
-if [ ! -f /tmp/site/tvm/lib/libtvm_compiler.so ]; then source benchmarks/device/setup.sh /tmp/stage python3 || { echo "setup failed"; exit 1; }; fi
-export PYTHONPATH=/tmp/site:$PWD
-for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/lib64; do [ -d $d ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; done
-export PYTHONUNBUFFERED=1
+source benchmarks/device/env.sh
 timeout ${TEST_S:-90} python3 -m pytest -q -p no:cacheprovider tests/test_cuda_schedule.py tests/test_cuda_mma.py \
     tests/test_model_cuda.py -k "gpu or nvcc or measured" 2>&1 | tail -4
 rm -rf /tmp/gpu-out

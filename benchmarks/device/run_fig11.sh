@@ -5,10 +5,8 @@
 # Knobs (environment): DTYPE (float16), SEQS (16,64,128,384), BATCHES (1,4), FIG11_S (seconds, 420), TEST_S (120).
 exec > >(tee $OUT/log.txt) 2>&1
 cd "$(dirname "$0")/../.."
-if [ ! -f /tmp/site/tvm/lib/libtvm_compiler.so ]; then source benchmarks/device/setup.sh /tmp/stage python3 || { echo "setup failed"; exit 1; }; fi
-export PYTHONPATH=/tmp/site:$PWD
-for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/lib64; do [ -d $d ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; done
-export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+source benchmarks/device/env.sh
+export PYTHONWARNINGS=ignore
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 timeout ${TEST_S:-120} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_shapes.py -k cuda 2>&1 | tail -4
 M=benchmarks/dyn_models.py:bert_small

@@ -5,10 +5,8 @@
 # imports), TPT (trials per task of the search, 10), FIG9_S (seconds for Fig. 9, 420), TEST_S (120).
 exec > >(tee $OUT/log.txt) 2>&1
 cd "$(dirname "$0")/../.."
-if [ ! -f /tmp/site/tvm/lib/libtvm_compiler.so ]; then source benchmarks/device/setup.sh /tmp/stage python3 || { echo "setup failed"; exit 1; }; fi
-export PYTHONPATH=/tmp/site:$PWD
-for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/lib64; do [ -d $d ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; done
-export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+source benchmarks/device/env.sh
+export PYTHONWARNINGS=ignore
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 python3 -c "
 import importlib.util as u
