@@ -3,10 +3,10 @@
 Importing a model and converting its convolutions to NHWC leaves operators whose operands are all constants:
 the weights' ``permute_dims`` to the new layout, the biases' ``reshape`` to broadcast, and where a frontend
 keeps them, the arithmetic of a folded normalization. TVM's ``FoldConstant`` folds them after ``LegalizeOps``
-by compiling each one to a kernel with LLVM and running it: about 200 compilations and 6 s of a 25 s
-MobileNetV2 build, which a shape change in a dynamic model pays again (Gensor's Fig. 12). ``fold_weights``
+by compiling each one to a kernel with LLVM and running it, a cost every build pays and a dynamic model pays again
+at every shape change (Gensor's Fig. 12; the figures: docs/models.md, "Tasks and the rest"). ``fold_weights``
 computes the operators of ``FOLDED`` on constant operands with numpy instead (the same values: each is a
-data movement or one IEEE operation per element), in graph order, so that chains (a reshape of a transposed
+data movement or one correctly rounded IEEE operation per element), in graph order, so that chains (a reshape of a transposed
 weight) fold too; a use of a folded binding gets the constant itself (``call_tir``'s constant operands are
 how ``tiletune.model.tasks.weight_params`` finds a kernel's weights), and the bindings left unused go.
 The casts of the weights to a half dtype (``tiletune.model.precision``) fold
@@ -20,7 +20,7 @@ import numpy as np
 
 from .layout import rewrite_functions
 
-_UNARY = {"relax.negative": np.negative, "relax.sqrt": np.sqrt, "relax.exp": np.exp}
+_UNARY = {"relax.negative": np.negative, "relax.sqrt": np.sqrt}  # not exp: the model computes TVM's fast_exp
 _BINARY = {"relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
            "relax.divide": np.divide}
 #: the operators folded here (the data movements of a layout change, elementwise float arithmetic)
