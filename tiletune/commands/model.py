@@ -140,7 +140,8 @@ def add_parser(sub) -> None:
     e.add_argument("--metaschedule-trials", type=int, default=0,
                    help="also tune with MetaSchedule's tune_relax at this many trials (0: skip it)")
     e.add_argument("--construct", default=None, choices=("gensor", "roller"),
-                   help="our build gives the tasks without records this method's top construction (no measurement)")
+                   help="our build gives the tasks without records this method's top construction (no measurement); "
+                   "with --shapes and no -r, ours is constructed at every listed shape")
     e.add_argument("--timeout", type=float, default=3600.0, help="seconds per method")
     e.add_argument("--repeat", type=int, default=10, help="timing samples per method")
     e.add_argument("--min-repeat-ms", type=int, default=200, help="minimum duration of one sample in ms")
