@@ -3,8 +3,9 @@ per task (the default, ``tiletune.construct.gensor.WALKS``) and from more, and w
 
     python benchmarks/research/gensor_walks.py --out DIR [--walks 4,16] [--seqs 16,32,64,128,256,384] [--batches 1,4]
 
-Builds libraries in ``--work`` (default /tmp/tiletune-gensor-walks: they are large) with ``tiletune model build MODEL --shapes ... --construct gensor|roller`` (in
-this process, Gensor's ``GensorWalk.pool`` default walk count patched per build; the build's wall time noted),
+Builds libraries in ``--work`` (default /tmp/tiletune-gensor-walks: they are large) with ``tiletune model build
+MODEL --shapes ... --construct gensor|roller`` (in this process, Gensor's ``GensorWalk.pool`` default walk count
+patched per build; the build's wall time noted),
 then ``--rounds`` rounds of every library at every shape, interleaved, in a child process per round
 (``benchmarks/dyn_bench.py``, wall clock, every core); ``DIR/results.jsonl`` and ``DIR/builds.jsonl`` are appended
 and a re-run skips what is there; prints per shape the median latency of each and each Gensor build / Roller.

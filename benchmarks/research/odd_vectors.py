@@ -23,7 +23,8 @@ from tiletune.target import host_target
 
 MODEL = f"{Path(__file__).resolve().parents[1] / 'dyn_models.py'}:bert_small"
 ROLLER = {"tile_i0": [2, 2, 16, 6], "tile_i1": [8, 4, 1, 48], "tile_k": [32, 16], "unroll": 64, "pack": 1}
-VARIANTS = {"48 (Roller's)": {}, "24": {"tile_i1": [8, 8, 1, 24]}, "96": {"tile_i1": [8, 2, 1, 96], "tile_i0": [2, 2, 48, 2]},
+VARIANTS = {"48 (Roller's)": {}, "24": {"tile_i1": [8, 8, 1, 24]},
+            "96": {"tile_i1": [8, 2, 1, 96], "tile_i0": [2, 2, 48, 2]},
             "64": {"tile_i1": [8, 3, 1, 64], "tile_i0": [2, 2, 48, 2]}, "12": {"tile_i1": [8, 16, 1, 12]},
             "8": {"tile_i1": [8, 24, 1, 8]}}
 

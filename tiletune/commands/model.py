@@ -14,8 +14,9 @@ from ..model.bench import bench_model, bench_model_shapes, parse_methods
 from ..model.gpu_default import has_gpu
 from ..model.layout import DEFAULT_LAYOUT, LAYOUTS
 from ..model.precision import DTYPES
-from ..model.build import (ModelRunner, best_configs, check, compile_module, constructed_configs, export,
-                           export_database, foreign_workloads, kernel_latencies, scheduled_module, untuned_reasons)
+from ..model.build import (CHECK_WAITS, ModelRunner, best_configs, check, check_waits, compile_module,
+                           constructed_configs, export, export_database, foreign_workloads, kernel_latencies,
+                           scheduled_module, untuned_reasons)
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
@@ -404,7 +405,7 @@ def run_build(args) -> int:
     mod, how = scheduled_module(tasks, chosen)
     ex = compile_module(mod, tasks.target)
     err = None
-    waits = not args.no_check and is_cuda(tasks.target) and not has_gpu()
+    waits = not args.no_check and check_waits(tasks.target)
     if not args.no_check and not waits:
         err = check(source, ModelRunner(ex, tasks.target), dtype=tasks.dtype)
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
@@ -417,8 +418,7 @@ def run_build(args) -> int:
           + f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
           + (f"; output matches the original (max error {err:.2g})" if err is not None else ""))
     if waits:
-        print("note: no GPU here: the library holds the CUDA kernels; the output check against the original waits "
-              "for a GPU (load_model() runs it there)")
+        print(CHECK_WAITS)
     for name, why in untuned_reasons(tasks, args.records, chosen).items():
         print(f"default schedule: {name}: {why}")
     foreign = foreign_workloads(tasks, args.records)
@@ -452,9 +452,8 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
           + f"); every other shape: {other_shapes(tasks.target)}")
     if errors:
         print(f"output matches the original at {', '.join(errors)} (max error {err:.2g})")
-    elif not args.no_check and is_cuda(tasks.target):
-        print("note: no GPU here: the library holds the CUDA kernels; the output check against the original waits "
-              "for a GPU (load_model() runs it there)")
+    elif not args.no_check and check_waits(tasks.target):
+        print(CHECK_WAITS)
     for name, why in untuned_reasons(tasks, args.records, chosen).items():
         print(f"default schedule: {name}: {why}")
     if args.database:

@@ -17,8 +17,8 @@ tuned at the shapes the records hold for this model (``tiletune.model.shapes.rec
 records, no option names them); a listed shape that was not tuned runs through the library's rule for untuned
 shapes (what a deployed library does). With ``--construct`` and no records, every listed shape is constructed by
 that method (Gensor's Fig. 11 on a GPU: ``benchmarks/device/run_fig11.sh``). On a CUDA target every method runs
-on the GPU, in ``--dtype`` (ONNX Runtime is refused: CPU only). ``results.jsonl`` gets one line per (model, method, shape), and a second run
-runs a method only at the shapes it has no result for; ``DIR/<model>.md`` is a table with one row per shape: the
+on the GPU, in ``--dtype`` (ONNX Runtime is refused: CPU only). ``results.jsonl`` gets one line per (model,
+method, shape), and a second run runs a method only at the shapes it has no result for; ``DIR/<model>.md`` is a table with one row per shape: the
 median ms of every method, our speed-up over each, whether the shape was tuned.
 """
 from __future__ import annotations

@@ -39,7 +39,7 @@ from ..quiet import quiet_tvm
 from ..records import failures, load
 from ..construct import constructions
 from ..schedules import check as check_config, cuda_mma, make_space, schedule, starts
-from ..target import is_cuda, target_key
+from ..target import has_gpu, is_cuda, target_key
 from ..workloads.base import np_dtype
 from . import gpu_default
 from .confirm import chosen
@@ -287,6 +287,17 @@ def compare(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     return worst
 
 
+#: what ``model build`` says when ``check_waits``
+CHECK_WAITS = ("note: no GPU here: the library holds the CUDA kernels; the output check against the original waits "
+               "for a GPU (load_model() runs it there)")
+
+
+def check_waits(target: dict) -> bool:
+    """Does a model built for ``target`` here leave its output check against the original for later: a CUDA library
+    built on a machine without a GPU (it is built and exported; the check needs the GPU to run it)."""
+    return is_cuda(target) and not has_gpu()
+
+
 def check(source, runner: ModelRunner, seed: int = 0, binding: dict[str, int] | None = None,
           dtype: str = "float32") -> float:
     """Run the compiled model and the original (in float32) on the same random inputs (a dynamic model's at
@@ -351,10 +362,8 @@ def kernel_latencies(tasks: ModelTasks, chosen: dict[str, Chosen], settings) -> 
     for k in tasks.kernels:
         c = chosen.get(k.hash)
         lib = None
-        if c is not None and not gpu:
-            lib = build_kernel(k.workload, c.space, c.config, tasks.target)  # a Prepacked one packs its weights
-        elif c is not None:
-            func = schedule(k.workload, c.space, c.config, tasks.target).mod["main"]
+        if c is not None:  # as the tuner builds it: a Prepacked one takes its weights packed
+            lib = build_kernel(k.workload, c.space, c.config, tasks.target)
         else:
             func = gpu_default.schedule(k.func, tasks.target, k.name)[0] if gpu else checked(k.func, tasks.target)[0]
         try:

@@ -6,8 +6,8 @@ keeps them, the arithmetic of a folded normalization. TVM's ``FoldConstant`` fol
 by compiling each one to a kernel with LLVM and running it, a cost every build pays and a dynamic model pays again
 at every shape change (Gensor's Fig. 12; the figures: docs/models.md, "Tasks and the rest"). ``fold_weights``
 computes the operators of ``FOLDED`` on constant operands with numpy instead (the same values: each is a
-data movement or one correctly rounded IEEE operation per element), in graph order, so that chains (a reshape of a transposed
-weight) fold too; a use of a folded binding gets the constant itself (``call_tir``'s constant operands are
+data movement or one correctly rounded IEEE operation per element), in graph order, so that chains (a reshape of
+a transposed weight) fold too; a use of a folded binding gets the constant itself (``call_tir``'s constant operands are
 how ``tiletune.model.tasks.weight_params`` finds a kernel's weights), and the bindings left unused go.
 The casts of the weights to a half dtype (``tiletune.model.precision``) fold
 here too where numpy has the dtype (float16, rounded to nearest even as LLVM's conversion). Anything else with

@@ -24,8 +24,8 @@ library that runs at every shape within the bounds.
   (``tiletune.model.default_schedule`` for symbolic extents). Every scheduled kernel is checked against TVM's
   unscheduled one. On a CUDA target the other shapes run one copy whose kernels TVM's dlight GPU rules schedule
   (``tiletune.model.gpu_default``: they take symbolic extents; the CPU template's configurations are not for
-  symbolic GPU kernels), checked with the whole model at ``check_bindings`` on a GPU. The Relax ``main`` compares the symbolic values with each tuned shape's (``R.If`` on a
-  ``PrimValue``) and calls that shape's function, else the copy whose intervals hold them. The dispatch is inside
+  symbolic GPU kernels), checked with the whole model at ``check_bindings`` on a GPU. The Relax ``main``
+  compares the symbolic values with each tuned shape's (``R.If`` on a ``PrimValue``) and calls that shape's function, else the copy whose intervals hold them. The dispatch is inside
   the library: ``load_model`` calls ``main`` with inputs of any allowed shape (and constructs a library for a
   shape it meets that was not tuned: ``tiletune.model.first_use``). Why this rule:
   [shape-rule](../../docs/decisions/shape-rule.md).
@@ -45,10 +45,11 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import TiletuneError
 from ..records import load
-from ..target import has_gpu, is_cuda, target_key
+from ..target import is_cuda, target_key
 from ..workloads.primfunc import _walk
 from . import gpu_default
-from .build import ModelRunner, best_configs, check, compile_module, constructed_configs, scheduled_module
+from .build import (ModelRunner, best_configs, check, check_waits, compile_module, constructed_configs,
+                    scheduled_module)
 from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
@@ -460,7 +461,7 @@ def dynamic_library(dyn: DynamicTasks, records: str | None, construct: str | Non
     mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
     ex = compile_module(mod, dyn.target)
     errors = {}
-    if check_output and not (is_cuda(dyn.target) and not has_gpu()):  # without a GPU the check waits for one
+    if check_output and not check_waits(dyn.target):
         runner = ModelRunner(ex, dyn.target)
         for b in check_at:
             errors[label(b)] = check(dyn.source, runner, binding=b, dtype=dyn.merged.dtype)

@@ -109,7 +109,7 @@ def fuse(mod, target: dict):
     else:
         from tvm.relax.backend.cpu_generic.pipeline import library_dispatch_passes
     try:
-        mod = fold_weights(mod)  # the weights' layout changes with numpy, not ~200 LLVM builds in FoldConstant
+        mod = fold_weights(mod)  # the weights' layout changes with numpy, not an LLVM build each in FoldConstant
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
                 fast_math(),  # docs/decisions/fast-math.md

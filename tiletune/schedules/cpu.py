@@ -14,8 +14,8 @@ the loops are ordered
   vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop. A vectorized loop longer than
   a register whose length is not a power of two (48, 24, 80 floats) is split into an unrolled loop of
   power-of-two vectors of at most one register and at least half of one (3 x 16, 3 x 8; 20 stays whole;
-  ``_vectorize``): LLVM compiles a 48- or 24-lane vector of one loop into code 10-20x slower than the same tile
-  in 16-lane pieces (docs/decisions/register-tile.md, "Vectors of odd lengths").
+  ``_vectorize``): LLVM compiles such a vector of one loop into much slower code than the same tile in
+  register-wide pieces (docs/decisions/register-tile.md, "Vectors of odd lengths").
 - Padding stages (conv2d, pooling) are inlined into the main block; for NHWC convolutions the
   ``pad_buffer`` knob may instead write the padded input to a buffer first (parallel over rows, vectorized
   over channels), which takes the bounds checks of the inlined padding out of the inner loop, where they
@@ -176,8 +176,9 @@ def prepacked(workload: Workload, space: Space, config: Config) -> dict[int, Pan
 
 def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None, lanes: int) -> None:
     """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block`` (as ``read_name`` when
-    the scheduled function names its buffers otherwise; the lane loop vectorized by ``_vectorize`` for ``lanes``). For a weight of the model the copy is annotated
-    ``PREPACK``: the model build folds it into the constant, the measurement gives it packed."""
+    the scheduled function names its buffers otherwise; the lane loop vectorized by ``_vectorize`` for
+    ``lanes``). For a weight of the model the copy is annotated ``PREPACK``: the model build folds it into the
+    constant, the measurement gives it packed."""
     reads = [r.source.name for r in sch.get(block).reads]
     idx = reads.index(read_name or name)
     panels = _panels(workload, name, inner)
