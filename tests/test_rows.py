@@ -217,14 +217,24 @@ def test_strategies_tune_row_tasks(model, home, pool, strategy):
             assert mine == starts(st.kernel.workload, st.space, tasks.target)[:3]
 
 
-def test_gensor_says_in_one_line_that_it_needs_tile_knobs(model):
+def test_gensor_and_roller_propose_a_row_reductions_template_starts(model):
+    """No tiles for the analytic model to describe: the constructive strategies propose the template's starts
+    in their order, the top k and then the rest (after_topk=continue), or only the top k (stop)."""
+    from tiletune.schedules import starts
     from tiletune.session import build_task
 
     _, tasks = model
     wl = _one(_rows(tasks), "softmax", "broadcast_to2").workload
     for strategy in ("gensor", "roller"):
-        with pytest.raises(TiletuneError, match=r"^gensor/roller need a space with split \(tile\) knobs$"):
-            build_task(wl, strategy, target=tasks.target, measure=False)
+        task = build_task(wl, strategy, target=tasks.target, measure=False)
+        want = starts(wl, task.space, tasks.target)
+        assert len(want) >= 3
+        got = []
+        while batch := task.strategy.ask(2):
+            got += batch
+        assert got == want
+        task = build_task(wl, strategy, target=tasks.target, measure=False, options={"k": 2, "after_topk": "stop"})
+        assert task.strategy.ask(8) == want[:2] and task.strategy.ask(8) == []
 
 
 def test_the_model_builds_with_tuned_row_kernels_and_matches_torch(model, home, pool):

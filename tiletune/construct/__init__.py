@@ -17,7 +17,7 @@ import numpy as np
 from ..cost_model.etir import Model, longest_reduction
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
-from ..schedules import cuda_mma
+from ..schedules import cuda_mma, starts
 from .gensor import GensorWalk
 from .mma import MmaGensorWalk, MmaModel, MmaRollerTree
 from .roller import RollerTree
@@ -70,6 +70,17 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
             out.insert(at, c)
             at += 1
     return out[:k]
+
+
+def row_starts(space: Space, workload=None, target=None) -> list[tuple[float, Config]] | None:
+    """For a space without tile knobs whose template has start points of its own (row reductions on a CPU:
+    ``tiletune.schedules.starts``), those starts ranked in their order, as (rank, config); None for any other
+    space. What the constructive strategies measure on a task the analytic model cannot describe, and the first
+    of them what ``model build --construct`` takes (docs/decisions/row-reductions.md)."""
+    if space.split_knobs or workload is None:
+        return None
+    found = starts(workload, space, target)
+    return [(float(i), c) for i, c in enumerate(found)] or None
 
 
 def direct_constructions(space: Space, *, workload=None, hardware=None, target=None) -> list[Config]:
@@ -157,4 +168,4 @@ def choice_sweep(space: Space, config: Config) -> list[Config]:
 
 
 __all__ = ["METHODS", "GensorWalk", "RollerTree", "choice_sweep", "constructions", "direct_constructions",
-           "is_direct", "is_row"]
+           "is_direct", "is_row", "row_starts"]

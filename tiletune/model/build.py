@@ -37,8 +37,8 @@ from ..measure.local import Prepacked, build_kernel
 from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
 from ..records import failures, load
-from ..construct import constructions
-from ..schedules import check as check_config, cuda_mma, make_space, schedule, starts
+from ..construct import constructions, row_starts
+from ..schedules import check as check_config, cuda_mma, make_space, schedule
 from ..target import has_gpu, is_cuda, target_key
 from ..workloads.base import np_dtype
 from . import gpu_default
@@ -124,7 +124,8 @@ def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen
                 tops = [cuda_mma.default_config(k.workload, space, tasks.target)]
                 how = "constructed (tensor-core default)"
             else:
-                tops, how = starts(k.workload, space, tasks.target)[:1], "constructed (row-reduction start)"
+                tops = [c for _, c in row_starts(space, k.workload, tasks.target) or []][:1]
+                how = "constructed (row-reduction start)"
         if tops:
             out[k.hash] = Chosen(k, tops[0], space, math.nan, math.nan, how)
     return out

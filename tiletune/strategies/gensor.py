@@ -6,6 +6,12 @@ the paper's benefit formulas, with the formulas chosen for the symbols lost in o
 option. This strategy measures only the best ``k`` constructed configurations (by the analytic performance
 of the state) of its first construction, the top results of ``walks`` (default 4) independent walks.
 
+A row reduction (softmax, layer norm: a space of choice knobs only, no tiles for the walk to describe) gets
+its template's own starts instead of a construction (``tiletune.schedules.starts``, in their order: the rule
+by which ``model build --construct gensor`` schedules these tasks without measuring;
+docs/decisions/row-reductions.md), so that ``model tune -s gensor`` measures their top k as it does the
+constructions', rather than leaving them at the default schedule.
+
 Ablations: ``cache_moves=off`` replaces the annealed cache action by a fixed schedule (the level advances
 every steps/n iterations); ``vthread=off``. After its top-k, ``after_topk=continue`` (default) keeps
 proposing the next-best constructed states, then the results of further independent walks, until the
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..construct import row_starts
 from ..construct.gensor import MAX_VTHREAD, T0, THRESHOLD, WALKS, GensorWalk
 from ..construct.mma import MmaGensorWalk, MmaModel
 from ..cost_model.etir import Model
@@ -63,6 +70,8 @@ class Gensor(Strategy):
         if cuda_mma.owns(space):  # tensor cores: the walk over the template's knobs (tiletune.construct.mma)
             self.model = MmaModel(space, ctx.workload, ctx.hardware, ctx.target)
             self.walker = MmaGensorWalk(space, self.model, self.rng, t0=o["t0"], threshold=o["threshold"])
+        elif (rows := row_starts(space, ctx.workload, ctx.target)) is not None:  # a row reduction: its starts
+            self.model, self.walker, self._rows = None, None, rows
         else:
             self.model = Model(space, ctx.workload, ctx.hardware, ctx.target)
             self.walker = GensorWalk(space, self.model, self.rng, t0=o["t0"], threshold=o["threshold"],
@@ -75,8 +84,15 @@ class Gensor(Strategy):
         self._built = False
 
     # ---- ask / tell ------------------------------------------------------------------------------
+    def _first_pool(self) -> list[tuple[float, Config]]:
+        if self.walker is None:
+            return list(self._rows)
+        return self.walker.pool(self.opts["walks"])
+
     def _add_walk(self) -> int:
         """Run one more walk; add its configurations not seen before to the pool. Returns how many."""
+        if self.walker is None:
+            return 0
         fresh = self.walker.add_walk(self._proposed | {c for _, c in self._pool})
         self._pool.extend((t, c) for c, t in fresh.items())
         self._pool.sort(key=lambda tc: (tc[0], tc[1]))
@@ -85,7 +101,7 @@ class Gensor(Strategy):
     def ask(self, n: int) -> list[Config]:
         if not self._built:
             self._built = True
-            self._pool = self.walker.pool(self.opts["walks"])
+            self._pool = self._first_pool()
         k = self.opts["k"]
         if self._served >= k and self.opts["after_topk"] == "stop":
             return []
@@ -113,6 +129,8 @@ class Gensor(Strategy):
         k, n = self.opts["k"], len(self._proposed)
         if self.opts["after_topk"] == "stop" and n >= k:
             return f"gensor measured its top {k} constructed configuration(s) and stops there (after_topk=stop)"
+        if self.walker is None:
+            return f"gensor measured all {n} of this row reduction's template starts"
         more = "" if self.opts["after_topk"] == "stop" else " (after_topk=continue: further walks found no more)"
         return f"gensor's annealed walks constructed only {n} distinct configuration(s) of this space{more}"
 
@@ -121,5 +139,5 @@ class Gensor(Strategy):
         """The first construction's pool (analytic time, config), best first, without proposing anything."""
         if not self._built:
             self._built = True
-            self._pool = self.walker.pool(self.opts["walks"])
+            self._pool = self._first_pool()
         return list(self._pool)

@@ -6,11 +6,14 @@ the local searches share it through their ``start=roller`` option. This strategy
 ``k`` leaves (Roller measures its top 10 by default; the tree often has fewer distinct leaves than that).
 After the top-k, ``after_topk=continue`` proposes the remaining leaves in rank order, then returns [];
 ``after_topk=stop`` returns [] at once.
+A row reduction (a space of choice knobs only) gets its template's own starts as its ranked leaves
+(``tiletune.schedules.starts``, as ``model build --construct roller`` does; docs/decisions/row-reductions.md).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
+from ..construct import row_starts
 from ..construct.mma import MmaModel, MmaRollerTree
 from ..construct.roller import BRANCH, RollerTree
 from ..cost_model.etir import Model
@@ -38,6 +41,8 @@ class Roller(Strategy):
         if cuda_mma.owns(space):  # tensor cores: rTiles over the template's knobs (tiletune.construct.mma)
             self.model = MmaModel(space, ctx.workload, ctx.hardware, ctx.target)
             self.tree = MmaRollerTree(space, self.model, branch=self.opts["branch"])
+        elif (rows := row_starts(space, ctx.workload, ctx.target)) is not None:  # a row reduction: its starts
+            self.model, self.tree, self._rows = None, None, rows
         else:
             self.model = Model(space, ctx.workload, ctx.hardware, ctx.target)
             self.tree = RollerTree(space, self.model, branch=self.opts["branch"])
@@ -46,7 +51,7 @@ class Roller(Strategy):
 
     # ---- ask / tell ------------------------------------------------------------------------------
     def ask(self, n: int) -> list[Config]:
-        ranked = self.tree.construct()
+        ranked = self.construct()
         k = self.opts["k"]
         if self._served >= k and self.opts["after_topk"] == "stop":
             return []
@@ -62,8 +67,9 @@ class Roller(Strategy):
         return out
 
     def construct(self) -> list[tuple[float, Config]]:
-        """All leaves of the construction tree, ranked by the analytic model (best first)."""
-        return self.tree.construct()
+        """All leaves of the construction tree, ranked by the analytic model (best first); a row reduction's
+        template starts."""
+        return self._rows if self.tree is None else self.tree.construct()
 
     def tell(self, trials: Sequence[Trial]) -> None:
         pass  # construction only; the loop records the measurements
@@ -72,4 +78,6 @@ class Roller(Strategy):
         k, n = self.opts["k"], len(self._proposed)
         if self.opts["after_topk"] == "stop" and n >= k:
             return f"roller measured its top {k} constructed configuration(s) and stops there (after_topk=stop)"
+        if self.tree is None:
+            return f"roller measured all {n} of this row reduction's template starts"
         return f"roller's construction tree has only {n} distinct leaves for this space, all of them proposed"
