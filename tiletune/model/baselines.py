@@ -22,8 +22,9 @@ run on the GPU, each call waiting for the device; ONNX Runtime and MetaSchedule 
 - ``tvm-default``: ``tvm.compile`` of the imported Relax module with TVM's default CPU pipeline (every
   operator legalized to an unscheduled kernel: what TVM does without tuning).
 - ``metaschedule``: MetaSchedule's ``tune_relax`` steps (extract, tune the tasks) on the fused module with
-  ``trials`` trials in total (the in-process builder and runner of ``tiletune.bench.metaschedule``; ``per_iter`` trials per iteration, so that
-  every task gets its round), then the database applied to the tuned (fused) module and compiled without a
+  ``trials`` trials in total (the in-process builder and runner of ``tiletune.bench.metaschedule``, its candidates
+  timed with the settings ``model tune`` times ours with; ``per_iter`` trials per iteration, so that every task
+  gets its round), then the database applied to the tuned (fused) module and compiled without a
   second fusion (``compile_relax`` re-fuses, and its kernels no longer match the database); its tuning time is
   ``prepare_s``.
 A method whose library is missing (onnxruntime, onnx, transformers) gives ``error="missing"`` and a one-line
@@ -138,13 +139,15 @@ def per_iter(trials: int, tasks: int) -> int:
     return max(1, min(64, trials // max(1, tasks)))
 
 
-def _ms_method(source, target: dict, trials: int, settings: MeasureSettings, tmp: str):
+def _ms_method(source, target: dict, trials: int, tmp: str):
     _fast_frame_getmodule()
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     fused = fuse(to_relax(source), target)
-    builder, runner = in_process_builder_runner(tmp, settings)
+    # MetaSchedule times its candidates as ``model tune`` times ours (MeasureSettings' defaults); the bench's
+    # --repeat / --min-repeat-ms time the tuned model, as for every method
+    builder, runner = in_process_builder_runner(tmp, MeasureSettings())
     tgt = tvm.target.Target(target)
     # tune_relax's own steps, so that the tasks are extracted once (their count sets the trials per iteration)
     work_dir = os.path.join(tmp, "ms")
@@ -304,7 +307,7 @@ def run_method(job: dict) -> dict:
             elif method == "tvm-default":  # TVM's default pipeline (on a GPU: dlight on every kernel)
                 ex = tvm.compile(cast(to_relax(source), dtype), target=tvm.target.Target(target))
             else:
-                ex = _ms_method(source, target, int(job["trials"]), settings, tmp)
+                ex = _ms_method(source, target, int(job["trials"]), tmp)
                 out["trials"] = int(job["trials"])
             prepare, call, outputs, dev = _vm_method(ex, target)
             if gpu:
