@@ -218,7 +218,8 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
             task = build_task(st.kernel.workload, strategy, target=target, seed=seed, options=options,
                               defaults=task_defaults(strategy), hardware=hw, measure=False,
                               transfer=tr.paths if tr else (), seeds=tr.seeds if tr else ())
-        except TiletuneError as e:  # a strategy that needs tile knobs (gensor, roller) on a row reduction
+        except TiletuneError as e:  # a strategy that needs tile knobs on a row reduction (gensor and roller
+            # take the template's starts there: construct.row_starts)
             if not isinstance(st.kernel.workload, RowWorkload):
                 raise
             st.done = f"not tuned: {e}"

@@ -84,10 +84,11 @@ class Gensor(Strategy):
         self._built = False
 
     # ---- ask / tell ------------------------------------------------------------------------------
-    def _first_pool(self) -> list[tuple[float, Config]]:
-        if self.walker is None:
-            return list(self._rows)
-        return self.walker.pool(self.opts["walks"])
+    def _build(self) -> None:
+        """The first construction, once: the pool of ``walks`` walks, or a row reduction's template starts."""
+        if not self._built:
+            self._built = True
+            self._pool = list(self._rows) if self.walker is None else self.walker.pool(self.opts["walks"])
 
     def _add_walk(self) -> int:
         """Run one more walk; add its configurations not seen before to the pool. Returns how many."""
@@ -99,9 +100,7 @@ class Gensor(Strategy):
         return len(fresh)
 
     def ask(self, n: int) -> list[Config]:
-        if not self._built:
-            self._built = True
-            self._pool = self._first_pool()
+        self._build()
         k = self.opts["k"]
         if self._served >= k and self.opts["after_topk"] == "stop":
             return []
@@ -137,7 +136,5 @@ class Gensor(Strategy):
     # ---- for inspection and tests ----------------------------------------------------------------
     def construct(self) -> list[tuple[float, Config]]:
         """The first construction's pool (analytic time, config), best first, without proposing anything."""
-        if not self._built:
-            self._built = True
-            self._pool = self._first_pool()
+        self._build()
         return list(self._pool)
