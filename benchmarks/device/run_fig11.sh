@@ -3,14 +3,14 @@
 # constructed, nothing measured), then PyTorch eager and torch.compile(dynamic=True) on the GPU; all into $OUT
 # (log.txt and fig11-gpu.tgz: one results.jsonl and report per construction).
 #   call 1: copy .gpu/a/ltcpart.00 to /tmp/stage (see pack.sh);  call 2: bash benchmarks/device/run_fig11.sh
-# Knobs (environment): DTYPE (float16), SEQS (16,64,128,384), BATCHES (1,4), FIG11_S (seconds, 420), TEST_S (100).
+# Knobs (environment): DTYPE (float16), SEQS (16,64,128,384), BATCHES (1,4), FIG11_S (seconds, 420), TEST_S (100; 0: no test).
 # The two constructions run first (a method's rows are written when all its shapes are done), the baselines after.
 exec > >(tee $OUT/log.txt) 2>&1
 cd "$(dirname "$0")/../.."
 source benchmarks/device/env.sh
 export PYTHONWARNINGS=ignore
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-timeout ${TEST_S:-100} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_shapes.py \
+[ "${TEST_S:-100}" -gt 0 ] && timeout ${TEST_S:-100} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_shapes.py \
     -k "cuda and ${DTYPE:-float16}" 2>&1 | tail -4
 M=benchmarks/dyn_models.py:bert_small
 SHAPES="--shapes batch=${BATCHES:-1,4} --shapes seq=${SEQS:-16,64,128,384}"
@@ -21,6 +21,7 @@ end=$(( $(date +%s) + ${FIG11_S:-420} ))
 left() { echo $(( end - $(date +%s) )); }
 for run in "gensor tiletune" "roller tiletune" "gensor torch" "gensor torch-compile"; do
     set -- $run
+    [ $(left) -gt 5 ] || { echo "$1 $2: no time left"; continue; }
     timeout $(left) python3 -m tiletune.cli model bench $M $SHAPES $COMMON --construct $1 --methods $2 \
         --out $D/$1
     echo "$1 $2 exit $? at $(left) s left"

@@ -43,6 +43,7 @@ or of the PyTorch model's export with its symbolic dimensions (``source.export_o
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -89,7 +90,7 @@ def _torch_method(source, threads: int, compiled: bool, gpu: bool = False, dtype
     if gpu:
         if not torch.cuda.is_available():
             raise TiletuneError("this torch build has no CUDA (pip install a CUDA build of torch for GPU baselines)")
-        module = module.to("cuda", dtype=tdtype)
+        module = copy.deepcopy(module).to("cuda", dtype=tdtype)  # the source's module stays the CPU reference
     if compiled:
         module = torch.compile(module, dynamic=True) if dynamic else torch.compile(module)
 

@@ -248,7 +248,10 @@ def tile_info(workload: Workload, space: Space, config: Config, gemm: Gemm | Non
     padded = (math.ceil(g.I / bm) * bm, math.ceil(g.J / bn) * bn, math.ceil(g.K / ck) * ck)
     vec_a = _vector(d["vector"], math.gcd(g.a_inner, ck), g.in_bytes)
     vec_b = _vector(d["vector"], math.gcd(g.b_inner, bn), g.in_bytes)
-    vec_out = _vector(16 // g.out_bytes, math.gcd(g.J, wn), g.out_bytes)
+    # a fused epilogue (PrimFunc workloads) computes from the float32 accumulators, in float32 where it casts up
+    # (GELU's erf): at most 4 lanes, as TVM's CUDA C prints a float32x8 constant as make_ulonglong4 of 8 floats
+    out_bytes = max(g.out_bytes, 4) if workload.op == "primfunc" else g.out_bytes
+    vec_out = _vector(16 // out_bytes, math.gcd(g.J, wn), out_bytes)
     return TileInfo(warps, warps * WARP, max(operands, staging), regs, vec_a, vec_b, vec_out, padded)
 
 
