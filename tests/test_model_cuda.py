@@ -82,6 +82,34 @@ def test_nvcc_compiles_the_tasks_kernels(sources, tmp_path):
     assert spills and max(spills) == 0
 
 
+MLP = """
+import torch
+from torch import nn
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 64)).eval(), (torch.randn(1, 32, 64),)
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_nvcc_compiles_a_tensor_core_kernel_with_a_fused_gelu(tmp_path):
+    """A float16 matmul whose epilogue (bias, GELU's erf) computes in float32 on the tensor-core template: found on
+    an H200, an 8-lane float32 constant that TVM prints as make_ulonglong4 of 8 floats, which does not compile."""
+    (tmp_path / "mlp.py").write_text(MLP)
+    tasks = model_tasks(load(f"{tmp_path / 'mlp.py'}:mlp"), CUDA, "NHWC", "float16")
+    assert any("gelu" in t.name for t in tasks.tasks)
+    mod, how = scheduled_module(tasks, constructed_configs(tasks, "gensor", {}))
+    src = cuda_source(compile_module(mod, CUDA))
+    assert "mma.sync" in src
+    cu = tmp_path / "mlp.cu"
+    cu.write_text(src)
+    r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "mlp.cubin"), str(cu)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_model_build_exports_a_cuda_library_without_a_gpu(dtype, tmp_path, capsys):
     out = tmp_path / "tiny.so"
