@@ -14,7 +14,6 @@ measurements.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.factory import WrongAnswer, run_kernel
+from ..tvmscript import fast_tvmscript_parsing
 from ..workloads import parse
 from ..workloads.base import Workload
 from .results import BaselineResult
@@ -78,29 +78,6 @@ def metaschedule(workload: Workload | str, target: dict, trials: int, *,
         error=res.get("error"), message=res.get("message", ""), wall_s=wall, trials=res.get("trials", trials),
         curve=res.get("curve", []), extra={k: res[k] for k in ("tune_s", "ms_best_s", "failed") if k in res},
     )
-
-
-def _fast_frame_getmodule() -> None:
-    """Make ``inspect.getmodule(frame, "<frozen ...>")`` answer at once.
-
-    MetaSchedule imports ``tvm.s_tir.tensor_intrin``, which parses ~250 TVMScript functions; each
-    parse calls ``inspect.stack()``, and for every frame whose file name is a pseudo-name such as
-    ``<frozen importlib._bootstrap>`` ``inspect.getmodule`` rescans all of ``sys.modules`` (it never
-    finds a module for such a name: a frame has no ``__name__``, so the answer is None). That import
-    took 35-160 s here (it is also why TVM's LocalBuilder spends ~37 s per candidate in a fresh
-    worker). Returning None directly for frames with a pseudo file name gives the same answer in
-    ~10 s total. Only this child process is patched."""
-    orig = inspect.getmodule
-    if getattr(orig, "_tiletune_fast", False):
-        return
-
-    def getmodule(obj, _filename=None):
-        if _filename is not None and _filename.startswith("<") and inspect.isframe(obj):
-            return None
-        return orig(obj, _filename)
-
-    getmodule._tiletune_fast = True  # type: ignore[attr-defined]
-    inspect.getmodule = getmodule
 
 
 def _index_safe_fill(fill):
@@ -178,7 +155,7 @@ def in_process_builder_runner(work_dir: str, settings: MeasureSettings, on_run=N
 def _ms_child(job_path: str) -> int:
     """Child process: tune with MetaSchedule, compile the best schedule, time it with our runner."""
     job = json.loads(Path(job_path).read_text())
-    _fast_frame_getmodule()
+    fast_tvmscript_parsing()
     out: dict[str, Any] = {"label": "MetaSchedule (in-process builder/runner)"}
 
     def write():

@@ -54,12 +54,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bench.metaschedule import _fast_frame_getmodule, in_process_builder_runner
+from ..bench.metaschedule import in_process_builder_runner
 from ..bench.vendor import torch_kernel
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.timing import time_callable
 from ..target import is_cuda
+from ..tvmscript import fast_tvmscript_parsing
 from .build import ModelRunner, _flat, best_configs, compare, compile_module, constructed_configs, scheduled_module
 from .dims import label
 from .importer import to_relax
@@ -141,7 +142,7 @@ def per_iter(trials: int, tasks: int) -> int:
 
 
 def _ms_method(source, target: dict, trials: int, tmp: str):
-    _fast_frame_getmodule()
+    fast_tvmscript_parsing()
     import tvm
     from tvm.s_tir import meta_schedule as ms
 

@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import TiletuneError, one_line
 from ..quiet import quiet_tvm
 from ..target import has_gpu
+from ..tvmscript import fast_tvmscript_parsing
 from ..workloads.base import np_dtype
 
 RULES = ("Matmul", "GEMV", "Reduction", "GeneralReduction", "Fallback")
@@ -36,6 +37,7 @@ def _apply(rule_name: str, func, tgt):
     from tvm import s_tir
     from tvm.s_tir import dlight as dl
 
+    fast_tvmscript_parsing()  # the Matmul rule imports tvm.s_tir.tensor_intrin
     try:
         with tgt, quiet_tvm():
             space = getattr(dl.gpu, rule_name)().apply(func, tgt, False)
