@@ -98,6 +98,7 @@ class Model:
         self.spatial = [i for i, (_, k) in enumerate(self.knobs) if k.kind == "S"]
         self.inner = self.spatial[-1] if self.spatial else None  # vectorised axis
         self.outer = self.spatial[-2] if len(self.spatial) > 1 else None
+        self.unroll_floor = True  # unroll_value: an outer-product register tile is unrolled at least a little
         self.divs = [k.divisors for _, k in self.knobs]  # ascending
         # the CPU template's register-tile rule, where the space carries it (NHWC conv2d): constructed
         # register tiles obey it, and they pack the weight (see to_config)
@@ -400,8 +401,13 @@ class Model:
             # reduction loop around them (TVM's auto-unroll takes a loop whose steps, P x its extent, are
             # <= the depth): unrolled reduction steps let LLVM hoist their loads and spill the accumulators
             # (seen on znver3: a 2 x 32 tile with c1 = 16 and depth 64, 61 ymm stack stores; depth 16 or 0, 1)
+            # Not unrolled at all is worse still: where no depth stays under the reduction loop's steps, the
+            # smallest non-zero depth (docs/decisions/register-tile.md)
             cap = self.reduction_unroll_steps(e)
-            fitting = [v for v in fitting if cap is None or v < cap]
+            under = [v for v in fitting if cap is None or v < cap]
+            if self.unroll_floor and steps > 1 and not [v for v in under if v]:
+                under = [next((v for v in vals if v), vals[0])]
+            fitting = under
         return fitting[-1] if fitting else vals[0]
 
     def reduction_unroll_steps(self, e: ETIR) -> int | None:

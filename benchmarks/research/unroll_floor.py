@@ -1,0 +1,85 @@
+"""A model's tasks constructed with and without the unroll floor, each kernel timed alone (not a test): what
+``Model.unroll_floor`` (docs/decisions/register-tile.md) changes, task by task and per inference.
+
+    python benchmarks/research/unroll_floor.py resnet50 --method gensor [--rounds 3]
+
+Per task of the model (static, NHWC) whose top construction by ``--method`` differs: the configuration without the
+floor (an outer-product register tile whose reduction loop leaves no depth under its steps is not unrolled)
+and with it (the smallest non-zero depth), both measured in one warm pool per task, ``--rounds`` times
+alternating (the first round also warms), the median of the later rounds. Prints per task the calls, the
+microseconds per call of each and the ratio; and the sums over the changed tasks (calls x time). Run it on an
+idle machine.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tiletune.construct import constructions  # noqa: E402
+from tiletune.cost_model import etir  # noqa: E402
+from tiletune.measure.factory import make_measurer  # noqa: E402
+from tiletune.model.source import load  # noqa: E402
+from tiletune.model.tasks import model_tasks  # noqa: E402
+from tiletune.schedules import make_space  # noqa: E402
+from tiletune.target import host_target  # noqa: E402
+
+
+def top(k, method: str, target: dict, floor: bool):
+    """(space, the top construction of task ``k`` by ``method``) with the floor on or off."""
+    init = etir.Model.__init__
+
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.unroll_floor = floor
+
+    with mock.patch.object(etir.Model, "__init__", patched):
+        space = make_space(k.workload, None, target)
+        return space, constructions(method, space, workload=k.workload, target=target, k=1,
+                                    rng=np.random.default_rng(0))[0]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model")
+    p.add_argument("--method", default="gensor", choices=("gensor", "roller"))
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    target = host_target()
+    tasks = model_tasks(load(a.model), target, "NHWC")
+    print("| task | calls | unroll | without the floor us | with it us | ratio |")
+    print("|---|---:|---|---:|---:|---:|")
+    sums = [0.0, 0.0]
+    for k in tasks.tasks:
+        try:
+            space, off = top(k, a.method, target, False)
+            _, on = top(k, a.method, target, True)
+        except Exception:  # noqa: BLE001  (a task no construction describes: not compared)
+            continue
+        if off == on:
+            continue
+        times: list[list[float]] = [[], []]
+        with make_measurer(k.workload, space, target) as meas:
+            meas.warm_up()
+            for r in range(a.rounds):
+                for j, res in enumerate(meas.measure([off, on])):
+                    if res.costs and (r > 0 or a.rounds == 1):
+                        times[j].append(statistics.median(res.costs))
+        us = [1e6 * statistics.median(t) if t else float("nan") for t in times]
+        for j in range(2):
+            sums[j] += k.calls * us[j]
+        print(f"| {k.name} | {k.calls} | {space.to_dict(off)['unroll']} -> {space.to_dict(on)['unroll']} | "
+              f"{us[0]:.1f} | {us[1]:.1f} | {us[0] / us[1]:.2f}x |", flush=True)
+    ratio = sums[0] / sums[1] if sums[1] else float("nan")
+    print(f"| **sum** | | | {sums[0]:.0f} | {sums[1]:.0f} | {ratio:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
