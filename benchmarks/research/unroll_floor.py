@@ -33,13 +33,7 @@ from tiletune.target import host_target  # noqa: E402
 
 def top(k, method: str, target: dict, floor: bool):
     """(space, the top construction of task ``k`` by ``method``) with the floor on or off."""
-    init = etir.Model.__init__
-
-    def patched(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.unroll_floor = floor
-
-    with mock.patch.object(etir.Model, "__init__", patched):
+    with mock.patch.object(etir.Model, "unroll_floor", floor):
         space = make_space(k.workload, None, target)
         return space, constructions(method, space, workload=k.workload, target=target, k=1,
                                     rng=np.random.default_rng(0))[0]

@@ -63,6 +63,10 @@ class Model:
     and the ETIR <-> Config map. ``in_direct_order`` gives the same model with its reduction tiles fixed in a
     direct loop order (``direct_orders``), so that a construction chooses the spatial tiles only."""
 
+    #: ``unroll_value``: an outer-product register tile is unrolled at least the smallest non-zero depth
+    #: (docs/decisions/register-tile.md; False only to measure the floor: benchmarks/research/unroll_floor.py)
+    unroll_floor = True
+
     def __init__(self, space: Space, workload=None, hardware=None, target=None):
         self.space = space
         # a direct loop order (``in_direct_order``): the reduction axes R1 holds whole, the others held in R0
@@ -98,7 +102,6 @@ class Model:
         self.spatial = [i for i, (_, k) in enumerate(self.knobs) if k.kind == "S"]
         self.inner = self.spatial[-1] if self.spatial else None  # vectorised axis
         self.outer = self.spatial[-2] if len(self.spatial) > 1 else None
-        self.unroll_floor = True  # unroll_value: an outer-product register tile is unrolled at least a little
         self.divs = [k.divisors for _, k in self.knobs]  # ascending
         # the CPU template's register-tile rule, where the space carries it (NHWC conv2d): constructed
         # register tiles obey it, and they pack the weight (see to_config)
@@ -405,7 +408,7 @@ class Model:
             # smallest non-zero depth (docs/decisions/register-tile.md)
             cap = self.reduction_unroll_steps(e)
             under = [v for v in fitting if cap is None or v < cap]
-            if self.unroll_floor and steps > 1 and not [v for v in under if v]:
+            if self.unroll_floor and steps > 1 and not any(under):
                 under = [next((v for v in vals if v), vals[0])]
             fitting = under
         return fitting[-1] if fitting else vals[0]
