@@ -92,9 +92,10 @@ def render(res: BenchResult, summary: dict[str, Any]) -> str:
         if peak:
             lines.append(f"| peak | {peak:.1f} | | {_g(peak / v_g if v_g else None)} | 100 | | | |")
             if any((d.get("pct_peak") or 0) > 100 for d in entry["strategies"].values()):
-                lines += ["", "Above 100% of the peak: the peak uses the clock the machine reports (its source is in "
-                          "the Setup's fp32 peak row), and boost clocks run faster (common on VMs, where no "
-                          "maximum clock is exposed)."]
+                lines += ["", "Above 100% of the peak: a peak inferred from the clock the machine reports (the "
+                          "Setup's fp32 peak row says which) is below what boost clocks reach (common on VMs, "
+                          "where no maximum clock is exposed); a measured one moves with the clock from run to "
+                          "run."]
         img = f"curves_{slug(key)}.png"
         if img in summary.get("plots", []):
             lines += ["", f"![{key}]({img})"]
