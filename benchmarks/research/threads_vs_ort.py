@@ -1,0 +1,94 @@
+"""A model built from records against ONNX Runtime at one and at two threads: whether a gap lies in the kernels
+(both thread counts) or in the second thread (not a test).
+
+    python benchmarks/research/threads_vs_ort.py --model resnet50 -r RECORDS [--threads 1,2] [--rounds 2]
+
+Each side in a child process of its own, one after the other, ``--rounds`` times alternating: ours (the model
+built from the records, NHWC, TVM_NUM_THREADS = the thread count) and ONNX Runtime (intra-op threads = the
+thread count, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). A child times
+``--calls`` single inferences after 10 warm ones and prints their min, 10th percentile, median and 90th
+percentile in ms: on a shared host the minimum is the kernels' speed and the upper percentiles are the
+neighbours'. The table goes to standard output.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def child(side: str, model: str, records: str, threads: int, calls: int) -> None:
+    from tiletune.model.source import export_onnx, load
+
+    src = load(model)
+    if side == "ort":
+        import onnxruntime as rt
+
+        path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+        export_onnx(src, path)
+        o = rt.SessionOptions()
+        o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
+        s = rt.InferenceSession(path, o, providers=["CPUExecutionProvider"])
+        feed = dict(zip([i.name for i in s.get_inputs()], src.random_inputs(0)))
+        run = lambda: s.run(None, feed)  # noqa: E731
+    else:
+        import tvm
+        from tvm import relax
+
+        from tiletune.model.build import best_configs, compile_module, scheduled_module
+        from tiletune.model.tasks import model_tasks
+        from tiletune.target import host_target
+
+        tasks = model_tasks(src, host_target(), "NHWC", "float32")
+        ex = compile_module(scheduled_module(tasks, best_configs(tasks, records))[0], tasks.target)
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        x = [tvm.runtime.tensor(a, tvm.cpu()) for a in src.random_inputs(0)]
+        run = lambda: vm["main"](*x)  # noqa: E731
+    for _ in range(10):
+        run()
+    ts = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        run()
+        ts.append((time.perf_counter() - t) * 1e3)
+    print(" ".join(f"{v:.2f}" for v in (min(ts), *np.percentile(ts, [10, 50, 90]))))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("-r", "--records", required=True)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--calls", type=int, default=150)
+    ap.add_argument("--side", choices=("ours", "ort"), help=argparse.SUPPRESS)  # a child's side
+    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)  # a child's thread count
+    a = ap.parse_args()
+    if a.side:
+        child(a.side, a.model, a.records, a.n, a.calls)
+        return 0
+    print(f"| round | threads | side | min ms | p10 | median | p90 |\n|---:|---:|---|---:|---:|---:|---:|")
+    for r in range(1, a.rounds + 1):
+        for n in (int(t) for t in a.threads.split(",")):
+            for side in (("ours", "ort") if r % 2 else ("ort", "ours")):
+                env = dict(os.environ, TVM_NUM_THREADS=str(n))
+                if side == "ort":
+                    for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+                        env.pop(v, None)
+                out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--side", side, "--n", str(n)],
+                                     env=env, check=True, capture_output=True, text=True).stdout.split()
+                print(f"| {r} | {n} | {'ONNX Runtime' if side == 'ort' else 'ours'} | " + " | ".join(out[-4:]) + " |",
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
