@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tiletune.bench.vendor import UNSET_ENV
+
 
 def ours(model: str, records: str, runs: int, out: str) -> None:
     import tvm
@@ -123,7 +125,7 @@ def main() -> None:
     for side in ("ours", "ort"):
         env = dict(os.environ, TVM_NUM_THREADS=str(a.threads))
         if side == "ort":
-            for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+            for v in UNSET_ENV:
                 env.pop(v, None)
         subprocess.run([sys.executable, __file__, *sys.argv[1:], "--side", side], env=env, check=True)
     o, r = (json.loads((out / f"{s}.json").read_text()) for s in ("ours", "ort"))

@@ -24,34 +24,30 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tiletune.bench.vendor import UNSET_ENV  # noqa: E402
+
 
 def child(side: str, model: str, records: str, threads: int, calls: int) -> None:
-    from tiletune.model.source import export_onnx, load
+    from tiletune.model.source import export_onnx, load, onnx_session
 
     src = load(model)
     if side == "ort":
-        import onnxruntime as rt
-
         path = os.path.join(tempfile.mkdtemp(), "m.onnx")
         export_onnx(src, path)
-        o = rt.SessionOptions()
-        o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
-        s = rt.InferenceSession(path, o, providers=["CPUExecutionProvider"])
+        s = onnx_session(path, threads)
         feed = dict(zip([i.name for i in s.get_inputs()], src.random_inputs(0)))
         run = lambda: s.run(None, feed)  # noqa: E731
     else:
         import tvm
-        from tvm import relax
 
-        from tiletune.model.build import best_configs, compile_module, scheduled_module
+        from tiletune.model.build import ModelRunner, best_configs, compile_module, scheduled_module
         from tiletune.model.tasks import model_tasks
         from tiletune.target import host_target
 
         tasks = model_tasks(src, host_target(), "NHWC", "float32")
-        ex = compile_module(scheduled_module(tasks, best_configs(tasks, records))[0], tasks.target)
-        vm = relax.VirtualMachine(ex, tvm.cpu())
-        x = [tvm.runtime.tensor(a, tvm.cpu()) for a in src.random_inputs(0)]
-        run = lambda: vm["main"](*x)  # noqa: E731
+        runner = ModelRunner(compile_module(scheduled_module(tasks, best_configs(tasks, records))[0], tasks.target))
+        x = [tvm.runtime.tensor(a, runner.dev) for a in src.random_inputs(0)]
+        run = lambda: runner.vm["main"](*x)  # noqa: E731
     for _ in range(10):
         run()
     ts = []
@@ -81,7 +77,7 @@ def main() -> int:
             for side in (("ours", "ort") if r % 2 else ("ort", "ours")):
                 env = dict(os.environ, TVM_NUM_THREADS=str(n))
                 if side == "ort":
-                    for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+                    for v in UNSET_ENV:
                         env.pop(v, None)
                 out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--side", side, "--n", str(n)],
                                      env=env, check=True, capture_output=True, text=True).stdout.split()

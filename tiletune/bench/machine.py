@@ -113,7 +113,7 @@ def _fma_child(job: str) -> None:
 
 
 def peak(target: dict | None = None, measure: bool = True) -> Peak | None:
-    """fp32 peak GFLOPS of the target's cores: measured (``fma_peak``) unless ``measure`` is off or the
+    """fp32 peak GFLOPS of the (CPU) target's cores: measured (``fma_peak``) unless ``measure`` is off or the
     measurement fails, else from the detected HardwareSpec (None when undetectable), scaled to the target's
     core count when it uses fewer or more cores than the machine has."""
     try:
@@ -122,14 +122,14 @@ def peak(target: dict | None = None, measure: bool = True) -> Peak | None:
         return None
     cores = int((target or {}).get("num-cores") or 0) or hw.cores
     why = ""
-    if measure and (target or {}).get("kind", "llvm") == "llvm":
+    if measure:
         try:
             tgt = dict(target or {})
             if "mcpu" not in tgt:  # a generic target would time generic code: this machine's CPU
                 tgt = {**host_target(), **tgt}
             g = fma_peak(tgt, hw.simd_lanes, cores)
-            return Peak(g, "measured", f"{cores} core{'s' * (cores != 1)} x {FMA_CHAINS} chains of {hw.simd_lanes}-lane FMAs, "
-                                       f"built by TVM (tiletune.bench.machine.fma_peak)")
+            return Peak(g, "measured", f"{cores} core{'s' * (cores != 1)} x {FMA_CHAINS} chains of "
+                                       f"{hw.simd_lanes}-lane FMAs, built by TVM (tiletune.bench.machine.fma_peak)")
         except Exception as e:  # noqa: BLE001 - no compiler, no TVM: the inferred peak, saying why
             why = f"; not measured: {str(e)[:120]}"
     g = hw.peak_gflops * cores / hw.cores
