@@ -189,7 +189,44 @@ def test_bad_layout_is_one_line(capsys):
     with pytest.raises(TiletuneError, match="unknown layout 'NCWH'; accepted: NCHW, NHWC"):
         check_layout("NCWH")
     assert check_layout("nhwc") == "NHWC"
+    assert check_layout("nchw16c") == "NCHW16c"
     with pytest.raises(SystemExit):
         main(["model", "tasks", "tiny", "--layout", "NCWH"])
     err = capsys.readouterr().err
-    assert "invalid choice: 'NCWH'" in err
+    assert "argument --layout: unknown layout 'NCWH'; accepted: NCHW, NHWC, NCHW16c" in err
+
+
+def test_nchw16c_blocks_the_dense_convolutions_and_matches_torch(spec, home, tmp_path, capsys):
+    """NCHW16c (tiletune.model.nchwc): the pointwise convolution (16 -> 16 channels) becomes a blocked kernel whose
+    innermost spatial axis is the 16 output channels of a block and whose innermost reduction the 16 input
+    channels of one; the stem (3 input channels) and the depthwise convolution stay NHWC with their epilogues
+    fused; tuned for a few trials and built, the model equals torch. On a GPU the layout is refused in one line."""
+    from tiletune.cli import main
+    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.tuner import tune_model
+
+    source, tasks = load_model_tasks(spec, host_target(), "nchw16c")
+    assert tasks.layout == "NCHW16c" and not tasks.notes
+    convs = _conv_tasks(tasks)
+    blocked = [k for k in convs if len(k.output) == 5]
+    assert len(convs) == 3 and len(blocked) == 1, [(k.name, k.output) for k in convs]
+    pw = blocked[0].workload
+    spatial = [a for a in pw.axes() if a.kind == "S"]
+    reduction = [a for a in pw.axes() if a.kind == "R"]
+    assert pw.input_shapes()[1] == (1, 1, 1, 1, 16, 16)  # OIHW16i16o
+    assert spatial[-1].extent == 16 and reduction[-1].extent == 16 and len(reduction) == 4
+    for k in convs:
+        if k not in blocked:  # NHWC, the bias and ReLU(6) in the same kernel
+            assert k.output == (1, 8, 8, 16) and "maximum" in k.name, k.name
+    rec = home / "cnn-nchw16c.jsonl"
+    tune_model(tasks, trials=2 * len(tasks.tasks), records=str(rec), round_trials=2, batch_size=2, settings=SETTINGS)
+    lib = tmp_path / "cnn16c.so"
+    assert main(["model", "build", spec, "--layout", "nchw16c", "-r", str(rec), "-o", str(lib)]) == 0
+    assert "matches the original" in capsys.readouterr().out
+    assert json.loads((tmp_path / "cnn16c.so.json").read_text())["layout"] == "NCHW16c"
+    from tiletune.api import load_model
+
+    x = source.random_inputs(5)
+    np.testing.assert_allclose(load_model(str(lib))(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(TiletuneError, match="layout NCHW16c is for CPU targets"):
+        load_model_tasks(spec, {"kind": "cuda", "arch": "sm_90"}, "NCHW16c")

@@ -286,3 +286,33 @@ def test_vectors_of_odd_lengths_are_split_into_register_sized_pieces(n3):
     out = tvm.runtime.tensor(np.zeros(wl.output_shape(), "float32"))
     lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), out)
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_blocked_convolution_counts_its_channel_block_as_weight_vectors(tmp_path):
+    """NCHW16c (tiletune.model.nchwc): the output-channel block axis ``o`` is read by the weight only, so its
+    tile multiplies the weight vectors V, not the pixels P; the vectorized 16-channel block must be whole."""
+    import tvm
+    from tvm import te
+
+    from tiletune.model.nchwc import conv2d_nchwc
+    from tiletune.workloads import PrimFuncWorkload
+
+    data = te.placeholder((1, 4, 7, 7, 16), name="data")
+    weight = te.placeholder((8, 4, 1, 1, 16, 16), name="weight")
+    out = conv2d_nchwc(data, weight, (1, 1), (0, 0, 0, 0), (1, 1), None)
+    wl = PrimFuncWorkload.from_prim_func(te.create_prim_func([data, weight, out]), name="blocked")
+    target = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}  # 32 registers of 16 lanes
+    space = make_space(wl, None, target)
+    rule = space.constraint
+    assert isinstance(rule, RegisterTile) and [space.knobs[i].axis for i in rule.channel] == ["o"]
+    base = {"tile_b": [1, 1, 1, 1], "tile_y": [1, 1, 7, 1], "tile_x": [1, 1, 1, 7], "tile_k": [1, 1, 1, 16],
+            "tile_rc": [4, 1], "tile_ry": [1, 1], "tile_rx": [1, 1], "tile_rb": [1, 16], "unroll": 0, "pack": 0}
+    cfg = lambda **kw: space.from_dict({**base, **kw})  # noqa: E731
+    # 7 pixels x 1 block: 7 accumulators + min(7, 1) + 1 = 9 registers; 7 x 4 blocks: 28 + 4 + 1 = 33 > 31
+    assert rule.need(cfg(tile_o=[8, 1, 1, 1])) == 7 + 1 + 1
+    assert rule.need(cfg(tile_o=[1, 1, 2, 4])) == 33 and not space.allows(cfg(tile_o=[1, 1, 2, 4]))
+    assert space.allows(cfg(tile_o=[2, 1, 2, 2]))
+    half = cfg(tile_o=[8, 1, 1, 1], tile_k=[1, 1, 2, 8])  # half a block per vector: refused, and says why
+    assert not space.allows(half)
+    with pytest.raises(InvalidConfig, match="channel block's innermost tile is 8, not the whole block of 16"):
+        check(wl, space, half)

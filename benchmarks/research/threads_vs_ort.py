@@ -1,10 +1,11 @@
 """A model built from records against ONNX Runtime at one and at two threads: whether a gap lies in the kernels
 (both thread counts) or in the second thread (not a test).
 
-    python benchmarks/research/threads_vs_ort.py --model resnet50 -r RECORDS [--threads 1,2] [--rounds 2]
+    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT=]RECORDS [-r ...] [--threads 1,2] [--rounds 2]
 
 Each side in a child process of its own, one after the other, ``--rounds`` times alternating: ours (the model
-built from the records, NHWC, TVM_NUM_THREADS = the thread count) and ONNX Runtime (intra-op threads = the
+built from the records in their layout, NHWC unless ``LAYOUT=`` names another, TVM_NUM_THREADS = the thread
+count; one side per ``-r``) and ONNX Runtime (intra-op threads = the
 thread count, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). A child times
 ``--calls`` single inferences after 10 warm ones and prints their min, 10th percentile, median and 90th
 percentile in ms: on a shared host the minimum is the kernels' speed and the upper percentiles are the
@@ -28,6 +29,7 @@ from tiletune.bench.vendor import UNSET_ENV  # noqa: E402
 
 
 def child(side: str, model: str, records: str, threads: int, calls: int) -> None:
+    layout, _, records = records.rpartition("=")
     from tiletune.model.source import export_onnx, load, onnx_session
 
     src = load(model)
@@ -44,7 +46,7 @@ def child(side: str, model: str, records: str, threads: int, calls: int) -> None
         from tiletune.model.tasks import model_tasks
         from tiletune.target import host_target
 
-        tasks = model_tasks(src, host_target(), "NHWC", "float32")
+        tasks = model_tasks(src, host_target(), layout or "NHWC", "float32")
         runner = ModelRunner(compile_module(scheduled_module(tasks, best_configs(tasks, records))[0], tasks.target))
         x = [tvm.runtime.tensor(a, runner.dev) for a in src.random_inputs(0)]
         run = lambda: runner.vm["main"](*x)  # noqa: E731
@@ -61,28 +63,31 @@ def child(side: str, model: str, records: str, threads: int, calls: int) -> None
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
-    ap.add_argument("-r", "--records", required=True)
+    ap.add_argument("-r", "--records", required=True, action="append", help="[LAYOUT=]RECORDS, one side each")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=150)
-    ap.add_argument("--side", choices=("ours", "ort"), help=argparse.SUPPRESS)  # a child's side
+    ap.add_argument("--side", help=argparse.SUPPRESS)  # a child's side: ort, or ours with the -r to build
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)  # a child's thread count
     a = ap.parse_args()
     if a.side:
-        child(a.side, a.model, a.records, a.n, a.calls)
+        child(a.side, a.model, a.side.removeprefix("ours:"), a.n, a.calls)
         return 0
+    sides = ["ort"] + [f"ours:{r}" for r in a.records]
+    names = {"ort": "ONNX Runtime", **{f"ours:{r}": f"ours ({r.rpartition('=')[0] or 'NHWC'}, {Path(r).name})"
+                                      for r in a.records}}
     print(f"| round | threads | side | min ms | p10 | median | p90 |\n|---:|---:|---|---:|---:|---:|---:|")
     for r in range(1, a.rounds + 1):
         for n in (int(t) for t in a.threads.split(",")):
-            for side in (("ours", "ort") if r % 2 else ("ort", "ours")):
+            for side in (sides[1:] + sides[:1] if r % 2 else sides[::-1]):
                 env = dict(os.environ, TVM_NUM_THREADS=str(n))
                 if side == "ort":
                     for v in UNSET_ENV:
                         env.pop(v, None)
-                out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--side", side, "--n", str(n)],
+                out = subprocess.run([sys.executable, __file__, "--model", a.model, "-r", "-", "--calls", str(a.calls),
+                                      "--side", side, "--n", str(n)],
                                      env=env, check=True, capture_output=True, text=True).stdout.split()
-                print(f"| {r} | {n} | {'ONNX Runtime' if side == 'ort' else 'ours'} | " + " | ".join(out[-4:]) + " |",
-                      flush=True)
+                print(f"| {r} | {n} | {names[side]} | " + " | ".join(out[-4:]) + " |", flush=True)
     return 0
 
 

@@ -12,7 +12,7 @@ from ..measure.base import MeasureSettings
 from ..model.baselines import METHODS
 from ..model.bench import bench_model, bench_model_shapes, parse_methods
 from ..model.gpu_default import has_gpu
-from ..model.layout import DEFAULT_LAYOUT, LAYOUTS
+from ..model.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
 from ..model.precision import DTYPES
 from ..model.build import (CHECK_WAITS, ModelRunner, best_configs, check, check_waits, compile_module,
                            constructed_configs, export, export_database, foreign_workloads, kernel_latencies,
@@ -165,9 +165,17 @@ def _common(p) -> None:
     p.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="the model's compute dtype on a CUDA target: float16/bfloat16 run matmuls and convolutions "
                    "on tensor cores, accumulating in float32 (inputs and outputs keep their dtypes)")
-    p.add_argument("--layout", default=DEFAULT_LAYOUT, type=str.upper, choices=LAYOUTS,
-                   help="layout of the convolutions: NHWC (converted, the output channels innermost) or NCHW "
-                   "(as imported); tune, build and bench a model with the same layout")
+    p.add_argument("--layout", default=DEFAULT_LAYOUT, type=_layout, metavar="{" + ",".join(LAYOUTS) + "}",
+                   help="layout of the convolutions: NHWC (converted, the output channels innermost), NCHW "
+                   f"(as imported) or {LAYOUTS[-1]} (blocks of 16 channels innermost, ONNX Runtime's layout); "
+                   "tune, build and bench a model with the same layout")
+
+
+def _layout(text: str) -> str:
+    try:
+        return check_layout(text)
+    except TiletuneError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _load(args) -> tuple:

@@ -1,4 +1,4 @@
-"""The data layout of a model's convolutions: as imported (NCHW) or converted to NHWC.
+"""The data layout of a model's convolutions: as imported (NCHW), converted to NHWC, or to NCHW16c.
 
 Relax's PyTorch and ONNX frontends import 2-D convolutions as NCHW data with OIHW weights. In that layout
 the fused convolution's innermost spatial axis (the one the CPU template vectorizes) is the output width,
@@ -35,6 +35,12 @@ convolutions (``groups > 1``) keep their padding inside (``PAD_GROUPED``): witho
 channels their bounds checks guard no broadcast, and a pad kernel in front of each cost more than the checks
 (MobileNetV2: 17 pad calls).
 
+``NCHW16c`` (``tiletune.model.nchwc``: 16 channels innermost, weights OIHW16i16o, ONNX Runtime's CPU layout)
+converts in two steps: first to NHWC as above, then ConvertLayout to NCHW16c, which blocks every convolution
+whose input and output channels are multiples of 16 and leaves the others (a stem's 3 input channels, grouped
+and depthwise convolutions, which the blocked legalization does not take) in NHWC, with their epilogues
+fused; a layout transform joins the two where they meet (often inside a neighbour's epilogue).
+
 The model's inputs and outputs keep their shapes: only the kernels inside change. ``NCHW`` leaves the module
 as imported. The default, ``DEFAULT_LAYOUT`` = NHWC: docs/decisions/model-layout.md.
 """
@@ -43,13 +49,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import TiletuneError, one_line
+from . import nchwc
 
-LAYOUTS = ("NCHW", "NHWC")
+LAYOUTS = ("NCHW", "NHWC", nchwc.DATA)
 DEFAULT_LAYOUT = "NHWC"  # docs/decisions/model-layout.md
 PAD_GROUPED = False  # grouped and depthwise convolutions keep their padding inside: docs/decisions/model-layout.md
 #: the layouts of ConvertLayout: data, then weight (HWIO: the input channel innermost but one, the output
 #: channel innermost, the weight layout of the named NHWC conv2d workload)
-DESIRED = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
+DESIRED = {"NHWC": {"relax.nn.conv2d": ["NHWC", "HWIO"]},
+           nchwc.DATA: {"relax.nn.conv2d": [nchwc.DATA, nchwc.KERNEL]}}  # the blocked layout: model/nchwc.py
 #: operators that have no NHWC kernel in TVM 0.27's legalization (a transposed conv2d in NHWC stays an
 #: unlegalized operator and the build fails): pinned to the layouts the frontends import them in, so that
 #: ConvertLayout puts the transposes around them instead of pushing NHWC into them
@@ -68,10 +76,20 @@ class Converted:
 
 def check_layout(layout: str) -> str:
     """``layout`` upper-cased, or a one-line TiletuneError naming the accepted ones."""
-    norm = str(layout).strip().upper()
-    if norm not in LAYOUTS:
+    norm = {name.upper(): name for name in LAYOUTS}.get(str(layout).strip().upper())
+    if norm is None:
         raise TiletuneError(f"unknown layout {layout!r}; accepted: {', '.join(LAYOUTS)}")
     return norm
+
+
+def check_layout_for(layout: str, target: dict) -> str:
+    """``check_layout``, and NCHW16c refused on a GPU in one line (its legalization and block are made for a
+    CPU's vector registers)."""
+    layout = check_layout(layout)
+    if layout == nchwc.DATA and target.get("kind") == "cuda":
+        raise TiletuneError(f"layout {layout} is for CPU targets (blocks of one AVX-512 register); on a GPU use "
+                            "NHWC or NCHW")
+    return layout
 
 
 def convert(mod, layout: str) -> Converted:
@@ -93,8 +111,10 @@ def convert(mod, layout: str) -> Converted:
     if "relax.nn.conv2d" not in relax_ops(mod):
         return Converted(mod, ["no 2-D convolution: the model is left as imported"])
     try:
-        out = tvm.transform.Sequential([relax.transform.ConvertLayout({**KEEP, **DESIRED}),
-                                        relax.transform.CanonicalizeBindings()])(clip_as_min_max(mod))
+        steps = ["NHWC", layout] if layout == nchwc.DATA else [layout]
+        out = tvm.transform.Sequential([p for step in steps for p in (
+            relax.transform.ConvertLayout({**KEEP, **DESIRED[step]}), relax.transform.CanonicalizeBindings())])(
+                clip_as_min_max(mod))
         out = _pad_outside(out)
     except Exception as e:  # noqa: BLE001  (TVM's pass errors, std::bad_alloc on some attention graphs)
         return Converted(mod, [f"converting the convolutions to {layout} failed in TVM's ConvertLayout "
@@ -140,7 +160,7 @@ def _unlegalized(mod) -> set[str]:
     from tvm import relax
 
     with tvm.target.Target({"kind": "llvm"}):
-        return unlowered_ops(relax.transform.LegalizeOps()(mod))
+        return unlowered_ops(relax.transform.LegalizeOps(nchwc.LEGALIZE)(mod))
 
 
 def clip_as_min_max(mod):
@@ -173,16 +193,17 @@ def _pad_outside(mod):
     class PadOutside(relax.PyExprMutator):
         def visit_call_(self, call):
             call = super().visit_call_(call)
-            if getattr(call.op, "name", "") != "relax.nn.conv2d" or str(call.attrs.data_layout) != "NHWC":
+            if getattr(call.op, "name", "") != "relax.nn.conv2d" or str(call.attrs.data_layout) not in DESIRED:
                 return call
             a = call.attrs
             top, left, bottom, right = (int(p) for p in a.padding)
             if not (top or left or bottom or right) or (int(a.groups) > 1 and not PAD_GROUPED):
                 return call
-            x = relax.op.nn.pad(call.args[0], [0, 0, top, bottom, left, right, 0, 0])
+            hw = [top, bottom, left, right]
+            x = relax.op.nn.pad(call.args[0], [0, 0] + hw + [0, 0] if a.data_layout == "NHWC" else [0, 0, 0, 0] + hw + [0, 0])
             return relax.op.nn.conv2d(x, call.args[1], strides=[int(v) for v in a.strides], padding=[0, 0, 0, 0],
                                       dilation=[int(v) for v in a.dilation], groups=int(a.groups),
-                                      data_layout="NHWC", kernel_layout=str(a.kernel_layout),
+                                      data_layout=str(a.data_layout), kernel_layout=str(a.kernel_layout),
                                       out_layout=str(a.out_layout), out_dtype=a.out_dtype)
 
     return rewrite_functions(mod, PadOutside)

@@ -53,7 +53,7 @@ from .build import (ModelRunner, best_configs, check, check_waits, compile_modul
 from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
-from .layout import check_layout, convert
+from .layout import check_layout, check_layout_for, convert
 from .precision import cast, check_dtype
 from .shape_rule import _value, first_correct, like_modules, ranges, signature
 from .source import ModelSource
@@ -111,7 +111,7 @@ def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[d
     """The tasks of ``source`` at every binding (see the module docstring), computing in ``dtype`` (on a CUDA
     target, ``tiletune.model.precision``); ``converted``: the model already imported, cast and converted to
     ``layout`` (``tiletune.model.layout.convert``), else it is imported here."""
-    layout = check_layout(layout)
+    layout = check_layout_for(layout, target)
     dtype = check_dtype(dtype)
     if converted is None:
         converted = convert(cast(to_relax(source), dtype), layout)

@@ -42,7 +42,8 @@ from .const_fold import fold_weights
 from .dims import bind, parse_shapes
 from .fast_math import fast_math
 from .importer import to_relax
-from .layout import DEFAULT_LAYOUT, check_layout, convert
+from . import nchwc
+from .layout import DEFAULT_LAYOUT, check_layout_for, convert
 from .precision import cast, check_dtype
 from .source import ModelSource
 from .source import load as load_source
@@ -113,7 +114,7 @@ def fuse(mod, target: dict):
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
                 fast_math(),  # docs/decisions/fast-math.md
-                relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                relax.transform.LegalizeOps(nchwc.LEGALIZE), relax.transform.AnnotateTIROpPattern(),
                 relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
                 relax.transform.DeadCodeElimination()])(mod)
     except Exception as e:  # noqa: BLE001
@@ -314,7 +315,7 @@ def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT,
     """The kernels of ``source``: imported, computing in ``dtype`` (``tiletune.model.precision``), its
     convolutions in ``layout``, fused, extracted. A model with symbolic dimensions is taken at its example's
     shape (``tiletune.model.shapes`` handles several)."""
-    layout = check_layout(layout)
+    layout = check_layout_for(layout, target)
     converted = convert(cast(to_relax(source), dtype), layout)
     if source.dynamic:
         converted.mod = bind(converted.mod, parse_shapes(None, source)[0])

@@ -205,42 +205,59 @@ def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str 
 class RegisterTile:
     """The register-tile rule as a space constraint (see the module docstring): the innermost tile of the
     spatial knobs at positions ``spatial`` (the last one vectorized) needs P V + min(P, V) + 1 vector
-    registers of ``lanes`` fp32 lanes, at most ``registers`` - 1 of the target's ``registers``."""
+    registers of ``lanes`` fp32 lanes, at most ``registers`` - 1 of the target's ``registers``. The knobs at
+    positions ``channel`` are spatial axes that the broadcast operand does not read (a blocked convolution's
+    output-channel block, ``tiletune.model.nchwc``): their tiles multiply the weight vectors V, not the pixels P;
+    with such knobs the vectorized axis is the block itself, whose innermost tile must then be all of it (one
+    register of a 16-channel block; a part of it would leave lanes idle)."""
 
     registers: int
     lanes: int
     spatial: tuple[int, ...]  # knob positions of the spatial split knobs, the vectorized axis last
+    channel: tuple[int, ...] = ()  # knob positions of the spatial axes that multiply V
 
-    def need_tile(self, pixels: int, channels: int) -> int:
-        """Vector registers of a register tile of ``pixels`` output pixels x ``channels`` output channels."""
-        vectors = -(-channels // self.lanes)
+    def need_tile(self, pixels: int, channels: int, blocks: int = 1) -> int:
+        """Vector registers of a register tile of ``pixels`` output pixels x ``blocks`` x ``channels`` output
+        channels."""
+        vectors = -(-channels // self.lanes) * blocks
         return pixels * vectors + min(pixels, vectors) + 1
 
     def need(self, config: Config) -> int:
         vals = config.values
-        pixels = 1
+        pixels = blocks = 1
         for i in self.spatial[:-1]:
-            pixels *= vals[i][-1]
-        return self.need_tile(pixels, vals[self.spatial[-1]][-1])
+            if i in self.channel:
+                blocks *= vals[i][-1]
+            else:
+                pixels *= vals[i][-1]
+        return self.need_tile(pixels, vals[self.spatial[-1]][-1], blocks)
 
     @property
     def budget(self) -> int:
         """Registers a tile may use: all but one, which LLVM keeps for its scheduling."""
         return self.registers - 1
 
-    def fits(self, pixels: int, channels: int) -> bool:
-        return self.need_tile(pixels, channels) <= self.budget
+    def fits(self, pixels: int, channels: int, blocks: int = 1) -> bool:
+        return self.need_tile(pixels, channels, blocks) <= self.budget
+
+    def whole_block(self, space: Space, config: Config) -> bool:
+        last = self.spatial[-1]
+        return not self.channel or config.values[last][-1] == space.knobs[last].extent
 
     def __call__(self, space: Space, config: Config) -> bool:
-        return self.need(config) <= self.budget
+        return self.need(config) <= self.budget and self.whole_block(space, config)
 
-    def why(self, config: Config) -> str:
+    def why(self, config: Config, space: Space | None = None) -> str:
+        if space is not None and not self.whole_block(space, config):
+            return (f"the vectorized channel block's innermost tile is {config.values[self.spatial[-1]][-1]}, "
+                    f"not the whole block of {space.knobs[self.spatial[-1]].extent}")
         return (f"register tile needs {self.need(config)} vector registers > {self.budget} "
                 f"({self.registers} {self.lanes}-lane registers on this target, one left to the compiler)")
 
     def describe(self) -> str:
         return (f"constraint: the register tile (innermost spatial level) fits {self.budget} of the "
-                f"{self.registers} vector registers of {self.lanes} fp32 lanes")
+                f"{self.registers} vector registers of {self.lanes} fp32 lanes"
+                + (", the vectorized channel block whole" if self.channel else ""))
 
 
 def outer_product_anchor(workload: Workload) -> bool:
@@ -279,7 +296,20 @@ def register_rule(workload: Workload, space: Space, target: dict[str, Any] | Non
     if not spatial or min(space.knobs[i].levels for i in spatial) < 2:
         return None
     registers, lanes = vector_file(target)
-    return RegisterTile(registers, lanes, spatial)
+    return RegisterTile(registers, lanes, spatial, _weight_only(workload, space, spatial))
+
+
+def _weight_only(workload: Workload, space: Space, spatial: tuple[int, ...]) -> tuple[int, ...]:
+    """The positions in ``spatial`` (all but the vectorized last) of the axes that no broadcast operand (an
+    input without the vectorized axis) reads: output-channel blocks, which multiply the weight vectors."""
+    if not isinstance(workload, PrimFuncWorkload):
+        return ()
+    last = space.knobs[spatial[-1]].axis
+    read = set()
+    for t in tensor_accesses(workload):
+        if t.role == "input" and all(last not in d.axes for d in t.dims):
+            read |= {a for d in t.dims for a in d.axes}
+    return tuple(i for i in spatial[:-1] if space.knobs[i].axis not in read)
 
 
 def _outer_levels(levels: int) -> int:
@@ -292,7 +322,7 @@ def check(workload: Workload, space: Space, config: Config) -> None:
     """Raise InvalidConfig for configurations that are not measured: outside the space's register-tile
     rule, or beyond the template's limits (``check_limits``)."""
     if isinstance(space.constraint, RegisterTile) and not space.constraint(space, config):
-        raise InvalidConfig(space.constraint.why(config))
+        raise InvalidConfig(space.constraint.why(config, space))
     check_limits(workload, space, config)
 
 
