@@ -186,7 +186,7 @@ def clip_as_min_max(mod):
 
 
 def _pad_outside(mod):
-    """``mod`` with the padding of every padded NHWC ``conv2d`` done by an ``nn.pad`` before it."""
+    """``mod`` with the padding of every padded NHWC (or NCHW16c) ``conv2d`` done by an ``nn.pad`` before it."""
     from tvm import relax
 
     @relax.expr_functor.mutator
@@ -199,8 +199,8 @@ def _pad_outside(mod):
             top, left, bottom, right = (int(p) for p in a.padding)
             if not (top or left or bottom or right) or (int(a.groups) > 1 and not PAD_GROUPED):
                 return call
-            hw = [top, bottom, left, right]
-            x = relax.op.nn.pad(call.args[0], [0, 0] + hw + [0, 0] if a.data_layout == "NHWC" else [0, 0, 0, 0] + hw + [0, 0])
+            lead = [0, 0] if str(a.data_layout) == "NHWC" else [0, 0, 0, 0]  # N (and C/16) before H, W
+            x = relax.op.nn.pad(call.args[0], lead + [top, bottom, left, right, 0, 0])
             return relax.op.nn.conv2d(x, call.args[1], strides=[int(v) for v in a.strides], padding=[0, 0, 0, 0],
                                       dilation=[int(v) for v in a.dilation], groups=int(a.groups),
                                       data_layout=str(a.data_layout), kernel_layout=str(a.kernel_layout),
