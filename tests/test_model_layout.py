@@ -66,6 +66,19 @@ def _conv_tasks(tasks):
     return [k for k in tasks.tasks if "conv2d" in k.name]
 
 
+def _build_matches_torch(spec, source, records, lib, layout, capsys, seed):
+    """``model build`` in ``layout`` from ``records`` checks itself against torch, records its layout, and the
+    library loaded by ``load_model`` gives torch's output on other random inputs."""
+    from tiletune.api import load_model
+    from tiletune.cli import main
+
+    assert main(["model", "build", spec, "--layout", layout.lower(), "-r", str(records), "-o", str(lib)]) == 0
+    assert "matches the original" in capsys.readouterr().out
+    assert json.loads(lib.with_name(lib.name + ".json").read_text())["layout"] == layout
+    x = source.random_inputs(seed)
+    np.testing.assert_allclose(load_model(str(lib))(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_nhwc_convs_vectorize_over_output_channels_and_transposes_cancel(spec, nhwc):
     from tiletune.model.tasks import load_model_tasks
 
@@ -143,14 +156,7 @@ def test_nhwc_model_tuned_from_constructions_matches_torch(spec, nhwc, home, tmp
         same = sorted(json.dumps(c, sort_keys=True) for c in got) == sorted(json.dumps(c, sort_keys=True) for c in want)
         assert want and same, (k.name, got, want)
     # built in NHWC with the tuned kernels: the same output as torch
-    lib = tmp_path / "cnn.so"
-    assert main(["model", "build", spec, "--layout", "nhwc", "-r", str(rec), "-o", str(lib)]) == 0
-    assert "matches the original" in capsys.readouterr().out
-    assert json.loads((tmp_path / "cnn.so.json").read_text())["layout"] == "NHWC"
-    from tiletune.api import load_model
-
-    x = source.random_inputs(3)
-    np.testing.assert_allclose(load_model(str(lib))(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
+    _build_matches_torch(spec, source, rec, tmp_path / "cnn.so", "NHWC", capsys, seed=3)
     # the records of one layout are not those of the other (the linear layer's kernel is the same in both):
     # the build says so
     assert main(["model", "build", spec, "--layout", "NCHW", "-r", str(rec), "-o", str(tmp_path / "x.so")]) == 0
@@ -201,7 +207,6 @@ def test_nchw16c_blocks_the_dense_convolutions_and_matches_torch(spec, home, tmp
     innermost spatial axis is the 16 output channels of a block and whose innermost reduction the 16 input
     channels of one; the stem (3 input channels) and the depthwise convolution stay NHWC with their epilogues
     fused; tuned for a few trials and built, the model equals torch. On a GPU the layout is refused in one line."""
-    from tiletune.cli import main
     from tiletune.model.tasks import load_model_tasks
     from tiletune.model.tuner import tune_model
 
@@ -220,13 +225,6 @@ def test_nchw16c_blocks_the_dense_convolutions_and_matches_torch(spec, home, tmp
             assert k.output == (1, 8, 8, 16) and "maximum" in k.name, k.name
     rec = home / "cnn-nchw16c.jsonl"
     tune_model(tasks, trials=2 * len(tasks.tasks), records=str(rec), round_trials=2, batch_size=2, settings=SETTINGS)
-    lib = tmp_path / "cnn16c.so"
-    assert main(["model", "build", spec, "--layout", "nchw16c", "-r", str(rec), "-o", str(lib)]) == 0
-    assert "matches the original" in capsys.readouterr().out
-    assert json.loads((tmp_path / "cnn16c.so.json").read_text())["layout"] == "NCHW16c"
-    from tiletune.api import load_model
-
-    x = source.random_inputs(5)
-    np.testing.assert_allclose(load_model(str(lib))(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
+    _build_matches_torch(spec, source, rec, tmp_path / "cnn16c.so", "NCHW16c", capsys, seed=5)
     with pytest.raises(TiletuneError, match="layout NCHW16c is for CPU targets"):
         load_model_tasks(spec, {"kind": "cuda", "arch": "sm_90"}, "NCHW16c")
