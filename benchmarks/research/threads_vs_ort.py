@@ -1,7 +1,7 @@
 """A model built from records against ONNX Runtime at one and at two threads: whether a gap lies in the kernels
 (both thread counts) or in the second thread (not a test).
 
-    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT=]RECORDS [-r ...] [--threads 1,2] [--rounds 2]
+    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT=]RECORDS [-r ...] [--threads 1,2]
 
 Each side in a child process of its own, one after the other, ``--rounds`` times alternating: ours (the model
 built from the records in their layout, NHWC unless ``LAYOUT=`` names another, TVM_NUM_THREADS = the thread
@@ -67,27 +67,27 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=150)
-    ap.add_argument("--side", help=argparse.SUPPRESS)  # a child's side: ort, or ours with the -r to build
+    ap.add_argument("--side", choices=("ours", "ort"), help=argparse.SUPPRESS)  # a child's side (ours: its one -r)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)  # a child's thread count
     a = ap.parse_args()
     if a.side:
-        child(a.side, a.model, a.side.removeprefix("ours:"), a.n, a.calls)
+        child(a.side, a.model, a.records[0], a.n, a.calls)
         return 0
-    sides = ["ort"] + [f"ours:{r}" for r in a.records]
-    names = {"ort": "ONNX Runtime", **{f"ours:{r}": f"ours ({r.rpartition('=')[0] or 'NHWC'}, {Path(r).name})"
-                                      for r in a.records}}
+    sides = [("ort", "-")] + [("ours", r) for r in a.records]
     print(f"| round | threads | side | min ms | p10 | median | p90 |\n|---:|---:|---|---:|---:|---:|---:|")
     for r in range(1, a.rounds + 1):
         for n in (int(t) for t in a.threads.split(",")):
-            for side in (sides[1:] + sides[:1] if r % 2 else sides[::-1]):
+            for side, rec in (sides[1:] + sides[:1] if r % 2 else sides[::-1]):
                 env = dict(os.environ, TVM_NUM_THREADS=str(n))
                 if side == "ort":
                     for v in UNSET_ENV:
                         env.pop(v, None)
-                out = subprocess.run([sys.executable, __file__, "--model", a.model, "-r", "-", "--calls", str(a.calls),
+                out = subprocess.run([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls),
                                       "--side", side, "--n", str(n)],
                                      env=env, check=True, capture_output=True, text=True).stdout.split()
-                print(f"| {r} | {n} | {names[side]} | " + " | ".join(out[-4:]) + " |", flush=True)
+                layout = rec.rpartition("=")[0] or "NHWC"
+                name = "ONNX Runtime" if side == "ort" else f"ours ({layout}, {Path(rec).name})"
+                print(f"| {r} | {n} | {name} | " + " | ".join(out[-4:]) + " |", flush=True)
     return 0
 
 

@@ -27,11 +27,6 @@ DATA = f"NCHW{BLOCK}c"
 KERNEL = f"OIHW{BLOCK}i{BLOCK}o"
 
 
-def is_blocked(layout: str) -> bool:
-    """Whether a conv2d layout string has a channel block (``NCHW16c``)."""
-    return len(str(layout)) > 4
-
-
 def conv2d_nchwc(data, weight, strides, padding, dilation, out_dtype):
     """The TE compute of the module docstring (``padding`` = (top, left, bottom, right); non-zero padding is
     applied here by ``topi.nn.pad``, though the model's conversion moves it out before)."""
@@ -62,13 +57,13 @@ def conv2d_nchwc(data, weight, strides, padding, dilation, out_dtype):
 
 def legalize_conv2d(bb, call):
     """LegalizeOps' rule for ``relax.nn.conv2d``: blocked layouts (``DATA``/``KERNEL``, groups 1) become
-    ``conv2d_nchwc``; every other conv2d goes to TVM's own rule."""
+    ``conv2d_nchwc``; every other conv2d goes to TVM's own rule (which refuses other blocked layouts itself)."""
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
 
     a = call.attrs
-    if not is_blocked(a.data_layout):
+    if str(a.data_layout) != DATA:
         return _nn_conv2d(bb, call)
-    if (str(a.data_layout), str(a.kernel_layout), str(a.out_layout)) != (DATA, KERNEL, DATA) or int(a.groups) != 1:
+    if (str(a.kernel_layout), str(a.out_layout)) != (KERNEL, DATA) or int(a.groups) != 1:
         return call  # left unlegalized: tiletune.model.layout never converts such a call
     out_dtype = str(a.out_dtype) if str(a.out_dtype) not in ("", "void") else None
     return bb.call_te(conv2d_nchwc, call.args[0], call.args[1], [int(v) for v in a.strides],

@@ -247,8 +247,8 @@ class RegisterTile:
     def __call__(self, space: Space, config: Config) -> bool:
         return self.need(config) <= self.budget and self.whole_block(space, config)
 
-    def why(self, config: Config, space: Space | None = None) -> str:
-        if space is not None and not self.whole_block(space, config):
+    def why(self, space: Space, config: Config) -> str:
+        if not self.whole_block(space, config):
             return (f"the vectorized channel block's innermost tile is {config.values[self.spatial[-1]][-1]}, "
                     f"not the whole block of {space.knobs[self.spatial[-1]].extent}")
         return (f"register tile needs {self.need(config)} vector registers > {self.budget} "
@@ -266,18 +266,24 @@ def outer_product_anchor(workload: Workload) -> bool:
     one with that axis alone, with coefficient 1, as its last dimension (vector loads): NHWC conv2d
     (data[n, h + r, w + s, c] x weight[r, s, c, k]) and GEMM (A[m, k] x B[k, n]). Depthwise convolutions
     and pooling (every input indexed by the vectorized axis) are not."""
+    return _broadcast_reads(workload) is not None
+
+
+def _broadcast_reads(workload: Workload) -> set[str] | None:
+    """The axes that the broadcast operands (the inputs read without the vectorized axis) of an outer-product
+    anchor read (``outer_product_anchor``); None when the anchor is not one."""
     axes = workload.axes_no_tvm()
     spatial = [a.name for a in axes if a.kind == "S"]
     if not spatial or not any(a.kind == "R" for a in axes):
-        return False
+        return None
     try:
         accesses = [t for t in tensor_accesses(workload) if t.role == "input"]
     except TiletuneError:  # indices that are not affine: no access model, no rule
-        return False
+        return None
     last = spatial[-1]
-    broadcast = any(all(last not in d.axes for d in t.dims) for t in accesses)
+    broadcast = [t for t in accesses if all(last not in d.axes for d in t.dims)]
     vector = any(t.dims and t.dims[-1].terms == ((last, 1),) for t in accesses)
-    return broadcast and vector
+    return {a for t in broadcast for d in t.dims for a in d.axes} if broadcast and vector else None
 
 
 def register_rule(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> RegisterTile | None:
@@ -286,9 +292,12 @@ def register_rule(workload: Workload, space: Space, target: dict[str, Any] | Non
     axis (``outer_product_anchor``: the convolutions of an NHWC model, its matmuls), with at least two
     spatial levels (the register tile is then inside the last reduction level). The named GEMM and
     batch_matmul families keep their unconstrained spaces (their records predate the rule, and their best
-    kernels fit it: docs/decisions/register-tile.md), NCHW and depthwise have no outer-product register tile."""
+    kernels fit it: docs/decisions/register-tile.md), NCHW and depthwise have no outer-product register tile.
+    The spatial axes that no broadcast operand reads (a blocked convolution's output-channel block) are the
+    rule's ``channel`` axes."""
+    read = None
     if isinstance(workload, PrimFuncWorkload):
-        if not outer_product_anchor(workload):
+        if (read := _broadcast_reads(workload)) is None:
             return None
     elif getattr(workload, "op", None) != "conv2d" or getattr(workload, "layout", None) != "NHWC":
         return None
@@ -296,20 +305,8 @@ def register_rule(workload: Workload, space: Space, target: dict[str, Any] | Non
     if not spatial or min(space.knobs[i].levels for i in spatial) < 2:
         return None
     registers, lanes = vector_file(target)
-    return RegisterTile(registers, lanes, spatial, _weight_only(workload, space, spatial))
-
-
-def _weight_only(workload: Workload, space: Space, spatial: tuple[int, ...]) -> tuple[int, ...]:
-    """The positions in ``spatial`` (all but the vectorized last) of the axes that no broadcast operand (an
-    input without the vectorized axis) reads: output-channel blocks, which multiply the weight vectors."""
-    if not isinstance(workload, PrimFuncWorkload):
-        return ()
-    last = space.knobs[spatial[-1]].axis
-    read = set()
-    for t in tensor_accesses(workload):
-        if t.role == "input" and all(last not in d.axes for d in t.dims):
-            read |= {a for d in t.dims for a in d.axes}
-    return tuple(i for i in spatial[:-1] if space.knobs[i].axis not in read)
+    channel = () if read is None else tuple(i for i in spatial[:-1] if space.knobs[i].axis not in read)
+    return RegisterTile(registers, lanes, spatial, channel)
 
 
 def _outer_levels(levels: int) -> int:
@@ -322,7 +319,7 @@ def check(workload: Workload, space: Space, config: Config) -> None:
     """Raise InvalidConfig for configurations that are not measured: outside the space's register-tile
     rule, or beyond the template's limits (``check_limits``)."""
     if isinstance(space.constraint, RegisterTile) and not space.constraint(space, config):
-        raise InvalidConfig(space.constraint.why(config, space))
+        raise InvalidConfig(space.constraint.why(space, config))
     check_limits(workload, space, config)
 
 
