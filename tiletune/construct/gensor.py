@@ -21,7 +21,10 @@ footprints, traffic, the analytic (roofline) time of a state, and the map of a s
 
 Actions at the current level c: tile / inverse tile (grow / shrink one axis's T_a^c to the next / previous
 divisor of E_a that is a multiple of T_a^(c-1)), cache (c -> c+1; level c is then frozen), set vthread
-(V -> 2V or V/2, at levels >= 1).
+(V -> 2V or V/2, at levels >= 1). On a CPU the vectorised axis moves to the next / previous divisor that is a
+whole number of vectors, where there is one (``GensorWalk.align``; Roller aligns the same axis): a tile of 20
+lanes between 16 and 32 (a channel count of 1280) costs a second register for a quarter of its lanes, saves
+no traffic in vector units, and gets benefit 0, so walks that had to pass through it never reached 32 lanes.
 
 Data movement (tiletune.workloads.access): F(t) = footprint of the tile's tensor slices, Q(t) = traffic
 into the memory that holds the tile over the whole computation, both counted in the level's transfer
@@ -124,7 +127,7 @@ class GensorWalk:
             if m.mode(i, e.level) != "free":
                 continue
             for d, kind in ((+1, "tile"), (-1, "inv_tile")):
-                v = m.step_tile(e, i, d)
+                v = m.step_tile(e, i, d, self.align(i))
                 if v is not None:
                     out.append((Move(kind, i, v), m.with_tile(e, i, v)))
         if self.cache_moves == "on" and e.level + 1 < m.n:
@@ -135,6 +138,13 @@ class GensorWalk:
                 if 1 <= v <= self.max_vthread and room % v == 0:
                     out.append((Move("vthread", value=v), replace(e, vthread=v)))
         return out
+
+    def align(self, i: int) -> int:
+        """The step of a tile move on knob ``i`` (``Model.step_tile``): on a CPU the vectorised axis moves in whole
+        vectors (``Model.unit(0)`` lanes, where the extent has such divisors), every other axis along all its
+        divisors. Our choice for the CPU mapping (see the module docstring); on a GPU the paper's moves."""
+        m = self.model
+        return m.unit(0) if m.hw.kind == "cpu" and i == m.inner else 1
 
     def benefit(self, e: ETIR, mv: Move, e2: ETIR, T: float) -> float:
         m = self.model

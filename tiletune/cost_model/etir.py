@@ -64,7 +64,7 @@ class Model:
     direct loop order (``direct_orders``), so that a construction chooses the spatial tiles only."""
 
     #: ``unroll_value``: an outer-product register tile is unrolled at least the smallest non-zero depth
-    #: (docs/decisions/register-tile.md; False only to measure the floor: benchmarks/research/unroll_floor.py)
+    #: (docs/decisions/register-tile.md; False only to measure the floor: benchmarks/research/construct_change.py)
     unroll_floor = True
 
     def __init__(self, space: Space, workload=None, hardware=None, target=None):

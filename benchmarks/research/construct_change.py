@@ -1,18 +1,22 @@
-"""A model's tasks constructed with and without the unroll floor, each kernel timed alone (not a test): what
-``Model.unroll_floor`` (docs/decisions/register-tile.md) changes, task by task and per inference.
+"""A model's tasks constructed without and with one change of the constructions, each kernel timed alone (not a
+test): what the change does, task by task and per inference.
 
-    python benchmarks/research/unroll_floor.py resnet50 --method gensor [--rounds 3]
+    python benchmarks/research/construct_change.py resnet50 --change unroll-floor --method gensor [--rounds 3]
+
+Changes (``CHANGES``): ``unroll-floor``, ``Model.unroll_floor`` (docs/decisions/register-tile.md: an outer-product
+register tile whose reduction loop leaves no depth under its steps is unrolled to the smallest non-zero depth
+instead of not at all); ``gensor-align``, ``GensorWalk.align`` (docs/decisions/analytic-model.md: Gensor's walk
+moves the vectorised axis in whole vectors on a CPU instead of along every divisor).
 
 Per task of the model (static, NHWC) whose top construction by ``--method`` differs: the configuration without the
-floor (an outer-product register tile whose reduction loop leaves no depth under its steps is not unrolled)
-and with it (the smallest non-zero depth), both measured in one warm pool per task, ``--rounds`` times
-alternating (the first round also warms), the median of the later rounds. Prints per task the calls, the
-microseconds per call of each and the ratio; and the sums over the changed tasks (calls x time). Run it on an
-idle machine.
+change and with it, both measured in one warm pool per task, ``--rounds`` times alternating (the first round also
+warms), the median of the later rounds. Prints per task the calls, the microseconds per call of each and the ratio;
+and the sums over the changed tasks (calls x time). Run it on an idle machine.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 from pathlib import Path
@@ -23,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.construct import constructions  # noqa: E402
+from tiletune.construct.gensor import GensorWalk  # noqa: E402
 from tiletune.cost_model import etir  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
 from tiletune.model.source import load  # noqa: E402
@@ -31,9 +36,14 @@ from tiletune.schedules import make_space  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
 
 
-def top(k, method: str, target: dict, floor: bool):
-    """(space, the top construction of task ``k`` by ``method``) with the floor on or off."""
-    with mock.patch.object(etir.Model, "unroll_floor", floor):
+#: change -> the patch that undoes it (the code has it on)
+CHANGES = {"unroll-floor": lambda: mock.patch.object(etir.Model, "unroll_floor", False),
+           "gensor-align": lambda: mock.patch.object(GensorWalk, "align", lambda self, i: 1)}
+
+
+def top(k, method: str, target: dict, change: str, on: bool):
+    """(space, the top construction of task ``k`` by ``method``) with ``change`` on or off."""
+    with (contextlib.nullcontext() if on else CHANGES[change]()):
         space = make_space(k.workload, None, target)
         return space, constructions(method, space, workload=k.workload, target=target, k=1,
                                     rng=np.random.default_rng(0))[0]
@@ -42,18 +52,19 @@ def top(k, method: str, target: dict, floor: bool):
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model")
+    p.add_argument("--change", required=True, choices=sorted(CHANGES))
     p.add_argument("--method", default="gensor", choices=("gensor", "roller"))
     p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args()
     target = host_target()
     tasks = model_tasks(load(a.model), target, "NHWC")
-    print("| task | calls | unroll | without the floor us | with it us | ratio |")
+    print(f"| task | calls | knobs changed (without -> with) | without {a.change} us | with it us | ratio |")
     print("|---|---:|---|---:|---:|---:|")
     sums = [0.0, 0.0]
     for k in tasks.tasks:
         try:
-            space, off = top(k, a.method, target, False)
-            _, on = top(k, a.method, target, True)
+            space, off = top(k, a.method, target, a.change, False)
+            _, on = top(k, a.method, target, a.change, True)
         except Exception:  # noqa: BLE001  (a task no construction describes: not compared)
             continue
         if off == on:
@@ -68,7 +79,9 @@ def main() -> int:
         us = [1e6 * statistics.median(t) if t else float("nan") for t in times]
         for j in range(2):
             sums[j] += k.calls * us[j]
-        print(f"| {k.name} | {k.calls} | {space.to_dict(off)['unroll']} -> {space.to_dict(on)['unroll']} | "
+        d0, d1 = space.to_dict(off), space.to_dict(on)
+        changed = "; ".join(f"{n} {d0[n]} -> {d1[n]}" for n in d0 if d0[n] != d1[n])
+        print(f"| {k.name} | {k.calls} | {changed} | "
               f"{us[0]:.1f} | {us[1]:.1f} | {us[0] / us[1]:.2f}x |", flush=True)
     ratio = sums[0] / sums[1] if sums[1] else float("nan")
     print(f"| **sum** | | | {sums[0]:.0f} | {sums[1]:.0f} | {ratio:.2f}x |")
