@@ -1,8 +1,13 @@
 """The analytic model's register tile on a CPU: the registers LLVM uses for a vectorised row, the register fit
-of spaces without the template's own rule, and the accumulators' round trips per R0 iteration."""
+of spaces without the template's own rule, the accumulators' round trips per R0 iteration, and Gensor's moves of
+the vectorised axis in whole vectors."""
 import math
+from dataclasses import replace
+
+import numpy as np
 
 from tiletune.construct import constructions
+from tiletune.construct.gensor import GensorWalk
 from tiletune.cost_model.etir import Model
 from tiletune.hardware import HardwareSpec, MemoryLevel, preset
 from tiletune.space import Config, Space
@@ -88,3 +93,23 @@ def test_accumulators_return_once_per_r0_iteration():
     # with the whole reduction in R1 the accumulators never leave the registers: the old count, once per tile
     whole = m.from_config(config(sp, tile_c=(1, 32), tile_r=(1, 3), tile_s=(1, 3), **base))
     assert m.traffic(whole, 0) == traffic_bytes(m.accesses, m.axes, m.tile_map(whole, 0), m.unit(0))
+
+
+def test_gensor_moves_the_vectorised_axis_in_whole_vectors_on_a_cpu():
+    """1280 columns: the next divisor after 16 is 20, a tile that saves no traffic in vector units; on a CPU
+    Gensor's walk steps 16 <-> 32 instead (Roller's alignment), elsewhere along every divisor (the paper)."""
+    def inner_moves(hw):
+        wl, sp, m = model("gemm:M=49,N=1280,K=320", hw)
+        walk = GensorWalk(sp, m, np.random.default_rng(0))
+        at = {16: replace(m.from_config(config(sp, tile_m=(1, 1, 7, 7), tile_n=(1, 1, 80, 16))), level=0),
+              32: replace(m.from_config(config(sp, tile_m=(1, 1, 7, 7), tile_n=(1, 1, 40, 32))), level=0)}
+        return {t: sorted((mv.kind, mv.value) for mv, _ in walk.moves(e) if mv.axis == m.inner)
+                for t, e in at.items()}, (wl, sp, m)
+
+    moves, (wl, sp, m) = inner_moves(None)
+    assert ("tile", 32) in moves[16] and ("inv_tile", 16) in moves[32]
+    assert all(v % 16 == 0 for ms in moves.values() for kind, v in ms if v >= 16)
+    for c in constructions("gensor", sp, workload=wl, hardware=avx512(), k=4, rng=np.random.default_rng(1)):
+        assert m.from_config(c).tiles[m.inner][0] % 16 == 0, sp.to_dict(c)
+    gpu, _ = inner_moves(preset("a100"))
+    assert ("tile", 20) in gpu[16]
