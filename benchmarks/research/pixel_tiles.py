@@ -46,7 +46,7 @@ def main() -> None:
     for m in ROWS:
         spec, rec = f"gemm:M={m},N={a.n},K={a.k}", out / f"gemm-{m}.jsonl"
         subprocess.run(["tiletune", "tune", spec, "-s", "xgb", "--trials", str(a.trials), "--seed", str(a.seed),
-                        "-r", str(rec), "--quiet"], check=True, env=dict(os.environ))
+                        "-r", str(rec), "--quiet"], check=True)
         r = records.best(records.load(rec))
         wl = parse(r.workload)
         space = make_space(wl, target=target)
