@@ -1,17 +1,16 @@
-# Device call for Gensor's Fig. 11 on the GPU (issue 38, dynamic shapes): assemble TVM (as run.sh), run the dynamic
-# model's GPU test, then Bert-small at batch x seq, one library per construction (Gensor, Roller: every shape
-# constructed, nothing measured), then PyTorch eager and torch.compile(dynamic=True) on the GPU; all into $OUT
+# Device call for Gensor's Fig. 11 on the GPU (issue 38, dynamic shapes): assemble TVM (as run.sh), then Bert-small
+# at batch x seq, one library per construction (Gensor, Roller: every shape constructed, nothing measured), then
+# PyTorch eager and torch.compile(dynamic=True) on the GPU, then the dynamic model's GPU test; all into $OUT
 # (log.txt and fig11-gpu.tgz: one results.jsonl and report per construction).
-#   call 1: copy .gpu/a/ltcpart.00 to /tmp/stage (see pack.sh);  call 2: bash benchmarks/device/run_fig11.sh
+#   calls 1 and 2: copy .gpu/a's two parts to /tmp/stage (see pack.sh);  call 3: bash benchmarks/device/run_fig11.sh
 # Knobs (environment): DTYPE (float16), SEQS (16,64,128,384), BATCHES (1,4), FIG11_S (seconds, 420), TEST_S (100; 0: no test).
-# The two constructions run first (a method's rows are written when all its shapes are done), the baselines after.
+# The two constructions run first (a method's rows are written when all its shapes are done), the baselines after,
+# the dynamic model's GPU test last.
 exec > >(tee $OUT/log.txt) 2>&1
 cd "$(dirname "$0")/../.."
 source benchmarks/device/env.sh
 export PYTHONWARNINGS=ignore
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-[ "${TEST_S:-100}" -gt 0 ] && timeout ${TEST_S:-100} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_shapes.py \
-    -k "cuda and ${DTYPE:-float16}" 2>&1 | tail -4
 M=benchmarks/dyn_models.py:bert_small
 SHAPES="--shapes batch=${BATCHES:-1,4} --shapes seq=${SEQS:-16,64,128,384}"
 COMMON="--target cuda --dtype ${DTYPE:-float16} --repeat 5 --min-repeat-ms 50"
@@ -26,5 +25,8 @@ for run in "gensor tiletune" "roller tiletune" "gensor torch" "gensor torch-comp
         --out $D/$1
     echo "$1 $2 exit $? at $(left) s left"
 done
+tar -czf $OUT/fig11-gpu.tgz -C /tmp fig11-gpu
+[ "${TEST_S:-100}" -gt 0 ] && timeout ${TEST_S:-100} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_shapes.py \
+    -k "cuda and ${DTYPE:-float16}" 2>&1 | tail -4
 tar -czf $OUT/fig11-gpu.tgz -C /tmp fig11-gpu
 ls -la $OUT

@@ -1,6 +1,6 @@
 # Device call for whole models on the GPU (issue 40) and the tensor-core kernels (issue 37): assemble TVM (as
 # run.sh), run the GPU tests (every test that skips without a GPU), then Fig. 9 on the GPU; everything into $OUT.
-#   call 1: copy .gpu/a/ltcpart.00 to /tmp/stage (see pack.sh);  call 2: bash benchmarks/device/run_models.sh
+#   calls 1 and 2: copy .gpu/a's two parts to /tmp/stage (see pack.sh);  call 3: bash benchmarks/device/run_models.sh
 # Knobs (environment): DTYPE (float16), MODELS (resnet50,mobilenetv2 plus bert-small,gpt2 where transformers
 # imports), TPT (trials per task of the search, 10), FIG9_S (seconds for Fig. 9, 420), TEST_S (120).
 exec > >(tee $OUT/log.txt) 2>&1

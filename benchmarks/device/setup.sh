@@ -1,9 +1,9 @@
 # Assemble TVM 0.27 (compiler included) on the device machine from the carried parts; tiletune then runs
-# from the repo root through PYTHONPATH. Usage: source .gpu/b/setup.sh STAGE_DIR_WITH_PART_00 PYTHON
+# from the repo root through PYTHONPATH. Usage: source benchmarks/device/setup.sh STAGE_DIR_WITH_THE_A_PARTS PYTHON
 REPO=$PWD; STAGE=${1:-/tmp/stage}; PY=${2:-python3}; SITE=${SITE:-/tmp/site}
 t0=$(date +%s)
 mkdir -p $SITE
-cat $STAGE/ltcpart.00 $REPO/.gpu/b/ltcpart.01 > /tmp/ltc.so.xz || return 1
+cat $STAGE/ltcpart.* $REPO/.gpu/b/ltcpart.* > /tmp/ltc.so.xz || return 1
 (cd /tmp && sha256sum -c $REPO/.gpu/b/ltc.sha256) || return 1
 tar -xJf $REPO/.gpu/b/tvm-py.tar.xz -C $SITE || return 1
 xz -d -T0 -c /tmp/ltc.so.xz > $SITE/tvm/lib/libtvm_compiler.so || return 1
