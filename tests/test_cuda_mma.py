@@ -112,6 +112,24 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_chunks_of_one_step_keep_the_fragments_per_warp(stages, tmp_path):
+    """chunk_k 16 (one 16-step per chunk) over 32 chunks: each fragment buffer holds the warp's slice of a chunk
+    (warp_m x 16 halves of A, 16 x warp_n of B), and where nvcc is found nothing goes to local memory. With the
+    fragment pipeline annotated on the one-iteration loop, stages 3 and 4 declared 2048 halves each and an
+    8 KB stack frame."""
+    wl = parse("gemm:M=64,N=64,K=512,dtype=float16")
+    space = make_space(wl, target=SM90)
+    config = space.from_dict({"block_m": 64, "block_n": 64, "warp_m": 32, "warp_n": 16, "chunk_k": 16,
+                              "stages": stages, "vector": 8})
+    src = cuda_source(build(wl, space, config, SM90))
+    sizes = {m: int(n) for m, n in re.findall(r"\b([AB])_reindex_shared_dyn_warp_ptr\[(\d+)\]", src)}
+    assert sizes == {"A": 32 * 16, "B": 16 * 16}, sizes
+    if shutil.which("nvcc"):
+        r = compile_cubin(src, "sm_90", tmp_path)
+        assert r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, r
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
 @pytest.mark.parametrize("spec,seed", CASES)
 def test_nvcc_compiles_tensor_core_kernels(spec, seed, tmp_path):

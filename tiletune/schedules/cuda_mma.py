@@ -21,7 +21,9 @@ with the intrinsics of TVM 0.27's ``get_mma_intrin_group``, for float16 and bflo
    distinct banks.
 5. Software pipeline over the k-chunks with ``stages`` buffers (``stages - 1`` chunks in flight, asynchronous
    copies: ``tirx.use_async_copy``), and a two-stage pipeline of the ldmatrix fragments within a chunk
-   (MetaSchedule's annotations for this structure).
+   (MetaSchedule's annotations for this structure). A chunk of one 16-step (``chunk_k`` 16) has no fragment
+   pipeline: annotated on a loop of one iteration, TVM's pipeline sized the fragment buffers over more than the
+   warp's tile and indexed them by the chunk, which put them in local memory (docs/gpu.md, "Tensor cores").
 6. The accumulators go to shared memory (fp32) and from there to the output, coalesced and vectorized, cast
    to the output dtype (the workload's ``_cast`` stage) and cut to the unpadded shape.
 
@@ -667,13 +669,17 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
 
     # 5. pipelines: k-chunks over ``stages`` buffers with asynchronous copies; fragments double-buffered. The
     # k1 loop is expanded first (prologue, body, epilogue), so the k0 body holds 5 statements
-    if stages > 2:  # the next chunk's first fragments loaded while the current chunk's last ones compute
+    if ck == MMA:  # one 16-step per chunk: k1 has nothing to pipeline (module docstring, step 5)
+        sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
+        sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
+    elif stages > 2:  # the next chunk's first fragments loaded while the current chunk's last ones compute
         sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 2, stages - 1, stages - 1])
         sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
     else:
         sch.annotate(k0, "software_pipeline_stage", [0, 0, 1, 1, 1])
         sch.annotate(k0, "software_pipeline_order", [0, 1, 2, 3, 4])
     sch.annotate(k0, "software_pipeline_async_stages", [0])
-    sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
-    sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
+    if ck > MMA:
+        sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
     return sch

@@ -1,0 +1,79 @@
+"""Every tensor-core kernel of a dynamic model's library, as Gensor and as Roller construct it, timed alone on this
+machine's GPU (not a test): which kernels make one construction's library slower than the other's at a shape.
+
+    python benchmarks/research/gpu_constructions.py [--shapes batch=1,4 --shapes seq=16,64,128,384] [--seconds 240]
+        [--first batch=1,seq=384]
+
+The tasks and constructions are those of ``model bench --construct METHOD`` at the same shapes (one merged task
+set, the same seed, so the same configurations as the libraries of ``benchmarks/device/run_fig11.sh``); each kernel
+is compiled alone and timed on random inputs (``tiletune.model.build.kernel_latencies``). Prints per task the two
+configurations (block_m, block_n, warp_m, warp_n, chunk_k, stages, vector), microseconds per call and the ratio,
+then per shape the sums (calls x time); a line per kernel as it is timed, so a run cut short keeps what it did.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tiletune.measure.base import MeasureSettings  # noqa: E402
+from tiletune.model.build import constructed_configs, kernel_latencies  # noqa: E402
+from tiletune.model.shapes import parse_shapes, shape_tasks  # noqa: E402
+from tiletune.model.source import load  # noqa: E402
+from tiletune.target import parse_target  # noqa: E402
+
+METHODS = ("gensor", "roller")
+
+
+def _labels(task) -> list[str]:
+    """The shapes a merged task serves (its name: KERNEL@LABEL+LABEL...)."""
+    return task.name.split("@", 1)[-1].split("+")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="benchmarks/dyn_models.py:bert_small")
+    ap.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2")
+    ap.add_argument("--target", default="cuda:sm_90")
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--seconds", type=float, default=240.0, help="stop timing new kernels after this long")
+    ap.add_argument("--first", action="append", default=[], metavar="LABEL",
+                    help="time the tasks of this shape (e.g. batch=1,seq=384) before the others; repeatable")
+    args = ap.parse_args()
+    t0 = time.time()
+    source = load(args.model)
+    bindings = parse_shapes(args.shapes or ["batch=1,4", "seq=16,64,128,384"], source)
+    dyn = shape_tasks(source, parse_target(args.target), "NHWC", bindings, dtype=args.dtype)
+    chosen = {m: constructed_configs(dyn.merged, m, {}) for m in METHODS}
+    tasks = [k for k in dyn.merged.tasks if all(k.hash in chosen[m] for m in METHODS)]
+    rank = {lb: i for i, lb in enumerate(args.first)}
+    tasks.sort(key=lambda k: min((rank.get(lb, len(rank)) for lb in _labels(k)), default=len(rank)))
+    print(f"{len(tasks)} constructed tasks at {len(bindings)} shapes, ready in {time.time() - t0:.0f} s", flush=True)
+    settings = MeasureSettings(repeat=5, min_repeat_ms=20)
+    times: dict[str, dict[str, float]] = {m: {} for m in METHODS}
+    for k in tasks:
+        if time.time() - t0 > args.seconds:
+            print(f"time is up: {len(times['gensor'])} of {len(tasks)} tasks timed")
+            break
+        for m in METHODS:
+            one = SimpleNamespace(kernels=[k], target=dyn.merged.target)
+            times[m][k.hash] = kernel_latencies(one, {k.hash: chosen[m][k.hash]}, settings)[k.hash]
+        g, r = (times[m][k.hash] for m in METHODS)
+        print(f"{k.name:55s} x{k.calls:<3d} G {chosen['gensor'][k.hash].config.values} {g * 1e6:9.1f} us  "
+              f"R {chosen['roller'][k.hash].config.values} {r * 1e6:9.1f} us  G/R {g / r:6.2f}", flush=True)
+    print("\nper shape, the constructed kernels only (calls x time):")
+    for st in dyn.shapes:
+        mine = [k for k in tasks if k.hash in times["gensor"] and st.label in _labels(k)]
+        sums = {m: sum(times[m][k.hash] * k.calls for k in mine if math.isfinite(times[m][k.hash])) for m in METHODS}
+        print(f"  {st.label:20s} {len(mine):2d} tasks  Gensor {sums['gensor'] * 1e3:8.3f} ms  "
+              f"Roller {sums['roller'] * 1e3:8.3f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
