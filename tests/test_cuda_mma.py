@@ -86,6 +86,11 @@ def test_limits_follow_the_arch():
     spill = Config(tuple({**s90.to_dict(big), "warp_m": 128, "warp_n": 128}[n] for n in s90.names))
     with pytest.raises(cuda_mma.InvalidMmaConfig, match="registers"):
         cuda_mma.check(wl, s90, spill, SM90)
+    # 16 warps of 16 x 128: about 160 registers each, over a 512-thread block's share of 128 (ptxas spilled 180 bytes)
+    wide = Config(tuple({**s90.to_dict(big), "warp_m": 16, "warp_n": 128}[n] for n in s90.names))
+    assert cuda_mma.tile_info(wl, s90, wide).registers <= 255
+    with pytest.raises(cuda_mma.InvalidMmaConfig, match="> 128 .512 threads"):
+        cuda_mma.check(wl, s90, wide, SM90)
 
 
 def test_refusals():

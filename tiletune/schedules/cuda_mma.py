@@ -40,7 +40,8 @@ it cannot fold into a constant), threads per block (warps x 32) within the arch'
 staging, whichever is larger: TVM merges the dynamic shared allocations whose lifetimes do not overlap)
 within the arch's opt-in per-block limit (``hardware`` presets: 227 KiB on sm_90, 163 KiB on sm_80; TVM sets
 the kernel's dynamic shared memory attribute at launch), and an estimate of registers per thread (fp32
-accumulators + double-buffered A and B fragments + addressing) within 255.
+accumulators + double-buffered A and B fragments + addressing) within 255 and within the thread's share of the SM's
+register file (65536 / threads: a block of 512 threads gets 128 each, or ptxas spills).
 """
 from __future__ import annotations
 
@@ -186,6 +187,7 @@ class Limits:
     max_threads: int = 1024
     max_smem: int = DEFAULT_SMEM
     max_regs: int = 255
+    regs_per_sm: int = 65536  # a block's threads share them: __launch_bounds__(threads) caps each thread's share
     source: str = "default"
 
 
@@ -201,7 +203,13 @@ def limits_for(target: dict[str, Any] | None) -> Limits:
             raise
         return Limits(source=f"default (no preset for arch {target.get('arch')!r})")
     return Limits(max_threads=hw.max_threads_per_block or 1024, max_smem=hw.shared_mem_per_block or DEFAULT_SMEM,
-                  max_regs=hw.registers_per_thread or 255, source=hw.name)
+                  max_regs=hw.registers_per_thread or 255, regs_per_sm=hw.registers_per_sm or 65536, source=hw.name)
+
+
+def thread_registers(lim: Limits, threads: int) -> int:
+    """The registers a thread of a block of ``threads`` may hold: the arch's per-thread limit, or its share of the
+    SM's register file (allocated in units of 8), whichever is lower; beyond it ptxas spills to local memory."""
+    return min(lim.max_regs, lim.regs_per_sm // threads // 8 * 8)
 
 
 def check_arch(target: dict[str, Any] | None) -> None:
@@ -266,8 +274,9 @@ def check(workload: Workload, space: Space, config: Config, target: dict[str, An
         raise InvalidMmaConfig(f"{info.threads} threads per block > {lim.max_threads}")
     if info.smem_bytes > lim.max_smem:
         raise InvalidMmaConfig(f"{info.smem_bytes} bytes of shared memory per block > {lim.max_smem}")
-    if info.registers > lim.max_regs:
-        raise InvalidMmaConfig(f"about {info.registers} registers per thread > {lim.max_regs}")
+    cap = thread_registers(lim, info.threads)
+    if info.registers > cap:
+        raise InvalidMmaConfig(f"about {info.registers} registers per thread > {cap} ({info.threads} threads)")
     return info
 
 
@@ -287,7 +296,8 @@ class MmaLimitRule:
     def describe(self) -> str:
         lim = self.limits
         return (f"constraint: warp tiles divide block tiles; the GPU's per-block limits ({lim.max_threads} threads, "
-                f"{lim.max_smem} bytes of dynamic shared memory, {lim.max_regs} registers per thread; {lim.source})")
+                f"{lim.max_smem} bytes of dynamic shared memory, {lim.max_regs} registers per thread and "
+                f"{lim.regs_per_sm} per block; {lim.source})")
 
 
 def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None) -> Space:
