@@ -1,8 +1,8 @@
-"""Every tensor-core kernel of a dynamic model's library, as Gensor and as Roller construct it, timed alone on this
-machine's GPU (not a test): which kernels make one construction's library slower than the other's at a shape.
+"""Every constructed kernel of a dynamic model's library, as Gensor and as Roller construct it, timed alone on the
+target's device (not a test): which kernels make one construction's library slower than the other's at a shape.
 
-    python benchmarks/research/gpu_constructions.py [--shapes batch=1,4 --shapes seq=16,64,128,384] [--seconds 240]
-        [--first batch=1,seq=384]
+    python benchmarks/research/construction_kernels.py [--shapes batch=1,4 --shapes seq=16,64,128,384] [--seconds 240]
+        [--first batch=1,seq=384] [--target cuda:sm_90 --dtype float16 (default) | --target host --dtype float32]
 
 The tasks and constructions are those of ``model bench --construct METHOD`` at the same shapes (one merged task
 set, the same seed, so the same configurations as the libraries of ``benchmarks/device/run_fig11.sh``); each kernel
