@@ -102,18 +102,26 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     return out
 
 
+def task_rng(seed: int, kernel: Kernel) -> np.random.Generator:
+    """The random stream of ``kernel``'s constructions: from ``seed`` and its structural hash, so the same kernel
+    is constructed alike in every task set that holds it (a dynamic build with a shape added, the library's
+    construction of a new shape at its first use, a model file with one layer more)."""
+    return np.random.default_rng([seed, int(kernel.hash, 16)])
+
+
 def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen], seed: int = 0) -> dict[str, Chosen]:
     """``chosen`` with every other task given its top construction by ``method`` ("gensor" or "roller",
     ``tiletune.construct.constructions``: no measurement). A tensor-core task, whose space has no tile knobs for
     the constructions to describe, takes its template's default configuration (``cuda_mma.default_config``,
     itself a construction without measurement), a row reduction its template's first start
     (``tiletune.schedules.starts``; docs/decisions/row-reductions.md); a task none can construct keeps the default
-    schedule."""
+    schedule. Each task draws its walks from its own stream (``task_rng``), so a task's construction does not
+    depend on the other tasks of the set."""
     out = dict(chosen)
-    rng = np.random.default_rng(seed)
     for k in tasks.tasks:
         if k.hash in out:
             continue
+        rng = task_rng(seed, k)
         space = make_space(k.workload, None, tasks.target)
         how = f"constructed ({method})"
         try:
