@@ -126,6 +126,35 @@ def test_model_build_exports_a_cuda_library_without_a_gpu(dtype, tmp_path, capsy
             load_model(str(out))
 
 
+def test_cuda_graph_builds_capture_the_inference_and_refuse_a_cpu(sources, tmp_path, capsys):
+    """--cuda-graph: the compiled VM captures each inference's kernels into a CUDA graph (TVM's RewriteCUDAGraph)
+    and the library says so; without it none; on a CPU target one line."""
+    tasks = model_tasks(sources["tiny"], CUDA, "NHWC", "float16")
+    mod, _ = scheduled_module(tasks, constructed_configs(tasks, "roller", {}))
+    assert "cuda_graph.run_or_capture" in compile_module(mod, CUDA, cuda_graph=True).as_text()
+    assert "cuda_graph" not in compile_module(mod, CUDA).as_text()
+    out = tmp_path / "tiny.so"
+    assert main(["model", "build", "tiny", "--target", "cuda:sm_90", "--dtype", "float16", "--construct", "roller",
+                 "--cuda-graph", "-o", str(out)]) == 0
+    assert json.loads((tmp_path / "tiny.so.json").read_text())["cuda_graph"] is True
+    capsys.readouterr()
+    assert main(["model", "build", "tiny", "--cuda-graph", "-o", str(tmp_path / "cpu.so")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--cuda-graph is for a CUDA target" in err[0]
+
+
+@pytest.mark.skipif(not has_gpu(), reason="needs an NVIDIA GPU")
+def test_on_a_gpu_a_cuda_graph_replays_new_inputs_right(tmp_path):
+    """The graph is captured at the first call; later calls replay it on other inputs and still match torch."""
+    out = tmp_path / "tiny.so"
+    assert main(["model", "build", "tiny", "--target", "cuda:sm_90", "--dtype", "float16", "--construct", "roller",
+                 "--cuda-graph", "-o", str(out)]) == 0
+    model, src = load_model(str(out)), load("tiny")
+    for seed in (3, 4, 5):
+        x = src.random_inputs(seed)
+        assert compare(model(*x), src.reference(x)) <= RTOL["float16"], seed
+
+
 def test_model_tasks_names_the_dlight_rule_and_dtype(capsys):
     assert main(["model", "tasks", "tiny", "--target", "cuda:sm_90", "--dtype", "bfloat16"]) == 0
     out = capsys.readouterr().out

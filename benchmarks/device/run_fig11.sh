@@ -3,7 +3,10 @@
 # PyTorch eager and torch.compile(dynamic=True) on the GPU, then the dynamic model's GPU test; all into $OUT
 # (log.txt and fig11-gpu.tgz: one results.jsonl and report per construction).
 #   calls 1 and 2: copy .gpu/a's two parts to /tmp/stage (see pack.sh);  call 3: bash benchmarks/device/run_fig11.sh
-# Knobs (environment): DTYPE (float16), SEQS (16,64,128,384), BATCHES (1,4), FIG11_S (seconds, 420), TEST_S (100; 0: no test).
+# Knobs (environment): DTYPE (float16), SEQS (16,64,128,384), BATCHES (1,4), FIG11_S (seconds, 420), TEST_S (100; 0: no test),
+# RUNS (construction:method[:graphs] ..., default "gensor:tiletune roller:tiletune gensor:torch gensor:torch-compile";
+# e.g. RUNS="gensor:tiletune:graphs gensor:torch-compile:graphs": ours with CUDA graphs against torch.compile's
+# mode='reduce-overhead', into DIR/gensor-graphs).
 # The two constructions run first (a method's rows are written when all its shapes are done), the baselines after,
 # the dynamic model's GPU test last.
 exec > >(tee $OUT/log.txt) 2>&1
@@ -18,15 +21,15 @@ D=/tmp/fig11-gpu
 mkdir -p $D
 end=$(( $(date +%s) + ${FIG11_S:-420} ))
 left() { echo $(( end - $(date +%s) )); }
-for run in "gensor tiletune" "roller tiletune" "gensor torch" "gensor torch-compile"; do
-    set -- $run
-    [ $(left) -gt 5 ] || { echo "$1 $2: no time left"; continue; }
-    timeout $(left) python3 -m tiletune.cli model bench $M $SHAPES $COMMON --construct $1 --methods $2 \
-        --out $D/$1
-    echo "$1 $2 exit $? at $(left) s left"
+for run in ${RUNS:-gensor:tiletune roller:tiletune gensor:torch gensor:torch-compile}; do
+    IFS=: read c m g <<< "$run"   # construction, method, and "graphs" for --cuda-graph (its own results)
+    [ $(left) -gt 5 ] || { echo "$run: no time left"; continue; }
+    timeout $(left) python3 -m tiletune.cli model bench $M $SHAPES $COMMON --construct $c --methods $m \
+        ${g:+--cuda-graph} --out $D/$c${g:+-graphs}
+    echo "$run exit $? at $(left) s left"
 done
 tar -czf $OUT/fig11-gpu.tgz -C /tmp fig11-gpu
-[ "${TEST_S:-100}" -gt 0 ] && timeout ${TEST_S:-100} python3 -m pytest -q -p no:cacheprovider -x tests/test_model_shapes.py \
-    -k "cuda and ${DTYPE:-float16}" 2>&1 | tail -4
+[ "${TEST_S:-100}" -gt 0 ] && timeout ${TEST_S:-100} python3 -m pytest -q -p no:cacheprovider tests/test_model_shapes.py \
+    tests/test_model_cuda.py -k "(cuda_library and ${DTYPE:-float16}) or cuda_graph_replays" 2>&1 | tail -4
 tar -czf $OUT/fig11-gpu.tgz -C /tmp fig11-gpu
 ls -la $OUT

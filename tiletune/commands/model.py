@@ -121,6 +121,7 @@ def add_parser(sub) -> None:
                    help="give every task without a record the top construction of this method (no measurement: "
                    "seconds per task; Gensor's Markov walk or Roller's rTile tree)")
     b.add_argument("--no-check", action="store_true", help="skip the comparison with the original framework")
+    b.add_argument("--cuda-graph", action="store_true", help="a CUDA target: each shape's inference one CUDA graph, captured at its first call and replayed after (one launch instead of one per kernel; TVM's RewriteCUDAGraph)")
     b.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
                    help=SHAPES_HELP + "; these shapes get their tuned kernels, every other shape within the bounds "
                    "the symbolic model with the default schedule, in the same library")
@@ -143,6 +144,8 @@ def add_parser(sub) -> None:
     e.add_argument("--construct", default=None, choices=("gensor", "roller"),
                    help="our build gives the tasks without records this method's top construction (no measurement); "
                    "with --shapes and no -r, ours is constructed at every listed shape")
+    e.add_argument("--cuda-graph", action="store_true", help="our build with --cuda-graph (model build), and "
+                   "torch.compile in its mode='reduce-overhead' (CUDA graphs too)")
     e.add_argument("--timeout", type=float, default=3600.0, help="seconds per method")
     e.add_argument("--repeat", type=int, default=10, help="timing samples per method")
     e.add_argument("--min-repeat-ms", type=int, default=200, help="minimum duration of one sample in ms")
@@ -411,7 +414,7 @@ def run_build(args) -> int:
         chosen = constructed_configs(tasks, args.construct, recorded)
     made = len(chosen) - len(recorded)
     mod, how = scheduled_module(tasks, chosen)
-    ex = compile_module(mod, tasks.target)
+    ex = compile_module(mod, tasks.target, args.cuda_graph)
     err = None
     waits = not args.no_check and check_waits(tasks.target)
     if not args.no_check and not waits:
@@ -419,7 +422,7 @@ def run_build(args) -> int:
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "kernels": how, "tuned": len(recorded), "constructed": made, "tasks": len(tasks.tasks),
-            "check_error": err}
+            "check_error": err, "cuda_graph": args.cuda_graph}
     export(ex, args.output, meta)
     print(f"wrote {args.output}: {len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels, "
           + (f"{made} constructed by {args.construct}, " if args.construct else "")
@@ -442,7 +445,8 @@ def run_build(args) -> int:
 def _build_dynamic(args, source, tasks, dyn) -> int:
     """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
     shapes' functions and to the symbolic one (tiletune.model.shapes)."""
-    lib = dynamic_library(dyn, args.records, args.construct, check_output=not args.no_check)
+    lib = dynamic_library(dyn, args.records, args.construct, check_output=not args.no_check,
+                          cuda_graph=args.cuda_graph)
     ex, chosen, recorded, how, errors = lib.ex, lib.chosen, lib.recorded, lib.how, lib.errors
     err = max(errors.values()) if errors else None
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
@@ -451,7 +455,7 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
             "shapes": [st.label for st in dyn.shapes], "other_shapes": other_shapes(tasks.target),
             "source": portable_spec(source.spec), "first_use": True,
             "kernels": how, "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
-            "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors}
+            "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors, "cuda_graph": args.cuda_graph}
     export(ex, args.output, meta)
     dims = ", ".join(f"{n} in {d.bounds}" for n, d in source.dims.items())
     print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "
@@ -476,6 +480,8 @@ def run_bench(args) -> int:
     target = parse_target(args.target)
     if args.dtype != "float32" and not is_cuda(target):
         raise TiletuneError(f"--dtype {args.dtype} is for CUDA targets (--target cuda[:sm_XX])")
+    if args.cuda_graph and not is_cuda(target):
+        raise TiletuneError("--cuda-graph is for a CUDA target (--target cuda[:sm_XX])")
     if is_cuda(target) and not has_gpu():
         raise TiletuneError("model bench --target cuda times the model on this machine's GPU, and none was found")
     methods = parse_methods(args.methods, args.metaschedule_trials, target)
@@ -486,12 +492,12 @@ def run_bench(args) -> int:
         bindings = parse_shapes(args.shapes, source)  # a bad --shapes, a model without symbolic dimensions: one line
         rows = bench_model_shapes(source, bindings, out=args.out, target=target, methods=methods,
                                   records=args.records, settings=settings, timeout=args.timeout, layout=args.layout,
-                                  construct=args.construct, dtype=args.dtype)
+                                  construct=args.construct, dtype=args.dtype, cuda_graph=args.cuda_graph)
         print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
         ours = [r for r in rows if r["method"] == "tiletune"]
         return 0 if "tiletune" not in methods or (ours and not any(r.get("error") for r in ours)) else 1
     rows = bench_model(args.model, out=args.out, target=target, methods=methods, records=args.records,
                        settings=settings, ms_trials=args.metaschedule_trials, timeout=args.timeout,
-                       layout=args.layout, dtype=args.dtype, construct=args.construct)
+                       layout=args.layout, dtype=args.dtype, construct=args.construct, cuda_graph=args.cuda_graph)
     print(open(os.path.join(args.out, f"{short_name(args.model)}.md")).read())
     return 0 if any(r["method"] == "tiletune" and not r.get("error") for r in rows) or "tiletune" not in methods else 1

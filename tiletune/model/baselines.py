@@ -77,10 +77,10 @@ LABELS = {"tiletune": "tiletune (tuned)", "torch": "PyTorch eager", "torch-compi
 
 
 def _torch_method(source, threads: int, compiled: bool, gpu: bool = False, dtype: str = "float32",
-                  dynamic: bool = False):
-    """PyTorch eager or torch.compile (``dynamic``: ``dynamic=True``, one graph for every shape); on a GPU the module
-    and its float inputs in ``dtype`` on ``cuda`` (cuBLAS, cuDNN; inductor's Triton kernels), each call waiting for
-    the device, outputs back in float32."""
+                  dynamic: bool = False, graphs: bool = False):
+    """PyTorch eager or torch.compile (``dynamic``: ``dynamic=True``, one graph for every shape; ``graphs``: its
+    ``reduce-overhead`` mode, CUDA graphs); on a GPU the module and its float inputs in ``dtype`` on ``cuda``
+    (cuBLAS, cuDNN; inductor's Triton kernels), each call waiting for the device, outputs back in float32."""
     import torch
 
     if source.kind != "torch":
@@ -93,7 +93,8 @@ def _torch_method(source, threads: int, compiled: bool, gpu: bool = False, dtype
             raise TiletuneError("this torch build has no CUDA (pip install a CUDA build of torch for GPU baselines)")
         module = copy.deepcopy(module).to("cuda", dtype=tdtype)  # the source's module stays the CPU reference
     if compiled:
-        module = torch.compile(module, dynamic=True) if dynamic else torch.compile(module)
+        mode = {"mode": "reduce-overhead"} if graphs else {}
+        module = torch.compile(module, dynamic=True, **mode) if dynamic else torch.compile(module, **mode)
 
     def call(inputs):
         with torch.inference_mode():
@@ -217,7 +218,7 @@ def run_shapes(job: dict) -> dict:
         t0 = time.perf_counter()
         if method in ("torch", "torch-compile"):
             prepare, call, outputs = _torch_method(source, threads, method == "torch-compile", gpu, dtype,
-                                                   dynamic=True)
+                                                   dynamic=True, graphs=bool(job.get("cuda_graph")))
             import torch
 
             base["torch_kernel"] = torch_kernel(torch)
@@ -232,7 +233,8 @@ def run_shapes(job: dict) -> dict:
                 if not tuned:
                     raise TiletuneError("our build at several shapes needs the tuned shapes (none in the job)")
                 dyn = shape_tasks(source, target, job.get("layout", "NCHW"), tuned, dtype=dtype)
-                lib = dynamic_library(dyn, job.get("records"), job.get("construct"), check_output=False)
+                lib = dynamic_library(dyn, job.get("records"), job.get("construct"), check_output=False,
+                                      cuda_graph=bool(job.get("cuda_graph")))
                 ex = lib.ex
                 base.update(layout=dyn.layout, tuned_tasks=len(lib.recorded), tasks=len(dyn.merged.tasks),
                             tuned_shapes=[st.label for st in dyn.shapes])
@@ -286,7 +288,8 @@ def run_method(job: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="tiletune-e2e-") as tmp:
         t0 = time.perf_counter()
         if method in ("torch", "torch-compile"):
-            prepare, call, outputs = _torch_method(source, threads, method == "torch-compile", gpu, dtype)
+            prepare, call, outputs = _torch_method(source, threads, method == "torch-compile", gpu, dtype,
+                                                   graphs=bool(job.get("cuda_graph")))
             import torch
 
             out["torch_kernel"] = torch_kernel(torch)  # the ISA torch dispatches for, and its threads
@@ -305,7 +308,7 @@ def run_method(job: dict) -> dict:
                     chosen = constructed_configs(tasks, job["construct"], recorded)
                     out["constructed"], out["construct"] = len(chosen) - len(recorded), job["construct"]
                 out["tuned_tasks"], out["tasks"] = len(recorded), len(tasks.tasks)
-                ex = compile_module(scheduled_module(tasks, chosen)[0], target)
+                ex = compile_module(scheduled_module(tasks, chosen)[0], target, bool(job.get("cuda_graph")))
             elif method == "tvm-default":  # TVM's default pipeline (on a GPU: dlight on every kernel)
                 ex = tvm.compile(cast(to_relax(source), dtype), target=tvm.target.Target(target))
             else:

@@ -64,28 +64,32 @@ def parse_methods(text: str | None, ms_trials: int, target: dict | None = None) 
 
 
 def _settings_key(settings: MeasureSettings, records: str | None, ms_trials: int, target: dict, layout: str,
-                  dtype: str = "float32", construct: str | None = None) -> dict:
+                  dtype: str = "float32", construct: str | None = None, cuda_graph: bool = False) -> dict:
     key = {"repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms, "target": target,
            "records": os.path.abspath(records) if records else None, "ms_trials": ms_trials, "layout": layout}
     if dtype != "float32" or construct:  # the keys of earlier results stay as they were
         key.update(dtype=dtype, construct=construct)
+    if cuda_graph:
+        key.update(cuda_graph=True)
     return key
 
 
 def bench_model(spec: str, *, out: str, target: dict, methods: list[str], records: str | None,
                 settings: MeasureSettings, ms_trials: int = 0, timeout: float = 3600.0, layout: str = DEFAULT_LAYOUT,
-                dtype: str = "float32", construct: str | None = None,
+                dtype: str = "float32", construct: str | None = None, cuda_graph: bool = False,
                 note: Callable[[str], None] = print) -> list[dict]:
     """Time every method on model ``spec`` (see the module docstring); returns this model's results.
     ``layout``: of our build's convolutions (``tiletune.model.layout``; the records must be of that layout);
     the other methods take the model as imported. ``dtype``: the model's compute dtype (a CUDA target);
-    ``construct``: our build gives the tasks without records that construction (``model build --construct``)."""
+    ``construct``: our build gives the tasks without records that construction (``model build --construct``);
+    ``cuda_graph``: our build with CUDA graphs (``model build --cuda-graph``), torch.compile in its
+    ``reduce-overhead`` mode (CUDA graphs too)."""
     if "tiletune" in methods and records is not None and not Path(records).exists():
         raise TiletuneError(f"records file {records!r} does not exist")
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     res_path = d / "results.jsonl"
-    key = _settings_key(settings, records, ms_trials, target, layout, dtype, construct)
+    key = _settings_key(settings, records, ms_trials, target, layout, dtype, construct, cuda_graph)
     for m in methods:
         done = [r for r in read_jsonl(res_path) if r.get("model") == spec and r.get("method") == m
                 and r.get("settings") == key and not r.get("error")]
@@ -93,7 +97,8 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
             note(f"{spec} {m}: done before ({done[-1]['median_s'] * 1e3:.3f} ms), kept")
             continue
         note(f"{spec} {m}: running ...")
-        r = _run_child(spec, m, target, settings, records, ms_trials, timeout, layout, dtype, construct)
+        r = _run_child(spec, m, target, settings, records, ms_trials, timeout, layout, dtype, construct,
+                       {"cuda_graph": cuda_graph})
         r["settings"] = key
         r["finished"] = time.time()
         with open(res_path, "a", encoding="utf-8") as f:
@@ -106,6 +111,13 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
         write_report(spec, d, target)
     write_report(spec, d, target)
     return latest(read_jsonl(res_path), spec)
+
+
+def _graphs_note(row: dict) -> str:
+    """The report's note for a result of ``--cuda-graph`` (ours and torch.compile replay CUDA graphs), or ''."""
+    if not row.get("settings", {}).get("cuda_graph") or row["method"] not in ("tiletune", "torch-compile"):
+        return ""
+    return "CUDA graphs" + (" (mode='reduce-overhead')" if row["method"] == "torch-compile" else "")
 
 
 def _run_child(spec, method, target, settings, records, ms_trials, timeout, layout, dtype="float32",
@@ -174,6 +186,7 @@ def write_report(spec: str, d: Path, target: dict) -> None:
             notes.append(f"{r.get('trials')} trials, tuning included in prepare")
         if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1):
             notes.append(f"machine busy (load {r['load_before']:.1f})")
+        notes += [_graphs_note(r)] if _graphs_note(r) else []
         lines.append(f"| {r['label']} | {r['median_s'] * 1e3:.3f} | {s.min():.3f}..{s.max():.3f} | {speed} | "
                      f"{r['check_error']:.1e} | {r['prepare_s']:.1f} | {'; '.join(notes)} |")
     (d / f"{name}.md").write_text("\n".join(lines) + "\n")
@@ -204,7 +217,7 @@ def write_report(spec: str, d: Path, target: dict) -> None:
 def bench_model_shapes(source: ModelSource, bindings: list[dict[str, int]], *, out: str, target: dict,
                        methods: list[str], records: str | None, settings: MeasureSettings, timeout: float = 3600.0,
                        layout: str = DEFAULT_LAYOUT, construct: str | None = None, dtype: str = "float32",
-                       note: Callable[[str], None] = print) -> list[dict]:
+                       cuda_graph: bool = False, note: Callable[[str], None] = print) -> list[dict]:
     """Time every method of ``methods`` on the model of ``source`` (with symbolic dimensions) at each of
     ``bindings`` (see the module docstring); returns the latest row of every (method, shape) of ``bindings``.
     ``dtype``: the model's compute dtype on a CUDA target."""
@@ -218,7 +231,7 @@ def bench_model_shapes(source: ModelSource, bindings: list[dict[str, int]], *, o
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     res_path = d / "results.jsonl"
-    key = dict(_settings_key(settings, records, 0, target, layout, dtype, construct), shapes=True)
+    key = dict(_settings_key(settings, records, 0, target, layout, dtype, construct, cuda_graph), shapes=True)
     labels = [label(b) for b in bindings]
     todo: dict[str, list[dict[str, int]]] = {}
     for m in methods:
@@ -245,7 +258,7 @@ def bench_model_shapes(source: ModelSource, bindings: list[dict[str, int]], *, o
             res = {"model": spec, "method": m, "label": LABELS[m], "error": "error", "message": why}
         else:
             note(f"{spec} {m}: running at {len(todo[m])} shape(s) ...")
-            extra = {"shapes": todo[m], "tuned": tuned if m == "tiletune" else None}
+            extra = {"shapes": todo[m], "tuned": tuned if m == "tiletune" else None, "cuda_graph": cuda_graph}
             res = _run_child(spec, m, target, settings, records, 0, timeout, layout, dtype, construct, extra)
         rows = res["rows"] if "rows" in res else [dict(res, binding=b, shape=label(b)) for b in todo[m]]
         with open(res_path, "a", encoding="utf-8") as f:
@@ -326,6 +339,7 @@ def write_shapes_report(spec: str, d: Path, target: dict, labels: list[str]) -> 
                 notes.append(f"{r['constructed']} constructed by {r.get('construct')}")
         if m == "torch-compile" and good:
             notes.append("first call (compilation) " + ", ".join(f"{r['shape']} {r['first_s']:.2f} s" for r in good))
+        notes += [_graphs_note(r) for r in good[-1:] if _graphs_note(r)]
         busy = [r["shape"] for r in good if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1)]
         if busy:
             notes.append(f"machine busy at {', '.join(busy)}")

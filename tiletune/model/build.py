@@ -212,11 +212,17 @@ def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
     return mod, how
 
 
-def compile_module(mod, target: dict):
+def compile_module(mod, target: dict, cuda_graph: bool = False):
     """The scheduled module compiled for ``target`` (no second legalization or fusion): TVM's CPU pipeline's
-    lowering and finalization passes, or its CUDA pipeline's for a CUDA target."""
+    lowering and finalization passes, or its CUDA pipeline's for a CUDA target. ``cuda_graph`` (a CUDA target):
+    TVM's ``RewriteCUDAGraph`` lifts each function's kernels on static storage (the whole inference of a static
+    shape, the model's input first copied into it) into a CUDA graph, captured at the first call and replayed at
+    the later ones: one launch instead of one per kernel (``model build --cuda-graph``)."""
     import tvm
     from tvm import relax
+
+    if cuda_graph and not is_cuda(target):
+        raise TiletuneError("--cuda-graph is for a CUDA target (--target cuda[:sm_XX])")
 
     if is_cuda(target):
         from tvm.relax.backend.cuda.pipeline import dataflow_lower_passes, finalize_passes
@@ -232,8 +238,10 @@ def compile_module(mod, target: dict):
     pipeline = tvm.transform.Sequential(prepack + dataflow_lower_passes(tgt) + finalize_passes(tgt))
     if not is_cuda(target):  # numpy inputs pass without a copy (tiletune.alignment); GPU arrays are TVM's own
         mod = with_param_alignment(mod, PARAM_ALIGNMENT)
+    ctx = tvm.transform.PassContext.current()
+    config = {**dict(ctx.config), "relax.backend.use_cuda_graph": bool(cuda_graph)}
     try:
-        with quiet_tvm():
+        with quiet_tvm(), tvm.transform.PassContext(opt_level=ctx.opt_level, config=config):
             return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
     except Exception as e:  # noqa: BLE001
         culprit = _failing_kernel(mod, tgt)
