@@ -6,7 +6,9 @@ test): what the change does, task by task and per inference.
 Changes (``CHANGES``): ``unroll-floor``, ``Model.unroll_floor`` (docs/decisions/register-tile.md: an outer-product
 register tile whose reduction loop leaves no depth under its steps is unrolled to the smallest non-zero depth
 instead of not at all); ``gensor-align``, ``GensorWalk.align`` (docs/decisions/analytic-model.md: Gensor's walk
-moves the vectorised axis in whole vectors on a CPU instead of along every divisor).
+moves the vectorised axis in whole vectors on a CPU instead of along every divisor); ``fma-chains``,
+``Model.cpu_fma_chains`` (docs/decisions/analytic-model.md: a CPU's FMA pipe needs 4 independent accumulators, its
+latency in cycles, instead of 2).
 
 Per task of the model (static, NHWC) whose top construction by ``--method`` differs: the configuration without the
 change and with it, both measured in one warm pool per task, ``--rounds`` times alternating (the first round also
@@ -38,7 +40,8 @@ from tiletune.target import host_target  # noqa: E402
 
 #: change -> the patch that undoes it (the code has it on)
 CHANGES = {"unroll-floor": lambda: mock.patch.object(etir.Model, "unroll_floor", False),
-           "gensor-align": lambda: mock.patch.object(GensorWalk, "align", lambda self, i: 1)}
+           "gensor-align": lambda: mock.patch.object(GensorWalk, "align", lambda self, i: 1),
+           "fma-chains": lambda: mock.patch.object(etir.Model, "cpu_fma_chains", 2)}
 
 
 def top(k, method: str, target: dict, change: str, on: bool):

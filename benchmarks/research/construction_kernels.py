@@ -6,7 +6,9 @@ target's device (not a test): which kernels make one construction's library slow
 
 The tasks and constructions are those of ``model bench --construct METHOD`` at the same shapes (one merged task
 set, the same seed, so the same configurations as the libraries of ``benchmarks/device/run_fig11.sh``); each kernel
-is compiled alone and timed on random inputs (``tiletune.model.build.kernel_latencies``). Prints per task the two
+is compiled alone and timed as the tuner times it (``tiletune.measure.local.run_kernel``: on a CPU a model kernel's
+weights are flushed from the caches before each sample, as the model finds them; ``--warm``: not flushed, by
+``tiletune.model.build.kernel_latencies``). Prints per task the two
 configurations (block_m, block_n, warp_m, warp_n, chunk_k, stages, vector), microseconds per call and the ratio,
 then per shape the sums (calls x time); a line per kernel as it is timed, so a run cut short keeps what it did.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,6 +25,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.measure.base import MeasureSettings  # noqa: E402
+from tiletune.measure.local import build_kernel, run_kernel  # noqa: E402
 from tiletune.model.build import constructed_configs, kernel_latencies  # noqa: E402
 from tiletune.model.shapes import parse_shapes, shape_tasks  # noqa: E402
 from tiletune.model.source import load  # noqa: E402
@@ -42,6 +46,7 @@ def main() -> int:
     ap.add_argument("--target", default="cuda:sm_90")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--seconds", type=float, default=240.0, help="stop timing new kernels after this long")
+    ap.add_argument("--warm", action="store_true", help="time without flushing the weights (CPU)")
     ap.add_argument("--first", action="append", default=[], metavar="LABEL",
                     help="time the tasks of this shape (e.g. batch=1,seq=384) before the others; repeatable")
     args = ap.parse_args()
@@ -61,8 +66,13 @@ def main() -> int:
             print(f"time is up: {len(times['gensor'])} of {len(tasks)} tasks timed")
             break
         for m in METHODS:
-            one = SimpleNamespace(kernels=[k], target=dyn.merged.target)
-            times[m][k.hash] = kernel_latencies(one, {k.hash: chosen[m][k.hash]}, settings)[k.hash]
+            c = chosen[m][k.hash]
+            if args.warm:
+                one = SimpleNamespace(kernels=[k], target=dyn.merged.target)
+                times[m][k.hash] = kernel_latencies(one, {k.hash: c}, settings)[k.hash]
+            else:
+                lib = build_kernel(k.workload, c.space, c.config, dyn.merged.target)
+                times[m][k.hash] = statistics.median(run_kernel(k.workload, lib, settings))
         g, r = (times[m][k.hash] for m in METHODS)
         print(f"{k.name:55s} x{k.calls:<3d} G {chosen['gensor'][k.hash].config.values} {g * 1e6:9.1f} us  "
               f"R {chosen['roller'][k.hash].config.values} {r * 1e6:9.1f} us  G/R {g / r:6.2f}", flush=True)

@@ -17,8 +17,11 @@ L_r-l; a reduction tile is 1 at level 0 and the whole extent at levels >= L_r.
 
 The analytic time is a roofline over the levels: max(compute, max_l Q(T^l) / BW_{l+1}, DRAM traffic /
 BW_DRAM), compute = FLOPs / (peak x load balance of the S0 tiles over the cores x vector-lane use of the
-innermost register tile x FMA-pipe use, min(1, V x accumulator vectors / (2 x FMA units)) (two independent
-accumulators per FMA pipe hide its latency)). On a CPU the lane use and the accumulators count the
+innermost register tile x FMA-pipe use, min(1, V x accumulator vectors / (chains x FMA units)), where chains is
+the independent accumulators one FMA pipe needs to hide its latency: 2 on a GPU (the paper's), and on a CPU its
+latency in cycles, ``CPU_FMA_CHAINS`` = 4 (an FMA takes 4 cycles on Intel's cores since Skylake and on AMD's
+since Zen 2, at one per cycle per pipe; docs/decisions/analytic-model.md). On a CPU the lane use and the
+accumulators count the
 registers LLVM actually uses for the vectorised axis (``vector_registers``: 14 lanes are three registers,
 not one), and a register tile must fit the vector registers (``registers_fit``; NHWC conv2d has the
 template's own rule).
@@ -58,11 +61,17 @@ class ETIR:
     vthread: int = 1
 
 
+#: independent accumulators per FMA pipe on a CPU: its FMA latency in cycles (module docstring)
+CPU_FMA_CHAINS = 4
+
+
 class Model:
     """Axes, accesses, hardware and the level plan of one space; footprints, traffic, analytic time,
     and the ETIR <-> Config map. ``in_direct_order`` gives the same model with its reduction tiles fixed in a
     direct loop order (``direct_orders``), so that a construction chooses the spatial tiles only."""
 
+    #: ``time``: the independent accumulators a CPU's FMA pipe needs (its latency in cycles; module docstring)
+    cpu_fma_chains = CPU_FMA_CHAINS
     #: ``unroll_value``: an outer-product register tile is unrolled at least the smallest non-zero depth
     #: (docs/decisions/register-tile.md; False only to measure the floor: benchmarks/research/construct_change.py)
     unroll_floor = True
@@ -361,7 +370,8 @@ class Model:
             vec = x / (lanes * regs)
             if self.hw.kind == "cpu":  # the accumulator registers LLVM uses
                 acc_vectors = e.vthread * (points // x) * regs
-        pipes = min(1.0, acc_vectors / (2 * max(1, hw.fma_units)))
+        chains = self.cpu_fma_chains if self.hw.kind == "cpu" else 2
+        pipes = min(1.0, acc_vectors / (chains * max(1, hw.fma_units)))
         t_comp = self.flops / (hw.peak_gflops * balance * vec * pipes)  # ns (GFLOP/s = FLOP/ns)
         times = [t_comp]
         for l in range(self.n):
