@@ -76,6 +76,7 @@ def main() -> int:
                    help="cpu: every method on one thread, timed by its CPU time (benchmarks/dyn_bench.py; for a "
                    "machine others load)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0, help="the seed of Gensor's walks (model build --seed)")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--min-repeat-ms", type=int, default=100)
     a = p.parse_args()
@@ -95,7 +96,8 @@ def main() -> int:
     for m in ("gensor", "roller"):
         if m in methods:
             step(f"build {m}", lambda m=m: tiletune("model", "build", a.model, *shapes_args, "--construct", m,
-                                                    "-o", str(work / f"{m}.so"), "--no-check") or {"tasks": n_tasks})
+                                                    "--seed", str(a.seed), "-o", str(work / f"{m}.so"),
+                                                    "--no-check") or {"tasks": n_tasks})
     k = a.measured_per_task
     tunes = {m: (("-s", s, "-O", f"k={k}", "-O", "after_topk=stop", "--round", str(k)), n_tasks * k)
              for m, s in MEASURED.items()}

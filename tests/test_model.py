@@ -290,6 +290,9 @@ def test_a_tasks_construction_does_not_depend_on_the_other_tasks(model):
     assert alone[last].config == whole[last].config
     again = constructed_configs(SimpleNamespace(tasks=tiled[::-1], target=tasks.target), "gensor", {})
     assert {h: c.config for h, c in again.items()} == {h: whole[h].config for h in again}
+    # another seed draws other walks (model build --seed): some task's top construction changes
+    other = constructed_configs(tasks, "gensor", {}, seed=7)
+    assert any(other[k.hash].config != whole[k.hash].config for k in tiled)
 
 
 def test_a_crash_in_one_task_loses_nothing_of_the_others(model, tmp_path, monkeypatch):

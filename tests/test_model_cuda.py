@@ -134,9 +134,10 @@ def test_cuda_graph_builds_capture_the_inference_and_refuse_a_cpu(sources, tmp_p
     assert "cuda_graph.run_or_capture" in compile_module(mod, CUDA, cuda_graph=True).as_text()
     assert "cuda_graph" not in compile_module(mod, CUDA).as_text()
     out = tmp_path / "tiny.so"
-    assert main(["model", "build", "tiny", "--target", "cuda:sm_90", "--dtype", "float16", "--construct", "roller",
-                 "--cuda-graph", "-o", str(out)]) == 0
-    assert json.loads((tmp_path / "tiny.so.json").read_text())["cuda_graph"] is True
+    assert main(["model", "build", "tiny", "--target", "cuda:sm_90", "--dtype", "float16", "--construct", "gensor",
+                 "--seed", "3", "--cuda-graph", "-o", str(out)]) == 0
+    meta = json.loads((tmp_path / "tiny.so.json").read_text())
+    assert meta["cuda_graph"] is True and meta["seed"] == 3
     capsys.readouterr()
     assert main(["model", "build", "tiny", "--cuda-graph", "-o", str(tmp_path / "cpu.so")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -120,6 +120,8 @@ def add_parser(sub) -> None:
     b.add_argument("--construct", default=None, choices=("gensor", "roller"),
                    help="give every task without a record the top construction of this method (no measurement: "
                    "seconds per task; Gensor's Markov walk or Roller's rTile tree)")
+    b.add_argument("--seed", type=int, default=0, help="with --construct gensor: the seed of its random walks "
+                   "(each kernel draws from the seed and its structural hash)")
     b.add_argument("--no-check", action="store_true", help="skip the comparison with the original framework")
     b.add_argument("--cuda-graph", action="store_true", help="a CUDA target: each shape's inference one CUDA graph, captured at its first call and replayed after (one launch instead of one per kernel; TVM's RewriteCUDAGraph)")
     b.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
@@ -411,7 +413,7 @@ def run_build(args) -> int:
         return _build_dynamic(args, source, tasks, dyn)
     chosen = recorded = best_configs(tasks, args.records)
     if args.construct:
-        chosen = constructed_configs(tasks, args.construct, recorded)
+        chosen = constructed_configs(tasks, args.construct, recorded, seed=args.seed)
     made = len(chosen) - len(recorded)
     mod, how = scheduled_module(tasks, chosen)
     ex = compile_module(mod, tasks.target, args.cuda_graph)
@@ -422,7 +424,7 @@ def run_build(args) -> int:
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "kernels": how, "tuned": len(recorded), "constructed": made, "tasks": len(tasks.tasks),
-            "check_error": err, "cuda_graph": args.cuda_graph}
+            "check_error": err, "cuda_graph": args.cuda_graph, "seed": args.seed}
     export(ex, args.output, meta)
     print(f"wrote {args.output}: {len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels, "
           + (f"{made} constructed by {args.construct}, " if args.construct else "")
@@ -446,7 +448,7 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
     """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
     shapes' functions and to the symbolic one (tiletune.model.shapes)."""
     lib = dynamic_library(dyn, args.records, args.construct, check_output=not args.no_check,
-                          cuda_graph=args.cuda_graph)
+                          cuda_graph=args.cuda_graph, seed=args.seed)
     ex, chosen, recorded, how, errors = lib.ex, lib.chosen, lib.recorded, lib.how, lib.errors
     err = max(errors.values()) if errors else None
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
@@ -455,7 +457,8 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
             "shapes": [st.label for st in dyn.shapes], "other_shapes": other_shapes(tasks.target),
             "source": portable_spec(source.spec), "first_use": True,
             "kernels": how, "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
-            "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors, "cuda_graph": args.cuda_graph}
+            "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors, "cuda_graph": args.cuda_graph,
+            "seed": args.seed}
     export(ex, args.output, meta)
     dims = ", ".join(f"{n} in {d.bounds}" for n, d in source.dims.items())
     print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "

@@ -447,15 +447,16 @@ class DynamicLibrary:
 
 
 def dynamic_library(dyn: DynamicTasks, records: str | None, construct: str | None = None,
-                    check_output: bool = True, cuda_graph: bool = False) -> DynamicLibrary:
+                    check_output: bool = True, cuda_graph: bool = False, seed: int = 0) -> DynamicLibrary:
     """The library that dispatches between ``dyn``'s shapes, tuned from ``records`` (``construct``: the tasks
     without a record get that method's top construction, ``model build --construct``), and runs every other shape
-    within the bounds by the rule of ``dispatch_module``; compiled (``cuda_graph``: see ``compile_module``), and
+    within the bounds by the rule of ``dispatch_module`` (``seed``: of the constructions' walks,
+    ``constructed_configs``); compiled (``cuda_graph``: see ``compile_module``), and
     with ``check_output`` run against the original at ``check_bindings`` (TiletuneError when they differ).
     ``model build --shapes`` exports it, ``model bench --shapes`` times it."""
     chosen = recorded = best_configs_shaped(dyn, records)
     if construct:
-        chosen = constructed_configs(dyn.merged, construct, recorded)
+        chosen = constructed_configs(dyn.merged, construct, recorded, seed=seed)
     tuned = [st.binding for st in dyn.shapes]
     check_at = check_bindings(dyn.source, tuned)
     mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
