@@ -123,7 +123,9 @@ def add_parser(sub) -> None:
     b.add_argument("--seed", type=int, default=0, help="with --construct gensor: the seed of its random walks "
                    "(each kernel draws from the seed and its structural hash)")
     b.add_argument("--no-check", action="store_true", help="skip the comparison with the original framework")
-    b.add_argument("--cuda-graph", action="store_true", help="a CUDA target: each shape's inference one CUDA graph, captured at its first call and replayed after (one launch instead of one per kernel; TVM's RewriteCUDAGraph)")
+    b.add_argument("--cuda-graph", action="store_true",
+                   help="a CUDA target: each shape's inference one CUDA graph, captured at its first call and "
+                   "replayed after (one launch instead of one per kernel; TVM's RewriteCUDAGraph)")
     b.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
                    help=SHAPES_HELP + "; these shapes get their tuned kernels, every other shape within the bounds "
                    "the symbolic model with the default schedule, in the same library")
