@@ -165,7 +165,10 @@ def test_constructions_propose_fitting_register_tiles_and_pack_the_weight(method
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")
 def test_tiles_within_the_rule_keep_their_accumulators_in_registers():
     """The rule's evidence, in the assembly for AVX2 (znver3): a tile the rule refuses stores ymm registers
-    to the stack throughout the kernel; the constructed ones (within it) do not."""
+    to the stack throughout the kernel (6 or more stores); the constructed ones (within it) at most 3. Since the
+    analytic model asks for 8 accumulators (a CPU FMA pipe's latency), Roller's top tile here is 2 x 2 pixels x 2
+    vectors (need 11 of 16), which LLVM compiles with 3 stores, where its 2 x 4 had 1 (6% slower alone, 1 thread;
+    docs/decisions/analytic-model.md)."""
     import re
 
     from tiletune.schedules import build
@@ -183,7 +186,7 @@ def test_tiles_within_the_rule_keep_their_accumulators_in_registers():
     assert rule.need(refused) == 17 and spills(refused) >= 6
     space.constraint = rule
     for c in constructions("roller", space, workload=wl, target=target, k=2):
-        assert spills(c) <= 2, space.to_dict(c)
+        assert spills(c) <= 3, space.to_dict(c)
 
 
 @pytest.mark.tvm
