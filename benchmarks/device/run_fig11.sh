@@ -28,7 +28,7 @@ for run in ${RUNS:-gensor:tiletune roller:tiletune gensor:torch gensor:torch-com
         ${g:+--cuda-graph} --out $D/$c${g:+-graphs}
     echo "$run exit $? at $(left) s left"
 done
-tar -czf $OUT/fig11-gpu.tgz -C /tmp fig11-gpu
+tar -czf $OUT/fig11-gpu.tgz -C /tmp fig11-gpu  # packed before the test too: the call's limit may cut it
 [ "${TEST_S:-100}" -gt 0 ] && timeout ${TEST_S:-100} python3 -m pytest -q -p no:cacheprovider tests/test_model_shapes.py \
     tests/test_model_cuda.py -k "(cuda_library and ${DTYPE:-float16}) or cuda_graph_replays" 2>&1 | tail -4
 tar -czf $OUT/fig11-gpu.tgz -C /tmp fig11-gpu

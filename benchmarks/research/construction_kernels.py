@@ -76,9 +76,9 @@ def main() -> int:
         g, r = (times[m][k.hash] for m in METHODS)
         print(f"{k.name:55s} x{k.calls:<3d} G {chosen['gensor'][k.hash].config.values} {g * 1e6:9.1f} us  "
               f"R {chosen['roller'][k.hash].config.values} {r * 1e6:9.1f} us  G/R {g / r:6.2f}", flush=True)
-    print("\nper shape, the constructed kernels only (calls x time):")
-    for st in dyn.shapes:
-        mine = [k for k in tasks if k.hash in times["gensor"] and st.label in _labels(k)]
+    print("\nper shape, the constructed kernels only (that shape's calls x time):")
+    for st in dyn.shapes:  # a merged task's calls are every shape's together: each shape counts its own
+        mine = [k for k in st.tasks.tasks if k.hash in times["gensor"]]
         sums = {m: sum(times[m][k.hash] * k.calls for k in mine if math.isfinite(times[m][k.hash])) for m in METHODS}
         print(f"  {st.label:20s} {len(mine):2d} tasks  Gensor {sums['gensor'] * 1e3:8.3f} ms  "
               f"Roller {sums['roller'] * 1e3:8.3f} ms")

@@ -113,11 +113,11 @@ def bench_model(spec: str, *, out: str, target: dict, methods: list[str], record
     return latest(read_jsonl(res_path), spec)
 
 
-def _graphs_note(row: dict) -> str:
-    """The report's note for a result of ``--cuda-graph`` (ours and torch.compile replay CUDA graphs), or ''."""
+def _graphs_note(row: dict) -> list[str]:
+    """The report's note for a result of ``--cuda-graph`` (ours and torch.compile replay CUDA graphs): [] or one."""
     if not row.get("settings", {}).get("cuda_graph") or row["method"] not in ("tiletune", "torch-compile"):
-        return ""
-    return "CUDA graphs" + (" (mode='reduce-overhead')" if row["method"] == "torch-compile" else "")
+        return []
+    return ["CUDA graphs" + (" (mode='reduce-overhead')" if row["method"] == "torch-compile" else "")]
 
 
 def _run_child(spec, method, target, settings, records, ms_trials, timeout, layout, dtype="float32",
@@ -186,7 +186,7 @@ def write_report(spec: str, d: Path, target: dict) -> None:
             notes.append(f"{r.get('trials')} trials, tuning included in prepare")
         if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1):
             notes.append(f"machine busy (load {r['load_before']:.1f})")
-        notes += [_graphs_note(r)] if _graphs_note(r) else []
+        notes += _graphs_note(r)
         lines.append(f"| {r['label']} | {r['median_s'] * 1e3:.3f} | {s.min():.3f}..{s.max():.3f} | {speed} | "
                      f"{r['check_error']:.1e} | {r['prepare_s']:.1f} | {'; '.join(notes)} |")
     (d / f"{name}.md").write_text("\n".join(lines) + "\n")
@@ -339,7 +339,7 @@ def write_shapes_report(spec: str, d: Path, target: dict, labels: list[str]) -> 
                 notes.append(f"{r['constructed']} constructed by {r.get('construct')}")
         if m == "torch-compile" and good:
             notes.append("first call (compilation) " + ", ".join(f"{r['shape']} {r['first_s']:.2f} s" for r in good))
-        notes += [_graphs_note(r) for r in good[-1:] if _graphs_note(r)]
+        notes += _graphs_note(good[-1]) if good else []
         busy = [r["shape"] for r in good if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1)]
         if busy:
             notes.append(f"machine busy at {', '.join(busy)}")
