@@ -81,6 +81,28 @@ def test_invalid_configurations_are_rejected_before_building():
     assert issubclass(cuda.InvalidGPUConfig, InvalidConfig)  # the measurers record these as "invalid"
 
 
+def test_a_large_block_shares_the_register_file():
+    """A thread of a 1024-thread block holds at most 64 registers (65536 per SM; the kernels carry
+    __launch_bounds__): a 16 x 8 accumulator tile (about 169 registers) is refused there and at 512 threads
+    (128 each), allowed at 256. With nvcc on an H100 preset the refused ones spilled 2132 and 124 bytes."""
+    from tiletune.hardware import thread_registers
+
+    assert [thread_registers(255, 65536, t) for t in (128, 256, 512, 1024)] == [255, 255, 128, 64]
+    wl = parse("gemm:M=1024,N=1024,K=1024")
+    sp = cuda.make_space(wl)
+    tiles = {1024: ([4, 1, 32, 8], [2, 1, 32, 16]), 512: ([8, 1, 16, 8], [2, 1, 32, 16]),
+             256: ([8, 1, 16, 8], [4, 1, 16, 16])}
+    for threads, (tm, tn) in tiles.items():
+        c = _cfg(sp, tile_m=tm, tile_n=tn, tile_k=[128, 8])
+        info = cuda.tile_info(wl, sp, c)
+        assert info.threads == threads and info.accumulators == 128 and 128 < info.registers <= 255
+        if threads == 256:
+            cuda.check(wl, sp, c, SM90)
+        else:
+            with pytest.raises(cuda.InvalidGPUConfig, match=f"registers.*{threads} threads"):
+                cuda.check(wl, sp, c, SM90)
+
+
 def test_the_space_keeps_to_the_limits():
     """The limits are the space's constraint (LimitRule): the configurations ``check`` rejects are not in
     the space (its size is unchanged), samples and constructions are within them, and a local search started

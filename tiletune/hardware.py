@@ -62,6 +62,13 @@ class MemoryLevel:
         return self.latency_ns + data_bytes / self.bandwidth_gbs  # GB/s == B/ns
 
 
+def thread_registers(max_regs: int, regs_per_sm: int, threads: int) -> int:
+    """The registers a thread of a block of ``threads`` may hold: the arch's per-thread limit, or its share of the
+    SM's register file (allocated in units of 8), whichever is lower. TVM's CUDA kernels carry
+    ``__launch_bounds__(threads)``, so beyond this ptxas spills to local memory."""
+    return min(max_regs, regs_per_sm // max(threads, 1) // 8 * 8)
+
+
 @dataclass(frozen=True)
 class HardwareSpec:
     """Compute and memory of a target. ``cores`` are CPU cores or GPU SMs; ``simd_lanes`` fp32 lanes per

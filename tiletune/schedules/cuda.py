@@ -48,9 +48,12 @@ default):
   shared_mem_per_block. Note: TVM requests the static 48 KiB limit of a kernel launch unless dynamic
   shared memory is configured, so presets' larger opt-in limits (227 KiB on H100) are used only through
   ``"hardware"``; by default the limit is min(preset, 48 KiB) as the issue asks (``STATIC_SMEM_LIMIT``);
-- registers per thread > registers_per_thread (255), estimated as accumulator tile (prod S1*S3) + fetch
-  registers: the operands one thread reads from shared memory for one innermost reduction step (the input
-  tiles of its S1*S3 accumulators at reduction tile 1) + one cooperative-fetch vector (v) per input;
+- registers per thread > what a thread of the block may hold (``hardware.thread_registers``: the arch's
+  registers_per_thread, 255, or the block's share of the SM's 65536, 64 at 1024 threads, 128 at 512; TVM's
+  kernels carry ``__launch_bounds__``, so ptxas spills beyond it), estimated as accumulator tile
+  (prod S1*S3) + fetch registers: the operands one thread reads from shared memory for one innermost
+  reduction step (the input tiles of its S1*S3 accumulators at reduction tile 1) + one cooperative-fetch
+  vector (v) per input;
 - vthread extent (product of the S1 factors) > 8: TVM's VerifyGPUCode ``max_vthread`` as used by
   MetaSchedule and Ansor (``max_vthread_extent`` = warp size / 4).
 """
@@ -116,7 +119,8 @@ class LimitRule:
     def describe(self) -> str:
         lim = self.limits
         return (f"constraint: the GPU's per-block limits ({lim.max_threads} threads, {lim.max_smem} bytes of shared "
-                f"memory, {lim.max_regs} registers per thread, {lim.max_vthread} virtual threads; {lim.source})")
+                f"memory, {lim.max_regs} registers per thread or the block's share of {lim.regs_per_sm}, "
+                f"{lim.max_vthread} virtual threads; {lim.source})")
 
 
 # ---- limits --------------------------------------------------------------------------------------
@@ -126,6 +130,7 @@ class Limits:
     max_smem: int = STATIC_SMEM_LIMIT
     max_regs: int = 255
     max_vthread: int = MAX_VTHREAD
+    regs_per_sm: int = 65536  # a block's threads share them (hardware.thread_registers)
     source: str = "default"
 
 
@@ -144,7 +149,8 @@ def limits_for(target: dict[str, Any] | None) -> Limits:
     if not explicit:
         smem = min(smem, STATIC_SMEM_LIMIT)
     return Limits(max_threads=hw.max_threads_per_block or 1024, max_smem=smem,
-                  max_regs=hw.registers_per_thread or 255, max_vthread=MAX_VTHREAD, source=hw.name)
+                  max_regs=hw.registers_per_thread or 255, max_vthread=MAX_VTHREAD,
+                  regs_per_sm=hw.registers_per_sm or 65536, source=hw.name)
 
 
 # ---- level roles ---------------------------------------------------------------------------------
@@ -234,9 +240,10 @@ def check(workload: Workload, space: Space, config: Config, target: dict[str, An
         raise InvalidGPUConfig(f"{info.threads} threads per block > {lim.max_threads}")
     if info.smem_bytes > lim.max_smem:
         raise InvalidGPUConfig(f"{info.smem_bytes} bytes of shared memory per block > {lim.max_smem}")
-    if info.registers > lim.max_regs:
+    cap = hardware.thread_registers(lim.max_regs, lim.regs_per_sm, info.threads)
+    if info.registers > cap:
         raise InvalidGPUConfig(f"about {info.registers} registers per thread (accumulators {info.accumulators}) "
-                               f"> {lim.max_regs}")
+                               f"> {cap} ({info.threads} threads)")
     if info.vthreads > lim.max_vthread:
         raise InvalidGPUConfig(f"{info.vthreads} virtual threads > {lim.max_vthread}")
     return info

@@ -206,12 +206,6 @@ def limits_for(target: dict[str, Any] | None) -> Limits:
                   max_regs=hw.registers_per_thread or 255, regs_per_sm=hw.registers_per_sm or 65536, source=hw.name)
 
 
-def thread_registers(lim: Limits, threads: int) -> int:
-    """The registers a thread of a block of ``threads`` may hold: the arch's per-thread limit, or its share of the
-    SM's register file (allocated in units of 8), whichever is lower; beyond it ptxas spills to local memory."""
-    return min(lim.max_regs, lim.regs_per_sm // threads // 8 * 8)
-
-
 def check_arch(target: dict[str, Any] | None) -> None:
     arch = str((target or {}).get("arch", "") or "")
     if arch.startswith("sm_"):
@@ -274,7 +268,7 @@ def check(workload: Workload, space: Space, config: Config, target: dict[str, An
         raise InvalidMmaConfig(f"{info.threads} threads per block > {lim.max_threads}")
     if info.smem_bytes > lim.max_smem:
         raise InvalidMmaConfig(f"{info.smem_bytes} bytes of shared memory per block > {lim.max_smem}")
-    cap = thread_registers(lim, info.threads)
+    cap = hardware.thread_registers(lim.max_regs, lim.regs_per_sm, info.threads)
     if info.registers > cap:
         raise InvalidMmaConfig(f"about {info.registers} registers per thread > {cap} ({info.threads} threads)")
     return info
