@@ -10,6 +10,9 @@ process, results appended as they come.
   ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` (``tiletune.bench.vendor.UNSET_ENV``: the vendor's own kernels) and
   naming the kernel torch dispatches to.
 - ``frames`` in a job item: instead of timing samples, the wall time of that many calls in a row (Fig. 12).
+- ``device`` "cuda" in a job (Fig. 12 on a GPU): ours are CUDA libraries (``load_model`` copies a host input
+  to the device and the output back), PyTorch runs the module in the job's ``dtype`` on the GPU; a call of
+  either takes the host's float32 input and returns the host's output, so each waits for the device.
 - ``clock`` "cpu" in a job: one thread (``TVM_NUM_THREADS=1``, ``torch.set_num_threads(1)``) timed by the calling
   thread's CPU time (``time.thread_time``), which leaves out the time other processes hold the core: the work of
   one core, for a machine that others load (as ``benchmarks/api_overhead.py --clock cpu``); "wall" (the
@@ -20,6 +23,7 @@ A child prints one ``RESULT <json list>`` line; ``run(kind, job, out_file)`` sta
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -115,26 +119,33 @@ def torch_child(job: dict) -> list[dict]:
     threads = 1 if job.get("clock") == "cpu" else (job.get("threads") or os.cpu_count())
     torch.set_num_threads(threads)
     settings = MeasureSettings(repeat=job["repeat"], min_repeat_ms=job["min_repeat_ms"])
+    gpu = job.get("device") == "cuda"
+    dtype = getattr(torch, job.get("dtype", "float32"))
     out, compiled = [], {}
     for item in job["items"]:
         spec = item.get("model", job.get("model"))
         source = load(spec)
-        module = source.module
+        # on a GPU a copy: the source's module stays the CPU reference
+        module = copy.deepcopy(source.module).to("cuda", dtype=dtype) if gpu else source.module
         if item["method"] == "torch-compile":
-            module = compiled.setdefault(spec, torch.compile(source.module, dynamic=True))
+            module = compiled.setdefault(spec, torch.compile(module, dynamic=True))
         x = source.random_inputs(0, item.get("binding") or None) if item.get("binding") else source.random_inputs(0)
         args = [torch.from_numpy(a) for a in x]
 
         def call():
             with torch.inference_mode():
-                return module(*args)
+                if not gpu:
+                    return module(*args)
+                ins = [a.to("cuda", dtype=dtype) if a.is_floating_point() else a.to("cuda") for a in args]
+                return module(*ins).float().cpu()  # the host's output, as ours returns it
 
         t0 = time.perf_counter()
         first = call()
         first_s = time.perf_counter() - t0
         err = _error(first.detach().numpy(), source.reference(x)[0])
+        device = {"device": torch.cuda.get_device_name(0)} if gpu else {}
         out.append(dict(item, error=err, first_s=first_s, kernel=torch_kernel(torch), loadavg=os.getloadavg()[0],
-                        clock=job.get("clock", "wall"), **_timed(call, item, settings, _clock(job))))
+                        clock=job.get("clock", "wall"), **device, **_timed(call, item, settings, _clock(job))))
     return out
 
 

@@ -1,6 +1,8 @@
-"""Gensor's Fig. 12 on this CPU: an edge device whose MobileNetV2 changes its width (channel count) three times;
-after each change the model is optimized again, then it infers ``--frames`` frames. The total time
-(optimization + inference, over the phases) of PyTorch (no optimization), a search (xgb), Roller and Gensor.
+"""Gensor's Fig. 12: an edge device whose MobileNetV2 changes its width (channel count) three times; after each
+change the model is optimized again, then it infers ``--frames`` frames. The total time (optimization +
+inference, over the phases) of PyTorch (no optimization), a search (xgb), Roller and Gensor. On this CPU, or with
+``--target cuda --dtype float16`` on the machine's NVIDIA GPU (every method builds, tunes and runs there; a frame
+is a host image in and the host's logits out for ours and PyTorch alike: ``benchmarks/device/run_fig12.sh``).
 
 Per phase (``--widths``, default 1.0 -> 0.75 -> 0.5 -> 1.4: ``benchmarks/dyn_models.py:mobilenetv2_100`` etc.):
 
@@ -16,6 +18,7 @@ re-run skips those; a method optimized before, in ``OUT/optimize.jsonl``, keeps 
 
     python benchmarks/model_fig12.py --out benchmarks/out/fig12                       # the figure's scale
     python benchmarks/model_fig12.py --out DIR --frames 300 --trials-per-task 4       # a reduced one
+    python benchmarks/model_fig12.py --out DIR --target cuda --dtype float16            # on the GPU
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import numpy as np
 from tiletune.bench.plots import _plt
 from tiletune.bench.results import read_jsonl
 from tiletune.model.tasks import load_model_tasks
-from tiletune.target import host_target
+from tiletune.target import parse_target
 
 from cli_run import tiletune  # benchmarks/cli_run.py
 from dyn_bench import run
@@ -54,22 +57,34 @@ def main() -> int:
     p.add_argument("--frames", type=int, default=3000, help="frames inferred per phase")
     p.add_argument("--trials-per-task", type=int, default=10, help="search: trials per task")
     p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--target", default="host", help="host (this CPU) or cuda[:sm_XX] (the machine's GPU)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
+                   help="the model's compute dtype on a CUDA target (PyTorch runs in it too)")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="inference: cpu = one thread, the frames' CPU time (benchmarks/dyn_bench.py; for a machine "
                    "others load); wall = every core, the wall clock")
     a = p.parse_args()
+    gpu = a.target.startswith("cuda")
+    if gpu and a.clock == "cpu":
+        p.error("--clock cpu times one CPU thread; a CUDA target takes --clock wall")
+    if not gpu and a.dtype != "float32":
+        p.error("--dtype is for a CUDA target; on the CPU the model runs in float32")
+    where = ["--target", a.target, "--dtype", a.dtype]
     out, work = Path(a.out), Path(a.work)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     widths = [w for w in a.widths.split(",") if w]
     results = out / "results.jsonl"
     scale = {"frames": a.frames, "trials_per_task": a.trials_per_task, "clock": a.clock}
+    if gpu:  # the keys of CPU results stay as they were
+        scale.update(target=a.target, dtype=a.dtype)
     optimized = {(r["method"], r["width"], r["trials_per_task"]): r for r in read_jsonl(out / "optimize.jsonl")}
     for phase, w in enumerate(widths):
         model = spec(w)
         for m in [m for m in a.methods.split(",") if m]:
             if any(r["method"] == m and r["phase"] == phase and r["width"] == w and r["frames"] == a.frames
-                   and r.get("clock", "wall") == a.clock for r in read_jsonl(results)):
+                   and r.get("clock", "wall") == a.clock and r.get("target", "host") == scale.get("target", "host")
+                   for r in read_jsonl(results)):
                 continue
             lib = work / f"{m}-{w}.so"
             t0 = time.time()
@@ -78,14 +93,14 @@ def main() -> int:
             if done is not None and lib.exists():  # optimized before (another --frames or --clock): its time
                 info = {k: done[k] for k in ("tasks", "trials") if k in done}
             elif m in ("gensor", "roller"):
-                tiletune("model", "build", model, "--construct", m, "-o", str(lib), "--no-check")
+                tiletune("model", "build", model, *where, "--construct", m, "-o", str(lib), "--no-check")
             elif m == "search":
-                n = len(load_model_tasks(model, host_target())[1].tasks)
+                n = len(load_model_tasks(model, parse_target(a.target), dtype=a.dtype)[1].tasks)
                 rec = work / f"search-{w}.jsonl"
                 if rec.exists():
                     rec.unlink()  # each phase is tuned from nothing, as the device would
-                tiletune("model", "tune", model, "--trials", str(n * a.trials_per_task), "-r", str(rec), "-q")
-                tiletune("model", "build", model, "-r", str(rec), "-o", str(lib), "--no-check")
+                tiletune("model", "tune", model, *where, "--trials", str(n * a.trials_per_task), "-r", str(rec), "-q")
+                tiletune("model", "build", model, *where, "-r", str(rec), "-o", str(lib), "--no-check")
                 info = {"tasks": n, "trials": n * a.trials_per_task}
             optimize = 0.0 if m == "torch" else done["optimize_s"] if done is not None and lib.exists() else \
                 time.time() - t0
@@ -94,7 +109,7 @@ def main() -> int:
                     f.write(json.dumps({"method": m, "width": w, "trials_per_task": a.trials_per_task,
                                         "optimize_s": optimize, **info}) + "\n")
             item = {"method": m, "model": model, "frames": a.frames}
-            job = {"repeat": 1, "min_repeat_ms": 0, "clock": a.clock}
+            job = {"repeat": 1, "min_repeat_ms": 0, "clock": a.clock, **({"device": "cuda", "dtype": a.dtype} if gpu else {})}
             if m == "torch":
                 row = run("torch", dict(job, items=[item]), out / "children.jsonl")[0]
             else:
@@ -102,7 +117,7 @@ def main() -> int:
             with open(results, "a") as f:
                 f.write(json.dumps({"method": m, "phase": phase, "width": w, "optimize_s": optimize,
                                     "infer_s": row["frames_s"], "frames": a.frames, "error": row["error"],
-                                    "kernel": row.get("kernel"), "loadavg": row.get("loadavg"), **scale,
+                                    "kernel": row.get("kernel"), "device": row.get("device"), "loadavg": row.get("loadavg"), **scale,
                                     **info}) + "\n")
     summarize(out, widths, a.frames, a.clock)
     return 0
@@ -136,8 +151,11 @@ def summarize(out: Path, widths: list[str], frames: int, clock: str) -> None:
     errs = max((r["error"] for r in rows), default=float("nan"))
     kernel = next((r.get("kernel") for r in rows if r.get("kernel")), None)
     search = next((r for r in rows if r["method"] == "search"), {})
-    text = (f"MobileNetV2, widths {' -> '.join(widths)}, {frames} frames per phase (batch 1, 224x224). Optimize: "
-            f"the wall time of the method's commands; infer: {frames} calls in a row ({clock} clock: "
+    gpu = next((r for r in rows if r.get("target")), None)
+    where = (f" on the GPU ({next((r['device'] for r in rows if r.get('device')), gpu['target'])}, {gpu['dtype']}; "
+             "a frame: the host's image in, the host's logits out)" if gpu else "")
+    text = (f"MobileNetV2{where}, widths {' -> '.join(widths)}, {frames} frames per phase (batch 1, 224x224). "
+            f"Optimize: the wall time of the method's commands; infer: {frames} calls in a row ({clock} clock: "
             + ("one thread, its CPU time" if clock == "cpu" else "every core, the wall clock") + "). Lowest total: "
             f"{LABELS.get(best, '-')}; at {10 * frames} frames per phase (computed: optimize + 10 x the measured "
             f"inference): {LABELS.get(best10, '-')}. Search: {search.get('trials_per_task', '-')} trials per task. Largest output "
