@@ -1,5 +1,6 @@
 """The analytic model's register tile on a CPU: the registers LLVM uses for a vectorised row, the register fit
-of spaces without the template's own rule, the accumulators' round trips per R0 iteration, and Gensor's moves of
+of spaces without the template's own rule, the accumulators' round trips per R0 iteration when register tiles take
+turns, and Gensor's moves of
 the vectorised axis in whole vectors."""
 import math
 from dataclasses import replace
@@ -84,15 +85,35 @@ def test_constructed_register_tiles_fit():
 
 
 def test_accumulators_return_once_per_r0_iteration():
-    """Level-0 traffic: a longer R1 (c1 = 32 against 1) keeps the accumulators in registers longer."""
+    """Level-0 traffic: when the L1 tile holds two register tiles (S2 = 2 along k) they take turns in the
+    registers, going back to L1 once per R0 iteration: a longer R1 (c1 = 32 against 1) keeps them longer. With
+    one register tile per L1 tile (S2 = 1) or the whole reduction in R1 they never leave (the count once per
+    tile)."""
     _, sp, m = model("conv2d:N=1,C=32,H=28,W=28,K=64,R=3,S=3,stride=2,pad=1")
-    base = dict(tile_k=(16, 1, 1, 4), tile_q=(1, 1, 1, 14))
+    base = dict(tile_k=(8, 1, 2, 4), tile_q=(1, 1, 1, 14))
     short = m.from_config(config(sp, tile_c=(32, 1), **base))
     long = m.from_config(config(sp, tile_c=(1, 32), **base))
+    assert m.accumulator_trips(short) > m.accumulator_trips(long) > 1
     assert m.traffic(short, 0) > m.traffic(long, 0)
-    # with the whole reduction in R1 the accumulators never leave the registers: the old count, once per tile
+    once = lambda e: traffic_bytes(m.accesses, m.axes, m.tile_map(e, 0), m.unit(0))  # noqa: E731
     whole = m.from_config(config(sp, tile_c=(1, 32), tile_r=(1, 3), tile_s=(1, 3), **base))
-    assert m.traffic(whole, 0) == traffic_bytes(m.accesses, m.axes, m.tile_map(whole, 0), m.unit(0))
+    assert m.traffic(whole, 0) == once(whole)
+    alone = m.from_config(config(sp, tile_c=(32, 1), tile_k=(16, 1, 1, 4), tile_q=(1, 1, 1, 14)))
+    assert m.accumulator_trips(alone) == 1 and m.traffic(alone, 0) == once(alone)
+
+
+def test_register_tiles_taking_turns_cost_time():
+    """Bert-small's FFN matmul 256 x 2048 x 512 (batch 4, seq 64) on the Xeon: two 8 x 32 register tiles taking
+    turns every 4 reduction steps ran 1.66x slower than the same tile alone in its L1 tile (4158 against 2497 us;
+    docs/decisions/analytic-model.md): the model ranks it slower, by the round trips' time, and without the rule
+    (``accumulator_turns`` False) it did not."""
+    _, sp, m = model("gemm:M=256,N=512,K=2048")
+    turns = m.from_config(config(sp, tile_m=(2, 16, 1, 8), tile_n=(8, 1, 2, 32), tile_k=(512, 4)))
+    alone = m.from_config(config(sp, tile_m=(2, 16, 1, 8), tile_n=(8, 2, 1, 32), tile_k=(512, 4)))
+    assert m.accumulator_trips(turns) == 2 * 512 - 1 and m.accumulator_trips(alone) == 1
+    assert m.time(turns) > 1.2 * m.time(alone)
+    m.accumulator_turns = False
+    assert m.time(turns) <= m.time(alone)
 
 
 def test_gensor_moves_the_vectorised_axis_in_whole_vectors_on_a_cpu():

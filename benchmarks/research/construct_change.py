@@ -2,16 +2,22 @@
 test): what the change does, task by task and per inference.
 
     python benchmarks/research/construct_change.py resnet50 --change unroll-floor --method gensor [--rounds 3]
+    python benchmarks/research/construct_change.py benchmarks/dyn_models.py:bert_small --shapes batch=1,4 \
+        --shapes seq=16,32,64,128,256,384 --change accumulator-turns --method gensor --seed 1
 
 Changes (``CHANGES``): ``unroll-floor``, ``Model.unroll_floor`` (docs/decisions/register-tile.md: an outer-product
 register tile whose reduction loop leaves no depth under its steps is unrolled to the smallest non-zero depth
 instead of not at all); ``gensor-align``, ``GensorWalk.align`` (docs/decisions/analytic-model.md: Gensor's walk
 moves the vectorised axis in whole vectors on a CPU instead of along every divisor); ``fma-chains``,
 ``Model.cpu_fma_chains`` (docs/decisions/analytic-model.md: a CPU's FMA pipe needs 4 independent accumulators, its
-latency in cycles, instead of 2).
+latency in cycles, instead of 2); ``accumulator-turns``, ``Model.accumulator_turns`` (docs/decisions/analytic-model.md:
+a register tile's accumulators make round trips to L1 only when the L1 tile holds several register tiles, and
+those add to the time, instead of every tile's once per R0 iteration, overlapping the compute).
 
-Per task of the model (static, NHWC) whose top construction by ``--method`` differs: the configuration without the
-change and with it, both measured in one warm pool per task, ``--rounds`` times alternating (the first round also
+Per task of the model (NHWC; a model with symbolic dimensions at ``--shapes``, its tasks merged over them) whose top
+construction by ``--method`` differs (as ``model build --construct METHOD --seed SEED`` makes it: each task's walks
+from the seed and the task; before 2026-11-28 evening every task's from ``default_rng(0)``, top 1 unchecked): the
+configuration without the change and with it, both measured in one warm pool per task, ``--rounds`` times alternating (the first round also
 warms), the median of the later rounds. Prints per task the calls, the microseconds per call of each and the ratio;
 and the sums over the changed tasks (calls x time). Run it on an idle machine.
 """
@@ -24,32 +30,31 @@ import sys
 from pathlib import Path
 from unittest import mock
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tiletune.construct import constructions  # noqa: E402
 from tiletune.construct.gensor import GensorWalk  # noqa: E402
 from tiletune.cost_model import etir  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
+from tiletune.model.build import constructed_configs  # noqa: E402
+from tiletune.model.shapes import parse_shapes, shape_tasks  # noqa: E402
 from tiletune.model.source import load  # noqa: E402
 from tiletune.model.tasks import model_tasks  # noqa: E402
-from tiletune.schedules import make_space  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
 
 
 #: change -> the patch that undoes it (the code has it on)
 CHANGES = {"unroll-floor": lambda: mock.patch.object(etir.Model, "unroll_floor", False),
            "gensor-align": lambda: mock.patch.object(GensorWalk, "align", lambda self, i: 1),
-           "fma-chains": lambda: mock.patch.object(etir.Model, "cpu_fma_chains", 2)}
+           "fma-chains": lambda: mock.patch.object(etir.Model, "cpu_fma_chains", 2),
+           "accumulator-turns": lambda: mock.patch.object(etir.Model, "accumulator_turns", False)}
 
 
-def top(k, method: str, target: dict, change: str, on: bool):
-    """(space, the top construction of task ``k`` by ``method``) with ``change`` on or off."""
+def tops(tasks, method: str, change: str, on: bool, seed: int) -> dict:
+    """Each task's top construction by ``method`` (``Chosen``, as ``model build --construct METHOD --seed SEED``
+    makes it) with ``change`` on or off."""
     with (contextlib.nullcontext() if on else CHANGES[change]()):
-        space = make_space(k.workload, None, target)
-        return space, constructions(method, space, workload=k.workload, target=target, k=1,
-                                    rng=np.random.default_rng(0))[0]
+        return constructed_configs(tasks, method, {}, seed=seed)
 
 
 def main() -> int:
@@ -58,20 +63,24 @@ def main() -> int:
     p.add_argument("--change", required=True, choices=sorted(CHANGES))
     p.add_argument("--method", default="gensor", choices=("gensor", "roller"))
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
+                   help="a model with symbolic dimensions: its tasks at these shapes (as model build --shapes)")
+    p.add_argument("--seed", type=int, default=0, help="the seed of Gensor's walks (model build --seed)")
     a = p.parse_args()
     target = host_target()
-    tasks = model_tasks(load(a.model), target, "NHWC")
+    source = load(a.model)
+    if a.shapes:
+        tasks = shape_tasks(source, target, "NHWC", parse_shapes(a.shapes, source)).merged
+    else:
+        tasks = model_tasks(source, target, "NHWC")
+    off_all, on_all = (tops(tasks, a.method, a.change, on, a.seed) for on in (False, True))
     print(f"| task | calls | knobs changed (without -> with) | without {a.change} us | with it us | ratio |")
     print("|---|---:|---|---:|---:|---:|")
     sums = [0.0, 0.0]
     for k in tasks.tasks:
-        try:
-            space, off = top(k, a.method, target, a.change, False)
-            _, on = top(k, a.method, target, a.change, True)
-        except Exception:  # noqa: BLE001  (a task no construction describes: not compared)
+        if k.hash not in on_all or k.hash not in off_all or on_all[k.hash].config == off_all[k.hash].config:
             continue
-        if off == on:
-            continue
+        space, off, on = on_all[k.hash].space, off_all[k.hash].config, on_all[k.hash].config
         times: list[list[float]] = [[], []]
         with make_measurer(k.workload, space, target) as meas:
             meas.warm_up()

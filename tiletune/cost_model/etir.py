@@ -75,6 +75,10 @@ class Model:
     #: ``unroll_value``: an outer-product register tile is unrolled at least the smallest non-zero depth
     #: (docs/decisions/register-tile.md; False only to measure the floor: benchmarks/research/construct_change.py)
     unroll_floor = True
+    #: ``accumulator_trips``/``time``: a CPU register tile's accumulators leave the registers only when the L1 tile
+    #: holds several register tiles, and those round trips add to the time (False only to measure the rule:
+    #: every tile's counted once per R0 iteration, overlapping the compute; benchmarks/research/construct_change.py)
+    accumulator_turns = True
 
     def __init__(self, space: Space, workload=None, hardware=None, target=None):
         self.space = space
@@ -272,13 +276,25 @@ class Model:
             out = self._footprints[key] = footprint_bytes(self.accesses, self.tile_map(e, l), self.unit(l))
         return out
 
-    def traffic(self, e: ETIR, l: int) -> int:
-        trips = 1
-        if l == 0 and self.hw.kind == "cpu" and self.n > 1:
-            # the CPU template keeps the accumulators in registers across R1 only: they go back to the
-            # local buffer (L1) and return once per R0 iteration (a store and a load each time but the last)
-            rounds = math.prod(-(-a.extent // e.tiles[i][1]) for i, a in enumerate(self.axes) if a.kind == "R")
-            trips = 2 * rounds - 1
+    def accumulator_trips(self, e: ETIR) -> int:
+        """Times each register tile's accumulators move between the registers and the local buffer (L1) on a
+        CPU. The template's R1 loop holds one register tile (S3); when the L1 tile holds several (S2 > 1) they
+        take turns, each going back to the buffer and returning once per R0 iteration (a store and a load each
+        time but the last). With one (S2 = 1) LLVM keeps it in registers across R0: 1. Measured on Bert-small's
+        FFN matmul 256 x 2048 x 512 (docs/decisions/analytic-model.md, "Accumulator round trips")."""
+        if self.hw.kind != "cpu" or self.n < 2:
+            return 1
+        turns = math.prod(e.tiles[i][1] // e.tiles[i][0] for i in self.spatial)
+        if turns <= 1 and self.accumulator_turns:
+            return 1
+        rounds = math.prod(-(-a.extent // e.tiles[i][1]) for i, a in enumerate(self.axes) if a.kind == "R")
+        return 2 * rounds - 1
+
+    def traffic(self, e: ETIR, l: int, trips: int | None = None) -> int:
+        """Q at level l; at the registers (l = 0) with the accumulators' round trips (``accumulator_trips``,
+        or ``trips``)."""
+        if trips is None:
+            trips = self.accumulator_trips(e) if l == 0 else 1
         key = (l, tuple(t[l] for t in e.tiles), trips)
         out = self._traffic.get(key)
         if out is None:
@@ -374,9 +390,15 @@ class Model:
         pipes = min(1.0, acc_vectors / (chains * max(1, hw.fma_units)))
         t_comp = self.flops / (hw.peak_gflops * balance * vec * pipes)  # ns (GFLOP/s = FLOP/ns)
         times = [t_comp]
+        round_trips = 0.0  # the accumulators' round trips take the load and store slots the FMAs' operands need
         for l in range(self.n):
             nxt = self.mem[l + 1] if l + 1 < len(self.mem) else self.mem[-1]
             bw = nxt.bandwidth_gbs * (1 if nxt.shared else active)
+            if l == 0 and self.accumulator_turns and self.accumulator_trips(e) > 1:
+                moved = self.traffic(e, 0, trips=1)
+                round_trips = (self.traffic(e, 0) - moved) / bw
+                times.append(moved / bw)
+                continue
             times.append(self.traffic(e, l) / bw)
         q_last = self.traffic(e, self.n - 1)
         for j in range(self.n + 1, len(self.mem)):
@@ -384,7 +406,7 @@ class Model:
             q = self.q_min if (prev.size_bytes is not None and self.q_min <= prev.size_bytes) else q_last
             bw = self.mem[j].bandwidth_gbs * (1 if self.mem[j].shared else active)
             times.append(q / bw)
-        return max(times)
+        return max(times) + round_trips
 
     # ---- ETIR -> Config ---------------------------------------------------------------------------
     def unroll_steps(self, e: ETIR) -> int:
