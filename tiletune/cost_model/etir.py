@@ -24,7 +24,8 @@ since Zen 2, at one per cycle per pipe; docs/decisions/analytic-model.md). On a 
 accumulators count the
 registers LLVM actually uses for the vectorised axis (``vector_registers``: 14 lanes are three registers,
 not one), and a register tile must fit the vector registers (``registers_fit``; NHWC conv2d has the
-template's own rule).
+template's own rule). On a CPU, where an L1 tile holds several register tiles, their accumulators' round trips
+to L1 (``accumulator_trips``) are added to that maximum: they take the slots the FMAs' operand loads need.
 
 The data-movement terms F(t) (footprint) and Q(t) (traffic) come from tiletune.workloads.access.
 """
