@@ -6,3 +6,8 @@ for s in 1 2; do
   python benchmarks/model_fig11.py --out benchmarks/out/fig11-turns/seed$s --work /tmp/fig11t$s --methods gensor,roller \
     --rounds 3 --seed $s
 done
+# two more draws, the same evening (seed3/, seed4/)
+for s in 3 4; do
+  python benchmarks/model_fig11.py --out benchmarks/out/fig11-turns/seed$s --work /tmp/fig11t$s --methods gensor,roller \
+    --rounds 3 --seed $s
+done
