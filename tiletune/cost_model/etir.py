@@ -392,15 +392,16 @@ class Model:
         t_comp = self.flops / (hw.peak_gflops * balance * vec * pipes)  # ns (GFLOP/s = FLOP/ns)
         times = [t_comp]
         round_trips = 0.0  # the accumulators' round trips take the load and store slots the FMAs' operands need
+        trips = self.accumulator_trips(e)
         for l in range(self.n):
             nxt = self.mem[l + 1] if l + 1 < len(self.mem) else self.mem[-1]
             bw = nxt.bandwidth_gbs * (1 if nxt.shared else active)
-            if l == 0 and self.accumulator_turns and self.accumulator_trips(e) > 1:
+            if l == 0 and self.accumulator_turns and trips > 1:
                 moved = self.traffic(e, 0, trips=1)
-                round_trips = (self.traffic(e, 0) - moved) / bw
+                round_trips = (self.traffic(e, 0, trips=trips) - moved) / bw
                 times.append(moved / bw)
                 continue
-            times.append(self.traffic(e, l) / bw)
+            times.append(self.traffic(e, l, trips=trips if l == 0 else 1) / bw)
         q_last = self.traffic(e, self.n - 1)
         for j in range(self.n + 1, len(self.mem)):
             prev = self.mem[j - 1]
