@@ -78,15 +78,20 @@ def main() -> int:
     scale = {"frames": a.frames, "trials_per_task": a.trials_per_task, "clock": a.clock}
     if gpu:  # the keys of CPU results stay as they were
         scale.update(target=a.target, dtype=a.dtype)
-    optimized = {(r["method"], r["width"], r["trials_per_task"]): r for r in read_jsonl(out / "optimize.jsonl")}
+    build_key = {k: scale[k] for k in ("target", "dtype") if k in scale}  # a GPU build is another library
+
+    def same_build(r: dict) -> bool:
+        return {k: r[k] for k in ("target", "dtype") if k in r} == build_key
+
+    optimized = {(r["method"], r["width"], r["trials_per_task"]): r for r in read_jsonl(out / "optimize.jsonl")
+                 if same_build(r)}
     for phase, w in enumerate(widths):
         model = spec(w)
         for m in [m for m in a.methods.split(",") if m]:
             if any(r["method"] == m and r["phase"] == phase and r["width"] == w and r["frames"] == a.frames
-                   and r.get("clock", "wall") == a.clock and r.get("target", "host") == scale.get("target", "host")
-                   for r in read_jsonl(results)):
+                   and r.get("clock", "wall") == a.clock and same_build(r) for r in read_jsonl(results)):
                 continue
-            lib = work / f"{m}-{w}.so"
+            lib = work / (f"{m}-{w}.so" if not gpu else f"{m}-{w}-{a.dtype}-cuda.so")
             t0 = time.time()
             info = {}
             done = optimized.get((m, w, a.trials_per_task))
@@ -107,9 +112,10 @@ def main() -> int:
             if m != "torch" and (done is None or not lib.exists()):
                 with open(out / "optimize.jsonl", "a") as f:
                     f.write(json.dumps({"method": m, "width": w, "trials_per_task": a.trials_per_task,
-                                        "optimize_s": optimize, **info}) + "\n")
+                                        "optimize_s": optimize, **info, **build_key}) + "\n")
             item = {"method": m, "model": model, "frames": a.frames}
-            job = {"repeat": 1, "min_repeat_ms": 0, "clock": a.clock, **({"device": "cuda", "dtype": a.dtype} if gpu else {})}
+            job = {"repeat": 1, "min_repeat_ms": 0, "clock": a.clock,
+                   **({"device": "cuda", "dtype": a.dtype} if gpu else {})}
             if m == "torch":
                 row = run("torch", dict(job, items=[item]), out / "children.jsonl")[0]
             else:
