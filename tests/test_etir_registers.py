@@ -150,3 +150,31 @@ def test_a_cpu_fma_pipe_needs_as_many_accumulators_as_its_latency():
     assert m.cpu_fma_chains == 4
     assert math.isclose(rate(4, 16), peak / 2)
     assert rate(8, 32) == peak and rate(4, 16) < rate(8, 16) < rate(8, 32)
+
+
+def test_the_register_rule_alone_decides_the_register_level_of_an_outer_product():
+    """A 14-pixel x 2-vector tile of an NHWC 1x1 convolution takes 28 accumulators + 2 + 1 registers: the template's
+    rule admits it (31 of 32, one left to LLVM), and so does the model. The level-0 footprint counted each of the 14
+    broadcast scalars as a vector register (44 > 32) and kept every construction below it."""
+    from unittest import mock
+
+    from tiletune.schedules import make_space
+
+    wl = parse("conv2d:N=1,C=256,H=14,W=14,K=128,R=1,S=1,layout=NHWC")
+    sp = make_space(wl, None, {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2})
+    m = Model(sp, wl, avx512())
+    assert m.register_rule is not None
+    d = sp.to_dict(sp.untiled())
+    axes = {k.axis: k.name for _, k in sp.split_knobs}
+    spatial = [k for _, k in sp.split_knobs if k.kind == "S"]
+    # 7 rows x 2 columns of output pixels, 32 output channels (2 vectors), the channel reduction whole in R1
+    d.update({axes[spatial[1].axis]: (1, 2, 1, 7), axes[spatial[2].axis]: (1, 7, 1, 2),
+              axes[spatial[3].axis]: (2, 2, 1, 32)})
+    red = next(k for _, k in sp.split_knobs if k.kind == "R" and k.extent == 256)
+    d[red.name] = (1, 256)
+    c = sp.from_dict(d)
+    assert sp.allows(c)
+    e = m.from_config(c)
+    assert m.fits(e, m.n - 1)
+    with mock.patch.object(Model, "rule_registers", False):
+        assert not m.fits(e, m.n - 1)

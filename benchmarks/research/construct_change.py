@@ -12,7 +12,10 @@ moves the vectorised axis in whole vectors on a CPU instead of along every divis
 ``Model.cpu_fma_chains`` (docs/decisions/analytic-model.md: a CPU's FMA pipe needs 4 independent accumulators, its
 latency in cycles, instead of 2); ``accumulator-turns``, ``Model.accumulator_turns`` (docs/decisions/analytic-model.md:
 a register tile's accumulators make round trips to L1 only when the L1 tile holds several register tiles, and
-those add to the time, instead of every tile's once per R0 iteration, overlapping the compute).
+those add to the time, instead of every tile's once per R0 iteration, overlapping the compute); ``rule-registers``,
+``Model.rule_registers`` (docs/decisions/analytic-model.md: where the space has the template's register-tile rule, the
+rule alone decides the register level's fit, instead of the footprint too, which counted each broadcast scalar as a
+vector register).
 
 Per task of the model (NHWC; a model with symbolic dimensions at ``--shapes``, its tasks merged over them) whose top
 construction by ``--method`` differs (as ``model build --construct METHOD --seed SEED`` makes it: each task's walks
@@ -47,7 +50,8 @@ from tiletune.target import host_target  # noqa: E402
 CHANGES = {"unroll-floor": lambda: mock.patch.object(etir.Model, "unroll_floor", False),
            "gensor-align": lambda: mock.patch.object(GensorWalk, "align", lambda self, i: 1),
            "fma-chains": lambda: mock.patch.object(etir.Model, "cpu_fma_chains", 2),
-           "accumulator-turns": lambda: mock.patch.object(etir.Model, "accumulator_turns", False)}
+           "accumulator-turns": lambda: mock.patch.object(etir.Model, "accumulator_turns", False),
+           "rule-registers": lambda: mock.patch.object(etir.Model, "rule_registers", False)}
 
 
 def tops(tasks, method: str, change: str, on: bool, seed: int) -> dict:

@@ -80,6 +80,10 @@ class Model:
     #: holds several register tiles, and those round trips add to the time (False only to measure the rule:
     #: every tile's counted once per R0 iteration, overlapping the compute; benchmarks/research/construct_change.py)
     accumulator_turns = True
+    #: ``fits``: in a space with the template's register-tile rule, the rule alone decides whether the level-0 tile
+    #: fits the registers (the footprint counted P broadcast scalars as P vector registers, while the code reloads
+    #: one; False only to measure the rule: benchmarks/research/construct_change.py)
+    rule_registers = True
 
     def __init__(self, space: Space, workload=None, hardware=None, target=None):
         self.space = space
@@ -313,7 +317,8 @@ class Model:
             return False
         if self.limit_rule is not None and not self.limit_rule(self.space, self.to_config(e)):
             return False
-        return all(self.footprint(e, l) <= self.capacity(l) for l in range(upto + 1))
+        first = 1 if self.register_rule is not None and self.rule_registers else 0
+        return all(self.footprint(e, l) <= self.capacity(l) for l in range(first, upto + 1))
 
     def register_fits(self, e: ETIR) -> bool:
         """The space's register-tile rule (NHWC conv2d, ``tiletune.schedules.cpu.RegisterTile``) on the
