@@ -7,7 +7,8 @@ Per task: the analytic time (``tiletune.cost_model.etir.Model.config_time``) of 
 four constructions (Gensor's, Roller's and the direct orders' tops), and of a steepest descent on that model from
 each of the first two: a move takes one prime factor of one split knob from one level to another, keeps the
 configurations the space allows that fit the model's memory levels, and the descent stops where no move lowers the
-time. ``--json`` also prints each polished configuration (the model's unroll choice for its tiles), ready for
+time (the moves are ``Space.neighbours``, G-BFS's actions; moves of a choice knob leave the model's time as it is).
+``--json`` also prints each polished configuration (the model's unroll choice for its tiles), ready for
 ``benchmarks/research/task_configs.py -c``.
 """
 from __future__ import annotations
@@ -29,45 +30,19 @@ from tiletune.space import ChoiceKnob, Config  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
 
 
-def prime_factors(n: int) -> list[int]:
-    out, p = set(), 2
-    while n > 1:
-        while n % p == 0:
-            out.add(p)
-            n //= p
-        p += 1
-    return sorted(out)
-
-
-def moves(space, c: Config):
-    """Every configuration one prime factor away: one split knob's factor p moved from level i to level j."""
-    for ki, _ in space.split_knobs:
-        f = c.values[ki]
-        for i in range(len(f)):
-            for p in prime_factors(f[i]):
-                for j in range(len(f)):
-                    if j != i:
-                        g = list(f)
-                        g[i] //= p
-                        g[j] *= p
-                        vals = list(c.values)
-                        vals[ki] = tuple(g)
-                        yield Config(tuple(vals))
-
-
 def polish(model: Model, c: Config, steps: int = 64) -> tuple[Config, float]:
     """Steepest descent on ``model`` from ``c`` (see the module docstring); (configuration, analytic time)."""
     space = model.space
     best, t_best = c, model.config_time(c)
     for _ in range(steps):
         step = None
-        for n in moves(space, best):
-            if not (space.is_legal(n) and space.allows(n)):
-                continue
+        for n in space.neighbours(best):  # G-BFS's actions: a prime factor between two levels (choice knobs: +-1)
             e = model.from_config(n)
-            if model.fits(e, model.n - 1) and model.time(e) < t_best * (1 - 1e-9):
-                if step is None or model.time(e) < step[0]:
-                    step = (model.time(e), n)
+            if not model.fits(e, model.n - 1):
+                continue
+            t = model.time(e)
+            if t < t_best * (1 - 1e-9) and (step is None or t < step[0]):
+                step = (t, n)
         if step is None:
             break
         t_best, best = step

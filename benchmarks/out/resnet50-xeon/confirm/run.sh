@@ -17,7 +17,8 @@ python benchmarks/research/threads_vs_ort.py --model resnet50 -r $REC/new1.jsonl
     -r $REC/new0c.jsonl --threads 1,2 --rounds 2 > $OUT/threads-2.md
 python benchmarks/research/convs_vs_ort.py --model resnet50 -r $REC/s0.jsonl --out $OUT/convs-min --runs 40 \
     --threads 1 --stat min
-python benchmarks/research/model_polish.py --model resnet50 > $OUT/model-polish.md
+# model-polish.md: before the register-level fix (Model.rule_registers off); model-polish-after.md: with it
+python benchmarks/research/model_polish.py --model resnet50 > $OUT/model-polish-after.md
 # the kernel probes (summary.md), e.g. the 1x1 convolution 1024 -> 512 at 14x14:
 TVM_NUM_THREADS=1 python benchmarks/research/task_configs.py --model resnet50 --task fused_conv2d18_add13_relu9 \
     -r $REC/s0.jsonl -c '{"tile_ff":[16,1,1,32],"tile_yy":[1,2,1,7],"tile_xx":[1,7,1,2],"tile_rc":[4,256],"unroll":64}' \
