@@ -8,15 +8,21 @@ States, each sample one call (TVM's evaluator, number = 1), weights packed as th
 ``warm`` (the previous call left everything in the caches), ``evict`` (a numpy buffer of ``--evict-mb`` MiB
 rewritten before each call: 16 leaves the data in this VM's last-level cache, 256 does not) and ``clflush`` (TVM's
 ``cache_flush_cpu_non_first_arg``: every argument but the activation flushed, as ``model tune`` times a kernel with
-weights, docs/decisions/measure-cold-weights.md). The states alternate in ``--rounds`` rounds; per state the minimum
-over all calls and the median of the rounds' minima. Compare with the kernel's per-call time in the model
-(``inmodel_calls.py``).
+weights, docs/decisions/measure-cold-weights.md). ``--flush-args 1 3`` adds a state per listed argument position
+(0: the activation, then the other inputs, the output last), that argument alone flushed with clflush before each
+call, by a small C helper compiled with the system's ``cc``: which operand's coldness costs. The states alternate in
+``--rounds`` rounds; per state the minimum over all calls and the median of the rounds' minima. Compare with the
+kernel's per-call time in the model (``inmodel_calls.py``).
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +36,26 @@ from tiletune.schedules import make_space  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
 
 
+FLUSH_C = """
+#include <stddef.h>
+#include <immintrin.h>
+void flush(const char* p, size_t n) { for (size_t i = 0; i < n; i += 64) _mm_clflush(p + i); _mm_mfence(); }
+"""
+
+
+def clflush_helper():
+    """``flush(address, bytes)`` from a C helper compiled with the system's C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        sys.exit("--flush-args needs a C compiler (cc or gcc) on PATH")
+    d = tempfile.mkdtemp()
+    (Path(d) / "flush.c").write_text(FLUSH_C)
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", f"{d}/flush.so", f"{d}/flush.c"], check=True)
+    lib = ctypes.CDLL(f"{d}/flush.so")
+    lib.flush.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return lib.flush
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
@@ -38,6 +64,7 @@ def main() -> None:
     ap.add_argument("--evict-mb", type=float, default=256)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--flush-args", type=int, nargs="*", default=[], metavar="POS")
     a = ap.parse_args()
     import tvm
 
@@ -66,6 +93,19 @@ def main() -> None:
 
     states = {"warm": {}, f"evict {a.evict_mb:g} MiB": {"f_preproc": "tiletune_research_evict"},
               "clflush": {"f_preproc": COLD_PREPROC}}
+    if a.flush_args:
+        flush = clflush_helper()
+        views = [np.from_dlpack(x) for x in args + [out]]
+        for pos in a.flush_args:
+            if not 0 <= pos < len(views):
+                sys.exit(f"--flush-args: {pos} is not an argument position (0-{len(views) - 1})")
+            v = views[pos]
+
+            def one(*_args, v=v):
+                flush(v.ctypes.data, v.nbytes)
+
+            tvm.register_global_func(f"tiletune_research_flush_{pos}", one, override=True)
+            states[f"arg {pos} {list(v.shape)}"] = {"f_preproc": f"tiletune_research_flush_{pos}"}
     fs = {s: lib.time_evaluator("main", dev, number=1, repeat=a.calls, min_repeat_ms=0, **kw)
           for s, kw in states.items()}
     for f in fs.values():
@@ -76,7 +116,7 @@ def main() -> None:
             mins[s].append(min(f(*args, out).results))
     print(f"{wl.key}: {a.rounds} rounds of {a.calls} calls per state")
     for s, v in mins.items():
-        print(f"  {s:16s} min {min(v) * 1e6:8.1f} us  {wl.flops / min(v) / 1e9:6.1f} GFLOPS  "
+        print(f"  {s:24s} min {min(v) * 1e6:8.1f} us  {wl.flops / min(v) / 1e9:6.1f} GFLOPS  "
               f"median of the rounds' minima {statistics.median(v) * 1e6:8.1f} us")
 
 

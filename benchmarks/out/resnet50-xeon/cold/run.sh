@@ -21,3 +21,8 @@ for mb in [1, 2, 4, 8, 16, 32, 64, 128, 256]:
     for _ in range(max(3, 256 // mb)):
         t = time.perf_counter(); a.sum(); best = min(best, time.perf_counter() - t)
     print(f'{mb:4d} MiB  {mb / 1024 / best:6.1f} GiB/s')" > $D/cache.txt
+# which operand's coldness costs: each argument alone flushed (0 the activation, 1 the packed weight, the output last)
+for t in fused_conv2d18_add13_relu9:"0 1 3" fused_conv2d14_add8_add11_relu8:"0 1 3 4"; do
+  python benchmarks/research/kernel_cache_states.py --model resnet50 --task ${t%%:*} -r $R --evict-mb 256 \
+    --flush-args ${t#*:}
+done > $D/operands.txt
