@@ -69,7 +69,7 @@ def test_activations_use_the_fast_forms(model):
 
 def test_weights_are_known_and_a_measured_kernel_takes_them_packed(model):
     from tiletune.measure.local import Prepacked, build_kernel, run_kernel
-    from tiletune.schedules import make_space, prepacked_inputs
+    from tiletune.schedules import cpu, make_space, prepacked_inputs
 
     _, tasks = model
     linear = [k.workload for k in tasks.tasks if k.workload.weights]
@@ -80,6 +80,7 @@ def test_weights_are_known_and_a_measured_kernel_takes_them_packed(model):
     cfg = _config(wl, space, tasks.target)
     panels = prepacked_inputs(wl, space, cfg, tasks.target)
     assert panels and all(wl.input_names()[i] in wl.weights for i in panels)
+    assert all(p.streams == cpu.WEIGHT_STREAMS for p in panels.values())  # K = 24: a matmul's weight, in streams
     lib = build_kernel(wl, space, cfg, tasks.target)
     assert isinstance(lib, Prepacked)
     costs = run_kernel(wl, lib, MeasureSettings(repeat=1, min_repeat_ms=0))  # raises WrongAnswer if unpacked
@@ -201,3 +202,18 @@ def test_kernel_latencies_time_a_weight_kernel_on_its_packed_weights(model, monk
     lat = build.kernel_latencies(tasks, chosen, MeasureSettings(repeat=1, min_repeat_ms=0))
     assert {key for key, lib in built.items() if isinstance(lib, local.Prepacked)} == packed
     assert all(np.isfinite(lat[h]) and lat[h] > 0 for h in chosen)
+
+
+def test_weight_panels_in_streams_put_each_element_where_their_index_map_says():
+    """The numpy packing (what a measured kernel is given) and the index map (what the model build folds into the
+    constant) agree element by element."""
+    from tiletune.schedules.cpu import Panels
+
+    a = np.random.default_rng(0).standard_normal((3, 3, 12, 64)).astype("float32")  # HWIO, K vectorized
+    p = Panels(nd=3, first_red=0, inner=32, streams=4)
+    packed = p.pack(a)
+    assert packed.shape == (2, 3, 3, 4, 3, 32)  # [k // 32, kh, kw, c % 4, c // 4, k % 32]
+    for idx in np.ndindex(*a.shape):
+        assert packed[p.index_map(*idx)] == a[idx]
+    plain = Panels(nd=3, first_red=0, inner=32)
+    assert plain.pack(a).shape == (2, 3, 3, 12, 32)

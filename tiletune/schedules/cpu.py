@@ -122,18 +122,29 @@ def choice_knobs(workload: Workload) -> dict[str, tuple]:
 PREPACK = "meta_schedule.layout_rewrite_preproc"
 
 
+#: a model weight whose reduction is one dimension (a 1x1 convolution's input channels, a matmul's K) is packed with
+#: that dimension as this many interleaved streams, channel c in stream c % WEIGHT_STREAMS: the kernel, reading a few
+#: consecutive channels per reduction step, then walks that many sequential streams of the weight at once instead of
+#: one, which the hardware prefetchers fetch from DRAM in parallel (docs/decisions/weight-streams.md)
+WEIGHT_STREAMS = 4
+
+
 @dataclass(frozen=True)
 class Panels:
     """The panel layout of a packed input: its dimension ``nd`` (the vectorized axis) split into
     ``nd // inner`` and ``nd % inner``, the panel index placed before the first dimension that a reduction
-    walks (``first_red``) and the lane index last: ``[lead.., n // inner, rest.., n % inner]``."""
+    walks (``first_red``) and the lane index last: ``[lead.., n // inner, rest.., n % inner]``. With
+    ``streams`` > 1 the last of ``rest`` (c) is itself split, ``[.., c % streams, c // streams, n % inner]``."""
     nd: int
     first_red: int
     inner: int
+    streams: int = 1
 
     def index_map(self, *iv):
         lead = [iv[i] for i in range(self.first_red) if i != self.nd]
         rest = [iv[i] for i in range(self.first_red, len(iv)) if i != self.nd]
+        if self.streams > 1:
+            rest = rest[:-1] + [rest[-1] % self.streams, rest[-1] // self.streams]
         return tuple(lead + [iv[self.nd] // self.inner] + rest + [iv[self.nd] % self.inner])
 
     def pack(self, array):
@@ -147,16 +158,29 @@ class Panels:
         old = lambda i: i if i < self.nd else i + 1  # noqa: E731  (an axis of ``array`` in ``split``)
         order = [old(i) for i in range(self.first_red) if i != self.nd] + [self.nd]
         order += [old(i) for i in range(self.first_red, len(shape)) if i != self.nd] + [self.nd + 1]
-        return np.ascontiguousarray(split.transpose(order))
+        out = split.transpose(order)
+        if self.streams > 1:  # [.., c, lane] -> [.., c % streams, c // streams, lane]
+            *head, c, lane = out.shape
+            out = out.reshape(*head, c // self.streams, self.streams, lane).swapaxes(-3, -2)
+        return np.ascontiguousarray(out)
 
 
 def _panels(workload: Workload, name: str, inner: int) -> Panels:
+    """The panels of input ``name``; a weight of the model (``PrimFuncWorkload.weights``) in ``WEIGHT_STREAMS``
+    streams when its reduction walks one dimension (the others of ``rest`` of size 1) that divides into them. A
+    3x3 convolution's weights keep one stream: its tuned kernels ran 0.90x warm in streams at two threads."""
     axes = workload.axes_no_tvm()
     last = [a.name for a in axes if a.kind == "S"][-1]
     reduction = {a.name for a in axes if a.kind == "R"}
     acc = next(t for t in tensor_accesses(workload) if t.name == name)
     names = [d.terms[0][0] for d in acc.dims]
-    return Panels(names.index(last), min(i for i, a in enumerate(names) if a in reduction), inner)
+    nd, first_red = names.index(last), min(i for i, a in enumerate(names) if a in reduction)
+    rest = [i for i in range(first_red, len(names)) if i != nd]
+    streams = 1
+    if (name in getattr(workload, "weights", frozenset()) and rest and names[rest[-1]] in reduction
+            and acc.dims[rest[-1]].size % WEIGHT_STREAMS == 0 and all(acc.dims[i].size == 1 for i in rest[:-1])):
+        streams = WEIGHT_STREAMS
+    return Panels(nd, first_red, inner, streams)
 
 
 def prepacked(workload: Workload, space: Space, config: Config) -> dict[int, Panels]:
