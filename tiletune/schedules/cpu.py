@@ -46,7 +46,8 @@ the loops are ordered
   O(K N) against O(M N K) arithmetic and is parallel over panels. When the input is a weight of the model
   (``PrimFuncWorkload.weights``) the copy is annotated ``PREPACK``: the model build runs it once, on the
   constant (TVM's ``SplitLayoutRewritePreproc`` + ``FoldConstant``, MetaSchedule's weight layout rewrite),
-  and the measurement times the kernel without it, on the packed weight (``prepacked``).
+  and the measurement times the kernel without it, on the packed weight (``prepacked``). A weight whose reduction
+  is one dimension keeps that dimension as ``WEIGHT_STREAMS`` interleaved streams (``Panels``).
 
 Other level counts work too: with Ls spatial levels the first ceil(Ls/2) form the outer part
 (parallel + cache tiles) and the rest the inner part; with Lr reduction levels the first Lr-1 are
