@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tiletune.measure.local import COLD_PREPROC, Prepacked, _inputs_and_reference, build_kernel  # noqa: E402
+from tiletune.measure.local import COLD_PREPROC, build_kernel, kernel_arguments  # noqa: E402
 from tiletune.model.tasks import load_model_tasks  # noqa: E402
 from tiletune.records import best, load  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402
@@ -78,13 +78,8 @@ def main() -> None:
     rec = best(load(a.records, workload=wl.key))
     if rec is None:
         sys.exit(f"{a.records}: no successful trial of {wl.key}")
-    inputs, _ = _inputs_and_reference(wl)
-    lib, xs = build_kernel(wl, space, space.from_dict(dict(rec.config)), target), inputs
-    if isinstance(lib, Prepacked):
-        xs, lib = lib.inputs(inputs), lib.mod
     dev = tvm.cpu()
-    args = [tvm.runtime.tensor(x, dev) for x in xs]
-    out = tvm.runtime.tensor(np.zeros(wl.output_shape(), wl.out_dtype), dev)
+    lib, args, out, _ = kernel_arguments(wl, build_kernel(wl, space, space.from_dict(dict(rec.config)), target), dev)
     junk = np.ones(int(a.evict_mb * 2**20 / 8))
 
     @tvm.register_global_func("tiletune_research_evict", override=True)

@@ -20,12 +20,11 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.errors import TiletuneError  # noqa: E402
-from tiletune.measure.local import COLD_PREPROC, Prepacked, _inputs_and_reference, build_kernel  # noqa: E402
+from tiletune.measure.local import COLD_PREPROC, build_kernel, kernel_arguments  # noqa: E402
 from tiletune.model.tasks import load_model_tasks  # noqa: E402
 from tiletune.records import best, load  # noqa: E402
 from tiletune.schedules import check, make_space  # noqa: E402
@@ -63,7 +62,6 @@ def main() -> None:
     for text in a.config:
         base = dict(named[0][1]) if named else {}
         named.append((text, {**base, **json.loads(text)}))
-    inputs, _ = _inputs_and_reference(wl)
     dev = tvm.cpu()
     runs = []
     for name, values in named:
@@ -74,11 +72,7 @@ def main() -> None:
         except (TiletuneError, InvalidConfig) as e:
             print(f"skipped (invalid: {e}): {name}")
             continue
-        lib, xs = build_kernel(wl, space, cfg, target), inputs
-        if isinstance(lib, Prepacked):
-            xs, lib = lib.inputs(inputs), lib.mod
-        args = [tvm.runtime.tensor(x, dev) for x in xs]
-        out = tvm.runtime.tensor(np.zeros(wl.output_shape(), wl.out_dtype), dev)
+        lib, args, out, _ = kernel_arguments(wl, build_kernel(wl, space, cfg, target), dev)
         extra = {"f_preproc": COLD_PREPROC} if a.cold else {}
         f = lib.time_evaluator("main", dev, number=1, repeat=a.calls, min_repeat_ms=0, **extra)
         f(*args, out)  # warm-up

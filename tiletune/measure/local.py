@@ -103,14 +103,11 @@ def build_kernel_gpu(workload: Workload, space: Space, config: Config, target: d
     """``build_kernel`` for this machine's GPU, and one launch on the workload's inputs: TVM compiles a kernel's
     CUDA source (NVRTC) and loads it onto the device at its first launch, and here that happens in the parallel
     build phase instead of the run phase, which runs one kernel at a time. Nothing is timed or checked here."""
-    import numpy as np
     import tvm
 
     mod = build_kernel(workload, space, config, target)
     dev = tvm.cuda(0)
-    inputs, _ = _inputs_and_reference(workload)
-    args = [tvm.runtime.tensor(x, dev) for x in inputs]
-    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.out_dtype), dev)
+    _, args, out, _ = kernel_arguments(workload, mod, dev)
     mod["main"](*args, out)
     dev.sync()
     return mod
@@ -145,23 +142,33 @@ def check_output(workload: Workload, out, ref) -> None:
                           f"(got {out[i]!r}, expected {ref[i]!r}; rtol={rtol}, atol={atol})")
 
 
+def kernel_arguments(workload: Workload, lib, dev):
+    """``(module, args, out, reference)`` for calling built kernel ``lib`` on ``workload``'s inputs on device ``dev``:
+    the runtime module (a ``Prepacked`` kernel's own), the inputs as tensors (packed where the kernel takes them
+    packed), a zeroed output tensor and the numpy reference output."""
+    import numpy as np
+    import tvm
+
+    inputs, ref = _inputs_and_reference(workload)
+    if isinstance(lib, Prepacked):
+        inputs, lib = lib.inputs(inputs), lib.mod
+    args = [tvm.runtime.tensor(x, dev) for x in inputs]
+    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.out_dtype), dev)
+    return lib, args, out, ref
+
+
 def run_kernel(workload: Workload, lib, settings: MeasureSettings, best_s: float = math.inf) -> list[float]:
     """Run once and check against numpy, then time by the rule of ``tiletune.measure.timing``; seconds
     per run for every sample (a single one when the kernel's warm runs are slower than
     ``settings.cutoff`` times ``best_s``, the best median known for the workload).
     ``lib`` is a runtime module or the path of an exported library."""
-    import numpy as np
     import tvm
 
     if isinstance(lib, (str, os.PathLike)):
         lib = tvm.runtime.load_module(str(lib))
-    inputs, ref = _inputs_and_reference(workload)
-    if isinstance(lib, Prepacked):
-        inputs, lib = lib.inputs(inputs), lib.mod
-    gpu = cuda_module(lib) is not None  # a CUDA build runs on the GPU
+    gpu = not isinstance(lib, Prepacked) and cuda_module(lib) is not None  # a CUDA build runs on the GPU
     dev = tvm.cuda(0) if gpu else tvm.cpu()
-    args = [tvm.runtime.tensor(x, dev) for x in inputs]
-    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.out_dtype), dev)
+    lib, args, out, ref = kernel_arguments(workload, lib, dev)
     main = lib["main"]
     main(*args, out)  # first run: also the correctness check
     if settings.check:

@@ -168,8 +168,8 @@ class Panels:
 
 def _panels(workload: Workload, name: str, inner: int) -> Panels:
     """The panels of input ``name``; a weight of the model (``PrimFuncWorkload.weights``) in ``WEIGHT_STREAMS``
-    streams when its reduction walks one dimension (the others of ``rest`` of size 1) that divides into them. A
-    3x3 convolution's weights keep one stream: its tuned kernels ran 0.90x warm in streams at two threads."""
+    streams when its reduction walks one dimension (the others of ``rest`` of size 1) that divides into them; a 3x3
+    convolution's weights keep one stream (docs/decisions/weight-streams.md)."""
     axes = workload.axes_no_tvm()
     last = [a.name for a in axes if a.kind == "S"][-1]
     reduction = {a.name for a in axes if a.kind == "R"}
