@@ -21,8 +21,8 @@ Per task of the model (NHWC; a model with symbolic dimensions at ``--shapes``, i
 construction by ``--method`` differs (as ``model build --construct METHOD --seed SEED`` makes it: each task's walks
 from the seed and the task; before 2026-11-28 evening every task's from ``default_rng(0)``, top 1 unchecked): the
 configuration without the change and with it, both measured in one warm pool per task, ``--rounds`` times
-alternating (the first round also warms), the median of the later rounds. Prints per task the calls, the microseconds per call of each and the ratio;
-and the sums over the changed tasks (calls x time). Run it on an idle machine.
+alternating (the first round also warms), the median of the later rounds. Prints per task the calls, the microseconds
+per call of each and the ratio; and the sums over the changed tasks (calls x time). Run it on an idle machine.
 """
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). Per 
 is summed over its calls; the table gives the median over the runs (ONNX Runtime: over the second half, its
 first runs warm up), or with ``--stat min`` their minimum (on a shared host whose neighbours only ever slow a run
 down, each class's time in the quietest runs), and writes ``DIR/convs-vs-ort.md`` and the two sides' JSON. "other"
-is everything that is not a convolution or the classifier (pads, pooling, layout transposes, the VM's allocations on our side).
-The instrument's callbacks cost each side a little host time per call; ours has more calls (its pads)."""
+is everything that is not a convolution or the classifier (pads, pooling, layout transposes, the VM's allocations on
+our side). The instrument's callbacks cost each side a little host time per call; ours has more calls (its pads)."""
 from __future__ import annotations
 
 import argparse
