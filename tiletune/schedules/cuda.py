@@ -134,8 +134,11 @@ class Limits:
     source: str = "default"
 
 
-def limits_for(target: dict[str, Any] | None) -> Limits:
-    """Per-block limits from the HardwareSpec preset of the target (see the module docstring)."""
+def limits_for(target: dict[str, Any] | None, static_smem: bool = True) -> Limits:
+    """Per-block limits from the HardwareSpec preset of the target (see the module docstring). ``static_smem``:
+    this template's static shared arrays are capped at ``STATIC_SMEM_LIMIT`` unless the target names its
+    hardware; the tensor-core template (``cuda_mma``), whose dynamic shared memory reaches the preset's opt-in
+    limit, passes False."""
     if not target:
         return Limits()
     explicit = isinstance(target.get("hardware"), str)
@@ -146,7 +149,7 @@ def limits_for(target: dict[str, Any] | None) -> Limits:
             raise
         return Limits(source=f"default (no preset for arch {target.get('arch')!r})")
     smem = hw.shared_mem_per_block or STATIC_SMEM_LIMIT
-    if not explicit:
+    if static_smem and not explicit:
         smem = min(smem, STATIC_SMEM_LIMIT)
     return Limits(max_threads=hw.max_threads_per_block or 1024, max_smem=smem,
                   max_regs=hw.registers_per_thread or 255, max_vthread=MAX_VTHREAD,

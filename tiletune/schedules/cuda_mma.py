@@ -55,6 +55,8 @@ from ..space import ChoiceKnob, Config, Space
 from ..workloads.access import DTYPE_BYTES
 from ..workloads.base import HALF, Workload
 from .cpu import InvalidConfig
+from .cuda import Limits
+from .cuda import limits_for as simt_limits
 
 MMA = 16  # the m16n8k16 instruction pair computes a 16x16x16 tile
 WARP = 32
@@ -71,8 +73,6 @@ KNOBS = {
 }
 # registers a thread needs besides its accumulators and fragments (addresses, loop counters, predicates)
 ADDRESS_REGS = 24
-# the per-block limits of an unknown CUDA arch (a preset's values win)
-DEFAULT_SMEM = 48 * 1024
 
 
 class InvalidMmaConfig(InvalidConfig):
@@ -182,28 +182,10 @@ def primfunc_gemm(w: Workload) -> Gemm | None:
 
 
 # ---- limits and the space ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Limits:
-    max_threads: int = 1024
-    max_smem: int = DEFAULT_SMEM
-    max_regs: int = 255
-    regs_per_sm: int = 65536  # a block's threads share them: __launch_bounds__(threads) caps each thread's share
-    source: str = "default"
-
-
 def limits_for(target: dict[str, Any] | None) -> Limits:
-    """The arch's per-block limits: its HardwareSpec preset's opt-in shared memory (dynamic shared memory
-    reaches it, unlike the SIMT template's static arrays), threads and registers."""
-    if not target:
-        return Limits()
-    try:
-        hw = hardware.for_target(target, measure_bandwidth=False, cache=False)
-    except TiletuneError:
-        if isinstance(target.get("hardware"), str):
-            raise
-        return Limits(source=f"default (no preset for arch {target.get('arch')!r})")
-    return Limits(max_threads=hw.max_threads_per_block or 1024, max_smem=hw.shared_mem_per_block or DEFAULT_SMEM,
-                  max_regs=hw.registers_per_thread or 255, regs_per_sm=hw.registers_per_sm or 65536, source=hw.name)
+    """The arch's per-block limits (``cuda.limits_for``): its HardwareSpec preset's opt-in shared memory, which
+    dynamic shared memory reaches, unlike the SIMT template's static arrays; threads and registers."""
+    return simt_limits(target, static_smem=False)
 
 
 def check_arch(target: dict[str, Any] | None) -> None:
