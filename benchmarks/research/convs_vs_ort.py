@@ -23,25 +23,16 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 from tiletune.bench.vendor import UNSET_ENV
+from vm_calls import timed_calls  # benchmarks/research/vm_calls.py
 
 
 def ours(model: str, records: str, runs: int, out: str, stat=np.median) -> None:
-    import tvm
-    from tvm import relax
-
-    from tiletune.model.build import best_configs, compile_module, scheduled_module
-    from tiletune.model.source import load
-    from tiletune.model.tasks import model_tasks
-    from tiletune.target import host_target
-
-    src = load(model)
-    tasks = model_tasks(src, host_target(), "NHWC", "float32")
+    tasks, logs = timed_calls(model, records, runs)
     key = {}
     for k in tasks.kernels:
         if "conv2d" in k.name and len(k.inputs) >= 2 and len(k.inputs[1]) == 4:
@@ -49,28 +40,12 @@ def ours(model: str, records: str, runs: int, out: str, stat=np.median) -> None:
             key.update({n: f"C{c} K{kout} k{kh} Ho{k.output[1]}" for n in k.names})
         elif "matmul" in k.name or "dense" in k.name:
             key.update({n: "classifier" for n in k.names})
-    ex = compile_module(scheduled_module(tasks, best_configs(tasks, records))[0], tasks.target)
-    dev = tvm.cpu()
-    vm = relax.VirtualMachine(ex, dev)
-    x = [tvm.runtime.tensor(a, dev) for a in src.random_inputs(0)]
-    for _ in range(3):
-        vm["main"](*x)
-    state = {"t": 0.0, "acc": collections.defaultdict(float)}
-
-    def instrument(func, name, before, ret, *args):
-        if before:
-            state["t"] = time.perf_counter()
-        else:
-            name = str(name).removesuffix("_prepacked")
-            state["acc"][key.get(name, "other")] += (time.perf_counter() - state["t"]) * 1e6
-        return 0
-
-    vm.set_instrument(instrument)
     per = collections.defaultdict(list)
-    for _ in range(runs):
-        state["acc"] = collections.defaultdict(float)
-        vm["main"](*x)
-        for k, v in state["acc"].items():
+    for log in logs:
+        acc = collections.defaultdict(float)
+        for name, us in log:
+            acc[key.get(name, "other")] += us
+        for k, v in acc.items():
             per[k].append(v)
     Path(out).write_text(json.dumps({k: float(stat(v)) for k, v in per.items()}, indent=1))
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from vm_calls import timed_calls  # noqa: E402  (benchmarks/research/vm_calls.py)
 
 
 def main() -> None:
@@ -25,36 +26,7 @@ def main() -> None:
     ap.add_argument("-r", "--records", required=True)
     ap.add_argument("--runs", type=int, default=40)
     a = ap.parse_args()
-    import tvm
-    from tvm import relax
-
-    from tiletune.model.build import best_configs, compile_module, scheduled_module
-    from tiletune.model.source import load
-    from tiletune.model.tasks import model_tasks
-    from tiletune.target import host_target
-
-    src = load(a.model)
-    tasks = model_tasks(src, host_target(), "NHWC", "float32")
-    vm = relax.VirtualMachine(compile_module(scheduled_module(tasks, best_configs(tasks, a.records))[0],
-                                             tasks.target), tvm.cpu())
-    x = [tvm.runtime.tensor(v, tvm.cpu()) for v in src.random_inputs(0)]
-    for _ in range(3):
-        vm["main"](*x)
-    state: dict = {"t": 0.0, "log": []}
-
-    def instrument(func, name, before, ret, *args):
-        if before:
-            state["t"] = time.perf_counter()
-        else:
-            state["log"].append((str(name).removesuffix("_prepacked"), (time.perf_counter() - state["t"]) * 1e6))
-        return 0
-
-    vm.set_instrument(instrument)
-    runs = []
-    for _ in range(a.runs):
-        state["log"] = []
-        vm["main"](*x)
-        runs.append(state["log"])
+    _, runs = timed_calls(a.model, a.records, a.runs)
     per = collections.defaultdict(list)
     for i, (name, _) in enumerate(runs[0]):
         per[name].append(min(r[i][1] for r in runs))
