@@ -20,7 +20,6 @@ import statistics
 import sys
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.errors import TiletuneError  # noqa: E402
