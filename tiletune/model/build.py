@@ -38,10 +38,11 @@ from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
 from ..records import failures, load
 from ..construct import constructions, row_starts
-from ..schedules import check as check_config, cuda_mma, make_space, schedule
+from ..schedules import check as check_config, cpu, cuda_mma, make_space, schedule
 from ..target import has_gpu, is_cuda, target_key
 from ..workloads.base import np_dtype
-from . import gpu_default
+from ..workloads.rows import RowWorkload
+from . import gpu_default, pad_fusion
 from .confirm import chosen
 from .default_schedule import checked
 from .layout import unlowered_ops
@@ -181,8 +182,10 @@ def foreign_workloads(tasks: ModelTasks, records: str | None) -> int:
     return len({r.workload for r in load(records) if r.target == tkey} - tasks.keys())
 
 
-def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
-    """(the fused module with every kernel scheduled, {global name: how it is scheduled})."""
+def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen], fuse_pads: bool = True):
+    """(the fused module with every kernel scheduled, {global name: how it is scheduled}). On a CPU target,
+    ``fuse_pads``: every padding kernel whose input one kernel makes for it alone is taken into that kernel
+    (``tiletune.model.pad_fusion``; docs/decisions/model-layout.md)."""
     how: dict[str, str] = {}
     mod = tasks.fused
     funcs = {}
@@ -209,7 +212,42 @@ def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen]):
     for gv in list(mod.functions.keys()):
         if gv.name_hint in funcs:
             mod[gv] = funcs[gv.name_hint]
+    if fuse_pads and not is_cuda(tasks.target):
+        mod = _pads_into_producers(mod, tasks, chosen, how)
     return mod, how
+
+
+def _pads_into_producers(mod, tasks: ModelTasks, chosen: dict[str, Chosen], how: dict[str, str]):
+    """``mod`` with the pads that ``pad_fusion.fusable`` finds taken into their producers, each producer scheduled
+    as its kernel is (its tuned configuration, else the default schedule); a producer that cannot be rewritten or
+    scheduled so keeps its pad kernel. ``how`` gains the new kernels' labels."""
+    kernels = {n: k for k in tasks.kernels for n in k.names}
+    variants, made = {}, {}
+    for (prod, pad), spec in pad_fusion.fusable(tasks.fused).items():
+        k = kernels.get(prod)
+        if k is None or isinstance(k.workload, RowWorkload):
+            continue
+        key = (k.hash, spec)
+        if key not in made:
+            made[key] = None
+            func = pad_fusion.into_padded(k.func, spec)
+            c = chosen.get(k.hash)
+            try:
+                if func is None:
+                    pass
+                elif c is not None:
+                    new = cpu.schedule(k.workload, c.space, c.config, tasks.target, func=func).mod["main"]
+                    made[key] = (pad_fusion.with_border(new.without_attr("global_symbol"), k.output, spec), c.how)
+                else:
+                    with quiet_tvm():
+                        new, sched = checked(func, tasks.target)
+                    made[key] = (pad_fusion.with_border(new, k.output, spec), f"default ({sched})")
+            except Exception:  # noqa: BLE001  (a schedule that does not apply to the rewritten kernel: pad kept)
+                made[key] = None
+        if made[key] is not None:
+            variants[(prod, pad)] = made[key][0]
+            how[f"{prod}_{pad}"] = f"{made[key][1]}, + {pad}"
+    return pad_fusion.rewrite_calls(mod, variants) if variants else mod
 
 
 def compile_module(mod, target: dict, cuda_graph: bool = False):

@@ -30,10 +30,11 @@ convolution's kernel: the pad is a kernel of its own (``pad``, default schedule:
 the channels; for ResNet-18's 56x56x64 input, 0.2 M floats), and the convolution's kernel reads a padded
 buffer with no bounds check (inlined, the padding's bounds check guards every input element in the
 innermost loop). This is the named NHWC conv2d's ``pad_buffer`` knob, which PrimFunc workloads do not have,
-made once for every task of a model; the measurement: docs/decisions/model-layout.md. Grouped and depthwise
-convolutions (``groups > 1``) keep their padding inside (``PAD_GROUPED``): without a reduction over input
-channels their bounds checks guard no broadcast, and a pad kernel in front of each cost more than the checks
-(MobileNetV2: 17 pad calls).
+made once for every task of a model; the measurement: docs/decisions/model-layout.md. (On a CPU the model build
+then takes each pad whose input one kernel makes for it alone into that kernel: ``tiletune.model.pad_fusion``.)
+Grouped and depthwise convolutions (``groups > 1``) keep their padding inside (``PAD_GROUPED``): without a
+reduction over input channels their bounds checks guard no broadcast, and a pad kernel in front of each cost
+more than the checks (MobileNetV2: 17 pad calls).
 
 ``NCHW16c`` (``tiletune.model.nchwc``: 16 channels innermost, weights OIHW16i16o, ONNX Runtime's CPU layout)
 converts in two steps: first to NHWC as above, then ConvertLayout to NCHW16c, which blocks every convolution
