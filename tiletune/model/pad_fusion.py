@@ -3,9 +3,9 @@
 The model's layout conversion gives every padded convolution a padding of its own (``nn.pad`` before it,
 ``tiletune.model.layout``), a kernel that copies the whole activation into a larger buffer with a zero
 border (ResNet-50: 16 such calls per inference). Where the pad's input is the output of one kernel and read by
-nothing else, ``fuse_pads`` removes the copy: that producer's kernel, as scheduled (tuned or default), writes
-its result into the interior of the padded buffer and fills the border first; the pad call disappears from
-the model.
+nothing else (``fusable``), the model build removes the copy (``tiletune.model.build.scheduled_module``,
+``fuse_pads``): that producer's kernel, as scheduled (tuned or default), writes its result into the interior of
+the padded buffer and fills the border first, and ``rewrite_calls`` replaces the two calls by one.
 
 - ``pad_spec`` recognizes a padding kernel by its TIR (TVM's legalized ``nn.pad``: one block whose value is
   ``if_then_else(bounds, x[i - before], value)``, the bounds exactly those of the input), not by its name.
