@@ -171,3 +171,11 @@ def test_in_a_model_single_reader_pads_are_fused_and_the_outputs_match_torch(hom
         assert compare(ModelRunner(compile_module(mod, tasks.target))(*x), source.reference(x)) < 1e-4
     assert (pads[True], pads[False]) == (1, 2)
     assert len(labels[True]) == 1 and not labels[False]
+    # what ``model tasks`` says of the two pad kernels
+    from tiletune.commands.model import task_table
+    from tiletune.model.pad_fusion import fused_calls
+
+    assert sorted(fused_calls(tasks.fused).values()) == [1]
+    table = task_table(tasks)
+    assert table.count("taken into the kernel that makes its input (1 of 1 calls)") == 1
+    assert table.count("default schedule: no reduction block") >= 1  # the pad of the residual's input

@@ -12,6 +12,7 @@ from ..measure.base import MeasureSettings
 from ..model.baselines import METHODS
 from ..model.bench import bench_model, bench_model_shapes, parse_methods
 from ..model.gpu_default import has_gpu
+from ..model import pad_fusion
 from ..model.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
 from ..model.precision import DTYPES
 from ..model.build import (CHECK_WAITS, ModelRunner, best_configs, check, check_waits, compile_module,
@@ -261,11 +262,16 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
         lat_total = sum(latency[k.hash] * k.calls for k in tasks.kernels if math.isfinite(latency.get(k.hash, math.nan)))
         head += ["us/call", "GB/s", "latency %"]
     rows = [head + ["handling"]]
+    into = {} if is_cuda(tasks.target) else pad_fusion.fused_calls(tasks.fused)
     for i, k in enumerate(tasks.kernels, 1):
+        fused = sum(into.get(n, 0) for n in k.names)
         if k.tunable:
             how = "tuned (best of the records)" if chosen and k.hash in chosen else "tune"
         elif k.rule:
             how = f"dlight {k.rule}: {k.reason}"
+        elif fused:
+            how = f"taken into the kernel that makes its input ({fused} of {k.calls} calls)" + (
+                "" if fused == k.calls else f"; default schedule: {k.reason}")
         else:
             how = f"default schedule: {k.reason}"
         row = [str(i), _short(k.name, 48), k.shapes[:60], _mflops(k.flops), str(k.calls),

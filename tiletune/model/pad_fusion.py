@@ -288,6 +288,18 @@ def _uses(f) -> dict:
 def fusable(mod) -> dict[tuple[str, str], PadSpec]:
     """{(producer, pad): the pad's spec} for every pad call (``pad_spec``) of ``mod``'s Relax functions whose input
     is the output of a ``call_tir`` of the producer, read by that pad call alone."""
+    return {key: spec for key, (spec, _) in _fusable_calls(mod).items()}
+
+
+def fused_calls(mod) -> dict[str, int]:
+    """{pad kernel: how many of its calls ``fusable`` finds} (what ``model tasks`` reports)."""
+    out: dict[str, int] = {}
+    for (_, pad), (_, calls) in _fusable_calls(mod).items():
+        out[pad] = out.get(pad, 0) + calls
+    return out
+
+
+def _fusable_calls(mod) -> dict[tuple[str, str], tuple[PadSpec, int]]:
     import tvm
     from tvm import relax
 
@@ -306,7 +318,8 @@ def fusable(mod) -> dict[tuple[str, str], PadSpec]:
                     continue
                 x = c[1][0]
                 if isinstance(x, relax.Var) and x in made and uses.get(x) == 1 and made[x] not in specs:
-                    out[(made[x], c[0])] = specs[c[0]]
+                    key = (made[x], c[0])
+                    out[key] = (specs[c[0]], out[key][1] + 1 if key in out else 1)
     return out
 
 
