@@ -2,9 +2,12 @@
 kernel size, output height): where the whole-model ratio is won and lost.
 
     python benchmarks/research/convs_vs_ort.py --model resnet50 -r RECORDS --out DIR [--runs 40] [--threads 2] \
-        [--stat min]
+        [--stat min] [--rounds R]
 
-Each side runs in a child process of its own, one after the other: ours (``ours``: the model built from the
+Each side runs in a child process of its own, one after the other (``--rounds 1``, the default), or with
+``--rounds R`` both children alive at once and alternating: R rounds of ``--runs`` inferences each side, taking
+turns, so that a drift of the shared host's speed falls on both sides alike (the statistic then over all R x runs
+inferences of a side; ONNX Runtime's warm-up is one round more, left out). The sides: ours (``ours``: the model built from the
 records, every kernel call timed by the VM's instrument, host clock around each call, TVM_NUM_THREADS =
 --threads) and ONNX Runtime (``ort``: its own profiler's per-node kernel times, intra-op threads = --threads,
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). Per run, the time of every class
@@ -28,11 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from tiletune.bench.vendor import UNSET_ENV
-from vm_calls import timed_calls  # benchmarks/research/vm_calls.py
+from vm_calls import TimedVM, timed_calls  # benchmarks/research/vm_calls.py
 
 
-def ours(model: str, records: str, runs: int, out: str, stat=np.median) -> None:
-    tasks, logs = timed_calls(model, records, runs)
+def classes_of(tasks) -> dict[str, str]:
+    """{kernel name: its class} for our build's convolutions and classifier (the rest is "other")."""
     key = {}
     for k in tasks.kernels:
         if "conv2d" in k.name and len(k.inputs) >= 2 and len(k.inputs[1]) == 4:
@@ -40,48 +43,137 @@ def ours(model: str, records: str, runs: int, out: str, stat=np.median) -> None:
             key.update({n: f"C{c} K{kout} k{kh} Ho{k.output[1]}" for n in k.names})
         elif "matmul" in k.name or "dense" in k.name:
             key.update({n: "classifier" for n in k.names})
-    per = collections.defaultdict(list)
+    for prod, pad in _fused_pads(tasks):  # a producer that writes a pad's buffer (tiletune.model.pad_fusion)
+        if prod in key:
+            key[f"{prod}_{pad}"] = key[prod]
+    return key
+
+
+def _fused_pads(tasks):
+    from tiletune.model.pad_fusion import fusable
+
+    return list(fusable(tasks.fused))
+
+
+def ours_runs(tasks, logs) -> list[dict[str, float]]:
+    """Per inference, microseconds per class."""
+    key = classes_of(tasks)
+    out = []
     for log in logs:
         acc = collections.defaultdict(float)
         for name, us in log:
             acc[key.get(name, "other")] += us
-        for k, v in acc.items():
-            per[k].append(v)
-    Path(out).write_text(json.dumps({k: float(stat(v)) for k, v in per.items()}, indent=1))
+        out.append(dict(acc))
+    return out
 
 
-def ort(model: str, runs: int, threads: int, out: str, stat=np.median) -> None:
-    import onnxruntime as rt
+class OrtSide:
+    """ONNX Runtime's session of the model with its profiler on: ``run(n)`` more inferences, ``runs(skip)`` the
+    per-inference microseconds per class of every inference after the first ``skip`` (ends the profiling)."""
 
-    from tiletune.model.source import export_onnx, load
+    def __init__(self, model: str, threads: int):
+        import onnxruntime as rt
 
-    src = load(model)
-    d = tempfile.mkdtemp()
-    path = os.path.join(d, "m.onnx")
-    export_onnx(src, path)
-    o = rt.SessionOptions()
-    o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
-    o.enable_profiling, o.profile_file_prefix = True, os.path.join(d, "prof")
-    s = rt.InferenceSession(path, o, providers=["CPUExecutionProvider"])
-    x = dict(zip([i.name for i in s.get_inputs()], src.random_inputs(0)))
-    for _ in range(runs):
-        s.run(None, x)
-    events = json.loads(Path(s.end_profiling()).read_text())
-    starts = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
-    per = collections.defaultdict(lambda: collections.defaultdict(float))
-    for e in events:
-        if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time"):
-            continue
-        a = e["args"]
-        ins, outs = a.get("input_type_shape", []), a.get("output_type_shape", [])
-        if a.get("op_name") in ("Conv", "FusedConv") and len(ins) >= 2:
-            kout, c, kh, _ = next(iter(ins[1].values()))  # OIHW weights
-            k = f"C{c} K{kout} k{kh} Ho{next(iter(outs[0].values()))[2]}"
-        else:
-            k = "classifier" if a.get("op_name") in ("Gemm", "MatMul") else "other"
-        per[k][bisect.bisect_right(starts, e["ts"]) - 1] += e["dur"]
-    keep = range(runs // 2, runs)
-    Path(out).write_text(json.dumps({k: float(stat([v[i] for i in keep])) for k, v in per.items()}, indent=1))
+        from tiletune.model.source import export_onnx, load
+
+        src = load(model)
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "m.onnx")
+        export_onnx(src, path)
+        o = rt.SessionOptions()
+        o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
+        o.enable_profiling, o.profile_file_prefix = True, os.path.join(d, "prof")
+        self.s = rt.InferenceSession(path, o, providers=["CPUExecutionProvider"])
+        self.x = dict(zip([i.name for i in self.s.get_inputs()], src.random_inputs(0)))
+        self.count = 0
+
+    def run(self, n: int) -> None:
+        for _ in range(n):
+            self.s.run(None, self.x)
+        self.count += n
+
+    def runs(self, skip: int) -> list[dict[str, float]]:
+        events = json.loads(Path(self.s.end_profiling()).read_text())
+        starts = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
+        per = [collections.defaultdict(float) for _ in starts]
+        for e in events:
+            if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time"):
+                continue
+            a = e["args"]
+            ins, outs = a.get("input_type_shape", []), a.get("output_type_shape", [])
+            if a.get("op_name") in ("Conv", "FusedConv") and len(ins) >= 2:
+                kout, c, kh, _ = next(iter(ins[1].values()))  # OIHW weights
+                k = f"C{c} K{kout} k{kh} Ho{next(iter(outs[0].values()))[2]}"
+            else:
+                k = "classifier" if a.get("op_name") in ("Gemm", "MatMul") else "other"
+            per[bisect.bisect_right(starts, e["ts"]) - 1][k] += e["dur"]
+        return [dict(p) for p in per[skip:]]
+
+
+def reduce_runs(runs: list[dict[str, float]], stat) -> dict[str, float]:
+    keys = {k for r in runs for k in r}
+    return {k: float(stat([r.get(k, 0.0) for r in runs])) for k in keys}
+
+
+def serve(side: str, a, out: Path) -> None:
+    """A child of the alternating mode: set up, say "ready", then "run" -> ``--runs`` inferences -> "done", until
+    "end" -> the per-inference classes written to ``out/SIDE-runs.json`` -> "bye"."""
+    if side == "ours":
+        t = TimedVM(a.model, a.records)
+        logs: list = []
+        step = lambda: logs.extend(t.run(a.runs))  # noqa: E731
+    else:
+        t = OrtSide(a.model, a.threads)
+        t.run(a.runs)  # its warm-up: one round more
+        step = lambda: t.run(a.runs)  # noqa: E731
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() == "run":
+            step()
+            print("done", flush=True)
+        elif line.strip() == "end":
+            runs = ours_runs(t.tasks, logs) if side == "ours" else t.runs(a.runs)
+            (out / f"{side}-runs.json").write_text(json.dumps(runs))
+            print("bye", flush=True)
+            return
+
+
+def _env(side: str, threads: int) -> dict:
+    env = dict(os.environ, TVM_NUM_THREADS=str(threads))
+    if side == "ort":
+        for v in UNSET_ENV:
+            env.pop(v, None)
+    return env
+
+
+def alternate(a, out: Path, stat) -> tuple[dict, dict]:
+    kids = {side: subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--side", side, "--serve"],
+                                   env=_env(side, a.threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            for side in ("ours", "ort")}
+    try:
+        for p in kids.values():
+            if p.stdout.readline().strip() != "ready":
+                raise SystemExit("a child failed to start")
+        for r in range(a.rounds):
+            for side in (("ours", "ort") if r % 2 == 0 else ("ort", "ours")):
+                kids[side].stdin.write("run\n")
+                kids[side].stdin.flush()
+                if kids[side].stdout.readline().strip() != "done":
+                    raise SystemExit(f"the {side} child stopped")
+            print(f"round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
+        for side, p in kids.items():
+            p.stdin.write("end\n")
+            p.stdin.flush()
+            p.stdout.readline()
+    finally:  # the children stop when their input closes; one that does not within 2 minutes is killed
+        for p in kids.values():
+            if p.poll() is None:
+                p.stdin.close()
+                try:
+                    p.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    return tuple(reduce_runs(json.loads((out / f"{s}-runs.json").read_text()), stat) for s in ("ours", "ort"))
 
 
 def main() -> None:
@@ -93,26 +185,38 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stat", choices=("median", "min"), default="median",
                     help="per class, the median of the runs' times, or their minimum (a shared host's quiet runs)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="> 1: both sides alive at once, alternating, this many rounds of --runs inferences each")
     ap.add_argument("--side", choices=("ours", "ort"), help=argparse.SUPPRESS)  # a child's side
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # a child of the alternating mode
     a = ap.parse_args()
     stat = {"median": np.median, "min": np.min}[a.stat]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.side and a.serve:
+        return serve(a.side, a, out)
     if a.side == "ours":
-        return ours(a.model, a.records, a.runs, str(out / "ours.json"), stat)
+        tasks, logs = timed_calls(a.model, a.records, a.runs)
+        return (out / "ours.json").write_text(json.dumps(reduce_runs(ours_runs(tasks, logs), stat), indent=1))
     if a.side == "ort":
-        return ort(a.model, 2 * a.runs, a.threads, str(out / "ort.json"), stat)
-    for side in ("ours", "ort"):
-        env = dict(os.environ, TVM_NUM_THREADS=str(a.threads))
-        if side == "ort":
-            for v in UNSET_ENV:
-                env.pop(v, None)
-        subprocess.run([sys.executable, __file__, *sys.argv[1:], "--side", side], env=env, check=True)
-    o, r = (json.loads((out / f"{s}.json").read_text()) for s in ("ours", "ort"))
+        t = OrtSide(a.model, a.threads)
+        t.run(2 * a.runs)  # the first half warms up
+        return (out / "ort.json").write_text(json.dumps(reduce_runs(t.runs(a.runs), stat), indent=1))
+    if a.rounds > 1:
+        o, r = alternate(a, out, stat)
+        for side, d in (("ours", o), ("ort", r)):
+            (out / f"{side}.json").write_text(json.dumps(d, indent=1))
+    else:
+        for side in ("ours", "ort"):
+            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--side", side], env=_env(side, a.threads),
+                           check=True)
+        o, r = (json.loads((out / f"{s}.json").read_text()) for s in ("ours", "ort"))
     rows = sorted(set(o) | set(r), key=lambda k: -r.get(k, 0.0))
     lines = [f"# {a.model}: convolutions by class, ours against ONNX Runtime ({a.threads} threads, us per inference, "
-             f"{a.stat} of {a.runs} runs)", "", f"    python benchmarks/research/convs_vs_ort.py --model {a.model} "
-             f"-r RECORDS --out DIR --runs {a.runs} --threads {a.threads}" + (" --stat min" if a.stat == "min" else ""),
+             f"{a.stat} of {a.runs * a.rounds} runs" + (f", {a.rounds} alternating rounds" if a.rounds > 1 else "") + ")",
+             "", f"    python benchmarks/research/convs_vs_ort.py --model {a.model} "
+             f"-r RECORDS --out DIR --runs {a.runs} --threads {a.threads}" + (" --stat min" if a.stat == "min" else "")
+             + (f" --rounds {a.rounds}" if a.rounds > 1 else ""),
              "",
              "| class (C in, K out, kernel, output height) | ours | ONNX Runtime | ours vs ORT | ORT - ours |",
              "|---|---:|---:|---:|---:|"]

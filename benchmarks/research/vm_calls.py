@@ -7,38 +7,50 @@ from __future__ import annotations
 import time
 
 
-def timed_calls(model: str, records: str, runs: int, warm: int = 3, layout: str = "NHWC"):
-    """(the model's tasks, one list per inference of (kernel name, microseconds) in call order): ``warm``
-    untimed inferences first, then ``runs`` timed ones; a prepacked kernel is named as its task."""
-    import tvm
-    from tvm import relax
+class TimedVM:
+    """A model built from records in a Relax VM with the instrument installed: ``run(n)`` times ``n`` more
+    inferences and returns one list of (kernel name, microseconds) per inference, in call order; a prepacked
+    kernel is named as its task. ``warm`` untimed inferences run first."""
 
-    from tiletune.model.build import best_configs, compile_module, scheduled_module
-    from tiletune.model.source import load
-    from tiletune.model.tasks import model_tasks
-    from tiletune.target import host_target
+    def __init__(self, model: str, records: str, warm: int = 3, layout: str = "NHWC"):
+        import tvm
+        from tvm import relax
 
-    src = load(model)
-    tasks = model_tasks(src, host_target(), layout, "float32")
-    dev = tvm.cpu()
-    vm = relax.VirtualMachine(compile_module(scheduled_module(tasks, best_configs(tasks, records))[0],
-                                             tasks.target), dev)
-    x = [tvm.runtime.tensor(v, dev) for v in src.random_inputs(0)]
-    for _ in range(warm):
-        vm["main"](*x)
-    state: dict = {"t": 0.0, "log": []}
+        from tiletune.model.build import best_configs, compile_module, scheduled_module
+        from tiletune.model.source import load
+        from tiletune.model.tasks import model_tasks
+        from tiletune.target import host_target
 
-    def instrument(func, name, before, ret, *args):
+        src = load(model)
+        self.tasks = model_tasks(src, host_target(), layout, "float32")
+        dev = tvm.cpu()
+        self.vm = relax.VirtualMachine(compile_module(scheduled_module(
+            self.tasks, best_configs(self.tasks, records))[0], self.tasks.target), dev)
+        self.x = [tvm.runtime.tensor(v, dev) for v in src.random_inputs(0)]
+        for _ in range(warm):
+            self.vm["main"](*self.x)
+        self.state: dict = {"t": 0.0, "log": []}
+        self.vm.set_instrument(self._instrument)
+
+    def _instrument(self, func, name, before, ret, *args):
         if before:
-            state["t"] = time.perf_counter()
+            self.state["t"] = time.perf_counter()
         else:
-            state["log"].append((str(name).removesuffix("_prepacked"), (time.perf_counter() - state["t"]) * 1e6))
+            self.state["log"].append((str(name).removesuffix("_prepacked"),
+                                      (time.perf_counter() - self.state["t"]) * 1e6))
         return 0
 
-    vm.set_instrument(instrument)
-    logs = []
-    for _ in range(runs):
-        state["log"] = []
-        vm["main"](*x)
-        logs.append(state["log"])
-    return tasks, logs
+    def run(self, n: int) -> list[list[tuple[str, float]]]:
+        logs = []
+        for _ in range(n):
+            self.state["log"] = []
+            self.vm["main"](*self.x)
+            logs.append(self.state["log"])
+        return logs
+
+
+def timed_calls(model: str, records: str, runs: int, warm: int = 3, layout: str = "NHWC"):
+    """(the model's tasks, one list per inference of (kernel name, microseconds) in call order): ``warm``
+    untimed inferences first, then ``runs`` timed ones (``TimedVM``)."""
+    t = TimedVM(model, records, warm, layout)
+    return t.tasks, t.run(runs)
