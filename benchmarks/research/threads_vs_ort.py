@@ -10,7 +10,9 @@ count; one side per ``-r``; ``+padkernels``: the pads left kernels of their own,
 thread count, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). A child times
 ``--calls`` single inferences after 10 warm ones and prints their min, 10th percentile, median and 90th
 percentile in ms: on a shared host the minimum is the kernels' speed and the upper percentiles are the
-neighbours'. The table goes to standard output.
+neighbours'. The table goes to standard output. ``--alternate``: every side alive in its own process at once,
+taking turns of ``--calls`` inferences, ``--rounds`` turns each (so that a drift of the host's speed falls on all
+sides alike), with the speed ratio against ONNX Runtime per round.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tiletune.bench.vendor import UNSET_ENV  # noqa: E402
 
 
-def child(side: str, model: str, records: str, threads: int, calls: int) -> None:
+def setup(side: str, model: str, records: str, threads: int):
+    """One single inference of ``side`` as a callable (ours: the model built from ``records``), warmed up."""
     layout, _, records = records.rpartition("=")
     layout, _, pads = layout.partition("+")
     from tiletune.model.source import export_onnx, load, onnx_session
@@ -55,12 +58,75 @@ def child(side: str, model: str, records: str, threads: int, calls: int) -> None
         run = lambda: runner.vm["main"](*x)  # noqa: E731
     for _ in range(10):
         run()
+    return run
+
+
+def timed(run, calls: int) -> list[float]:
     ts = []
     for _ in range(calls):
         t = time.perf_counter()
         run()
         ts.append((time.perf_counter() - t) * 1e3)
-    print(" ".join(f"{v:.2f}" for v in (min(ts), *np.percentile(ts, [10, 50, 90]))))
+    return ts
+
+
+def child(side: str, model: str, records: str, threads: int, calls: int, serve: bool) -> None:
+    """One side: ``calls`` single inferences, their min and percentiles printed; or (``serve``) "ready", then
+    for every "run" line ``calls`` more, their times printed on one line, until the input ends."""
+    run = setup(side, model, records, threads)
+    if not serve:
+        ts = timed(run, calls)
+        print(" ".join(f"{v:.2f}" for v in (min(ts), *np.percentile(ts, [10, 50, 90]))))
+        return
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() == "run":
+            print(" ".join(f"{v:.3f}" for v in timed(run, calls)), flush=True)
+
+
+def _env(side: str, n: int) -> dict:
+    env = dict(os.environ, TVM_NUM_THREADS=str(n))
+    if side == "ort":
+        for v in UNSET_ENV:
+            env.pop(v, None)
+    return env
+
+
+def _name(side: str, rec: str) -> str:
+    return "ONNX Runtime" if side == "ort" else f"ours ({rec.rpartition('=')[0] or 'NHWC'}, {Path(rec).name})"
+
+
+def alternating(a, sides, n: int) -> None:
+    """Every side alive in its own process at once; ``--rounds`` turns each of ``--calls`` inferences, the order
+    rotating; per side the min and percentiles over all its inferences, and per ``-r`` the speed ratio against
+    ONNX Runtime round by round (ORT's median over ours, the median and range over the rounds)."""
+    kids = [subprocess.Popen([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls),
+                              "--side", side, "--n", str(n), "--serve"], env=_env(side, n),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for side, rec in sides]
+    times = [[] for _ in sides]  # per side, per round, the turn's times
+    try:
+        for k in kids:
+            if k.stdout.readline().strip() != "ready":
+                raise SystemExit("a child failed to start")
+        for r in range(a.rounds):
+            for i in (list(range(len(sides)))[r % len(sides):] + list(range(len(sides)))[:r % len(sides)]):
+                kids[i].stdin.write("run\n")
+                kids[i].stdin.flush()
+                times[i].append([float(v) for v in kids[i].stdout.readline().split()])
+    finally:
+        for k in kids:
+            k.stdin.close()
+            k.wait(timeout=120)
+    for (side, rec), ts in zip(sides, times):
+        flat = [v for t in ts for v in t]
+        row = f"| {n} | {_name(side, rec)} | " + " | ".join(f"{v:.2f}" for v in (min(flat), *np.percentile(flat, [10, 50, 90])))
+        if side == "ort":
+            print(row + " | - |", flush=True)
+            continue
+        ratios = [np.median(o) / np.median(t) for o, t in zip(times[0], ts)]
+        by_min = min(v for t in times[0] for v in t) / min(flat)
+        print(row + f" | {np.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f}); by the minima {by_min:.3f} |",
+              flush=True)
 
 
 def main() -> int:
@@ -70,27 +136,31 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=150)
+    ap.add_argument("--alternate", action="store_true",
+                    help="every side alive at once, taking turns of --calls inferences, --rounds turns each")
     ap.add_argument("--side", choices=("ours", "ort"), help=argparse.SUPPRESS)  # a child's side (ours: its one -r)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # a child of --alternate
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)  # a child's thread count
     a = ap.parse_args()
     if a.side:
-        child(a.side, a.model, a.records[0], a.n, a.calls)
+        child(a.side, a.model, a.records[0], a.n, a.calls, a.serve)
         return 0
     sides = [("ort", "-")] + [("ours", r) for r in a.records]
+    if a.alternate:
+        print(f"{a.rounds} alternating rounds of {a.calls} single inferences per side\n\n"
+              "| threads | side | min ms | p10 | median | p90 | ours vs ORT: per round (range); by the minima |\n"
+              "|---:|---|---:|---:|---:|---:|---|")
+        for n in (int(t) for t in a.threads.split(",")):
+            alternating(a, sides, n)
+        return 0
     print(f"| round | threads | side | min ms | p10 | median | p90 |\n|---:|---:|---|---:|---:|---:|---:|")
     for r in range(1, a.rounds + 1):
         for n in (int(t) for t in a.threads.split(",")):
             for side, rec in (sides[1:] + sides[:1] if r % 2 else sides[::-1]):
-                env = dict(os.environ, TVM_NUM_THREADS=str(n))
-                if side == "ort":
-                    for v in UNSET_ENV:
-                        env.pop(v, None)
                 out = subprocess.run([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls),
                                       "--side", side, "--n", str(n)],
-                                     env=env, check=True, capture_output=True, text=True).stdout.split()
-                layout = rec.rpartition("=")[0] or "NHWC"
-                name = "ONNX Runtime" if side == "ort" else f"ours ({layout}, {Path(rec).name})"
-                print(f"| {r} | {n} | {name} | " + " | ".join(out[-4:]) + " |", flush=True)
+                                     env=_env(side, n), check=True, capture_output=True, text=True).stdout.split()
+                print(f"| {r} | {n} | {_name(side, rec)} | " + " | ".join(out[-4:]) + " |", flush=True)
     return 0
 
 
