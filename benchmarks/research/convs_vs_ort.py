@@ -4,18 +4,18 @@ kernel size, output height): where the whole-model ratio is won and lost.
     python benchmarks/research/convs_vs_ort.py --model resnet50 -r RECORDS --out DIR [--runs 40] [--threads 2] \
         [--stat min] [--rounds R]
 
-Each side runs in a child process of its own, one after the other (``--rounds 1``, the default), or with
-``--rounds R`` both children alive at once and alternating: R rounds of ``--runs`` inferences each side, taking
-turns, so that a drift of the shared host's speed falls on both sides alike (the statistic then over all R x runs
-inferences of a side; ONNX Runtime's warm-up is one round more, left out). The sides: ours (``ours``: the model built from the
-records, every kernel call timed by the VM's instrument, host clock around each call, TVM_NUM_THREADS =
---threads) and ONNX Runtime (``ort``: its own profiler's per-node kernel times, intra-op threads = --threads,
-OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). Per run, the time of every class
-is summed over its calls; the table gives the median over the runs (ONNX Runtime: over the second half, its
-first runs warm up), or with ``--stat min`` their minimum (on a shared host whose neighbours only ever slow a run
-down, each class's time in the quietest runs), and writes ``DIR/convs-vs-ort.md`` and the two sides' JSON. "other"
-is everything that is not a convolution or the classifier (pads, pooling, layout transposes, the VM's allocations on
-our side). The instrument's callbacks cost each side a little host time per call; ours has more calls (its pads)."""
+Each side runs in a child process of its own, one after the other (``--rounds 1``, the default), or with ``--rounds
+R`` both children alive at once and alternating: R rounds of ``--runs`` inferences each side, taking turns, so that a
+drift of the shared host's speed falls on both sides alike (the statistic then over all R x runs inferences of a side;
+ONNX Runtime's warm-up is one round more, left out). The sides: ours (``ours``: the model built from the records,
+every kernel call timed by the VM's instrument, host clock around each call, TVM_NUM_THREADS = --threads) and ONNX
+Runtime (``ort``: its own profiler's per-node kernel times, intra-op threads = --threads, OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE unset as for every vendor baseline). Per run, the time of every class is summed over its calls; the
+table gives the median over the runs (ONNX Runtime: over the second half, its first runs warm up), or with ``--stat
+min`` their minimum (on a shared host whose neighbours only ever slow a run down, each class's time in the quietest
+runs), and writes ``DIR/convs-vs-ort.md`` and the two sides' JSON. "other" is everything that is not a convolution or
+the classifier (pads, pooling, layout transposes, the VM's allocations on our side). The instrument's callbacks cost
+each side a little host time per call; ours has more calls (the VM's builtins)."""
 from __future__ import annotations
 
 import argparse
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tiletune.bench.vendor import UNSET_ENV
+from threads_vs_ort import side_env  # benchmarks/research/threads_vs_ort.py
 from vm_calls import TimedVM, timed_calls  # benchmarks/research/vm_calls.py
 
 
@@ -138,17 +138,10 @@ def serve(side: str, a, out: Path) -> None:
             return
 
 
-def _env(side: str, threads: int) -> dict:
-    env = dict(os.environ, TVM_NUM_THREADS=str(threads))
-    if side == "ort":
-        for v in UNSET_ENV:
-            env.pop(v, None)
-    return env
-
-
 def alternate(a, out: Path, stat) -> tuple[dict, dict]:
     kids = {side: subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--side", side, "--serve"],
-                                   env=_env(side, a.threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                   env=side_env(side, a.threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   text=True)
             for side in ("ours", "ort")}
     try:
         for p in kids.values():
@@ -208,12 +201,13 @@ def main() -> None:
             (out / f"{side}.json").write_text(json.dumps(d, indent=1))
     else:
         for side in ("ours", "ort"):
-            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--side", side], env=_env(side, a.threads),
+            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--side", side], env=side_env(side, a.threads),
                            check=True)
         o, r = (json.loads((out / f"{s}.json").read_text()) for s in ("ours", "ort"))
     rows = sorted(set(o) | set(r), key=lambda k: -r.get(k, 0.0))
     lines = [f"# {a.model}: convolutions by class, ours against ONNX Runtime ({a.threads} threads, us per inference, "
-             f"{a.stat} of {a.runs * a.rounds} runs" + (f", {a.rounds} alternating rounds" if a.rounds > 1 else "") + ")",
+             f"{a.stat} of {a.runs * a.rounds} runs"
+             + (f", {a.rounds} alternating rounds" if a.rounds > 1 else "") + ")",
              "", f"    python benchmarks/research/convs_vs_ort.py --model {a.model} "
              f"-r RECORDS --out DIR --runs {a.runs} --threads {a.threads}" + (" --stat min" if a.stat == "min" else "")
              + (f" --rounds {a.rounds}" if a.rounds > 1 else ""),

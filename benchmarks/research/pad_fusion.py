@@ -76,7 +76,8 @@ def main() -> None:
                 best[n] = min(best[n], timers[n](*args[n]).mean * 1e6)
         total = best["tuned"] + best["pad"]
         print(f"| {prod} {'x'.join(map(str, k.output))} | {k.calls} | {best['tuned']:.1f} | {best['pad']:.1f} | "
-              f"{total:.1f} | {best['fused']:.1f} | {best['noborder']:.1f} | {total / best['fused']:.2f}x |", flush=True)
+              f"{total:.1f} | {best['fused']:.1f} | {best['noborder']:.1f} | {total / best['fused']:.2f}x |",
+              flush=True)
 
 
 if __name__ == "__main__":

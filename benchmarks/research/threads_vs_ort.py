@@ -1,7 +1,8 @@
 """A model built from records against ONNX Runtime at one and at two threads: whether a gap lies in the kernels
 (both thread counts) or in the second thread (not a test).
 
-    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT[+padkernels]=]RECORDS [-r ...] [--threads 1,2]
+    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT[+padkernels]=]RECORDS [-r ...] \
+        [--threads 1,2] [--alternate]
 
 Each side in a child process of its own, one after the other, ``--rounds`` times alternating: ours (the model
 built from the records in their layout, NHWC unless ``LAYOUT=`` names another, TVM_NUM_THREADS = the thread
@@ -84,7 +85,9 @@ def child(side: str, model: str, records: str, threads: int, calls: int, serve: 
             print(" ".join(f"{v:.3f}" for v in timed(run, calls)), flush=True)
 
 
-def _env(side: str, n: int) -> dict:
+def side_env(side: str, n: int) -> dict:
+    """The environment of a side's child at ``n`` threads: TVM_NUM_THREADS, and for ONNX Runtime, as for every
+    vendor baseline, without ``UNSET_ENV``."""
     env = dict(os.environ, TVM_NUM_THREADS=str(n))
     if side == "ort":
         for v in UNSET_ENV:
@@ -101,7 +104,7 @@ def alternating(a, sides, n: int) -> None:
     rotating; per side the min and percentiles over all its inferences, and per ``-r`` the speed ratio against
     ONNX Runtime round by round (ORT's median over ours, the median and range over the rounds)."""
     kids = [subprocess.Popen([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls),
-                              "--side", side, "--n", str(n), "--serve"], env=_env(side, n),
+                              "--side", side, "--n", str(n), "--serve"], env=side_env(side, n),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for side, rec in sides]
     times = [[] for _ in sides]  # per side, per round, the turn's times
     try:
@@ -119,7 +122,8 @@ def alternating(a, sides, n: int) -> None:
             k.wait(timeout=120)
     for (side, rec), ts in zip(sides, times):
         flat = [v for t in ts for v in t]
-        row = f"| {n} | {_name(side, rec)} | " + " | ".join(f"{v:.2f}" for v in (min(flat), *np.percentile(flat, [10, 50, 90])))
+        stats = (min(flat), *np.percentile(flat, [10, 50, 90]))
+        row = f"| {n} | {_name(side, rec)} | " + " | ".join(f"{v:.2f}" for v in stats)
         if side == "ort":
             print(row + " | - |", flush=True)
             continue
@@ -159,7 +163,7 @@ def main() -> int:
             for side, rec in (sides[1:] + sides[:1] if r % 2 else sides[::-1]):
                 out = subprocess.run([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls),
                                       "--side", side, "--n", str(n)],
-                                     env=_env(side, n), check=True, capture_output=True, text=True).stdout.split()
+                                     env=side_env(side, n), check=True, capture_output=True, text=True).stdout.split()
                 print(f"| {r} | {n} | {_name(side, rec)} | " + " | ".join(out[-4:]) + " |", flush=True)
     return 0
 
