@@ -171,6 +171,11 @@ def test_in_a_model_single_reader_pads_are_fused_and_the_outputs_match_torch(hom
         assert compare(ModelRunner(compile_module(mod, tasks.target))(*x), source.reference(x)) < 1e-4
     assert (pads[True], pads[False]) == (1, 2)
     assert len(labels[True]) == 1 and not labels[False]
+    # no records: the producer keeps the default schedule, and still takes its pad
+    mod, how = scheduled_module(tasks, {})
+    assert mod["main"].script().count("R.call_tir(pad") == 1
+    assert [v for v in how.values() if "+ pad" in v][0].startswith("default (")
+    assert compare(ModelRunner(compile_module(mod, tasks.target))(*x), source.reference(x)) < 1e-4
     # what ``model tasks`` says of the two pad kernels
     from tiletune.commands.model import task_table
     from tiletune.model.pad_fusion import fused_calls
