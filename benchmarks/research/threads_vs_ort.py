@@ -13,7 +13,8 @@ thread count, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor b
 percentile in ms: on a shared host the minimum is the kernels' speed and the upper percentiles are the
 neighbours'. The table goes to standard output. ``--alternate``: every side alive in its own process at once,
 taking turns of ``--calls`` inferences, ``--rounds`` turns each (so that a drift of the host's speed falls on all
-sides alike), with the speed ratio against ONNX Runtime per round.
+sides alike), with the speed ratio against ONNX Runtime per round; ``--baselines torch,torch-compile`` adds PyTorch
+eager and torch.compile as sides of their own (as ``model bench`` runs them).
 """
 from __future__ import annotations
 
@@ -39,7 +40,13 @@ def setup(side: str, model: str, records: str, threads: int):
     from tiletune.model.source import export_onnx, load, onnx_session
 
     src = load(model)
-    if side == "ort":
+    if side in ("torch", "torch-compile"):
+        from tiletune.model.baselines import _torch_method
+
+        prepare, call, _ = _torch_method(src, threads, compiled=side == "torch-compile")
+        inputs = prepare(src.random_inputs(0))
+        run = lambda: call(inputs)  # noqa: E731
+    elif side == "ort":
         path = os.path.join(tempfile.mkdtemp(), "m.onnx")
         export_onnx(src, path)
         s = onnx_session(path, threads)
@@ -86,23 +93,25 @@ def child(side: str, model: str, records: str, threads: int, calls: int, serve: 
 
 
 def side_env(side: str, n: int) -> dict:
-    """The environment of a side's child at ``n`` threads: TVM_NUM_THREADS, and for ONNX Runtime, as for every
-    vendor baseline, without ``UNSET_ENV``."""
+    """The environment of a side's child at ``n`` threads: TVM_NUM_THREADS, and for ONNX Runtime and torch, as for
+    every vendor baseline, without ``UNSET_ENV``."""
     env = dict(os.environ, TVM_NUM_THREADS=str(n))
-    if side == "ort":
+    if side != "ours":
         for v in UNSET_ENV:
             env.pop(v, None)
     return env
 
 
 def _name(side: str, rec: str) -> str:
-    return "ONNX Runtime" if side == "ort" else f"ours ({rec.rpartition('=')[0] or 'NHWC'}, {Path(rec).name})"
+    if side != "ours":
+        return {"ort": "ONNX Runtime", "torch": "PyTorch eager", "torch-compile": "torch.compile"}[side]
+    return f"ours ({rec.rpartition('=')[0] or 'NHWC'}, {Path(rec).name})"
 
 
 def alternating(a, sides, n: int) -> None:
     """Every side alive in its own process at once; ``--rounds`` turns each of ``--calls`` inferences, the order
-    rotating; per side the min and percentiles over all its inferences, and per ``-r`` the speed ratio against
-    ONNX Runtime round by round (ORT's median over ours, the median and range over the rounds)."""
+    rotating; per side the min and percentiles over all its inferences, and for each side but ONNX Runtime the speed
+    ratio against it round by round (ORT's median over the side's, the median and range over the rounds)."""
     kids = [subprocess.Popen([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls),
                               "--side", side, "--n", str(n), "--serve"], env=side_env(side, n),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for side, rec in sides]
@@ -142,7 +151,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=150)
     ap.add_argument("--alternate", action="store_true",
                     help="every side alive at once, taking turns of --calls inferences, --rounds turns each")
-    ap.add_argument("--side", choices=("ours", "ort"), help=argparse.SUPPRESS)  # a child's side (ours: its one -r)
+    ap.add_argument("--baselines", default="", help="with --alternate: more sides, of torch and torch-compile")
+    ap.add_argument("--side", choices=("ours", "ort", "torch", "torch-compile"),
+                    help=argparse.SUPPRESS)  # a child's side (ours: its one -r)
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # a child of --alternate
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)  # a child's thread count
     a = ap.parse_args()
@@ -151,8 +162,9 @@ def main() -> int:
         return 0
     sides = [("ort", "-")] + [("ours", r) for r in a.records]
     if a.alternate:
+        sides += [(b, "-") for b in a.baselines.split(",") if b]
         print(f"{a.rounds} alternating rounds of {a.calls} single inferences per side\n\n"
-              "| threads | side | min ms | p10 | median | p90 | ours vs ORT: per round (range); by the minima |\n"
+              "| threads | side | min ms | p10 | median | p90 | vs ONNX Runtime: per round (range); by the minima |\n"
               "|---:|---|---:|---:|---:|---:|---|")
         for n in (int(t) for t in a.threads.split(",")):
             alternating(a, sides, n)
