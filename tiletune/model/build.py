@@ -222,32 +222,36 @@ def _pads_into_producers(mod, tasks: ModelTasks, chosen: dict[str, Chosen], how:
     as its kernel is (its tuned configuration, else the default schedule); a producer that cannot be rewritten or
     scheduled so keeps its pad kernel. ``how`` gains the new kernels' labels."""
     kernels = {n: k for k in tasks.kernels for n in k.names}
-    variants, made = {}, {}
+    variants: dict = {}
+    made: dict = {}  # per (kernel, pad spec): one rewrite, shared by the kernel's names
     for (prod, pad), spec in pad_fusion.fusable(tasks.fused).items():
         k = kernels.get(prod)
         if k is None or isinstance(k.workload, RowWorkload):
             continue
         key = (k.hash, spec)
         if key not in made:
-            made[key] = None
-            func = pad_fusion.into_padded(k.func, spec)
-            c = chosen.get(k.hash)
-            try:
-                if func is None:
-                    pass
-                elif c is not None:
-                    new = cpu.schedule(k.workload, c.space, c.config, tasks.target, func=func).mod["main"]
-                    made[key] = (pad_fusion.with_border(new.without_attr("global_symbol"), k.output, spec), c.how)
-                else:
-                    with quiet_tvm():
-                        new, sched = checked(func, tasks.target)
-                    made[key] = (pad_fusion.with_border(new, k.output, spec), f"default ({sched})")
-            except Exception:  # noqa: BLE001  (a schedule that does not apply to the rewritten kernel: pad kept)
-                made[key] = None
+            made[key] = _into_padded(tasks, k, chosen.get(k.hash), spec)
         if made[key] is not None:
             variants[(prod, pad)] = made[key][0]
-            how[f"{prod}_{pad}"] = f"{made[key][1]}, + {pad}"
+            how[pad_fusion.fused_name(prod, pad)] = f"{made[key][1]}, + {pad}"
     return pad_fusion.rewrite_calls(mod, variants) if variants else mod
+
+
+def _into_padded(tasks: ModelTasks, k: Kernel, c: Chosen | None, spec):
+    """(kernel ``k`` writing the padded buffer of ``spec``, scheduled as ``k`` is, its label), or None when it cannot
+    be rewritten or the schedule does not apply to the rewritten kernel (its pad is then kept)."""
+    func = pad_fusion.into_padded(k.func, spec)
+    if func is None:
+        return None
+    try:
+        if c is not None:
+            new = cpu.schedule(k.workload, c.space, c.config, tasks.target, func=func).mod["main"]
+            return pad_fusion.with_border(new.without_attr("global_symbol"), k.output, spec), c.how
+        with quiet_tvm():
+            new, sched = checked(func, tasks.target)
+        return pad_fusion.with_border(new, k.output, spec), f"default ({sched})"
+    except Exception:  # noqa: BLE001  (TVM's schedule errors)
+        return None
 
 
 def compile_module(mod, target: dict, cuda_graph: bool = False):

@@ -299,61 +299,67 @@ def fused_calls(mod) -> dict[str, int]:
     return out
 
 
+def fused_name(producer: str, pad: str) -> str:
+    """The global name of the kernel that does ``producer``'s work and ``pad``'s (``rewrite_calls``)."""
+    return f"{producer}_{pad}"
+
+
+def _pairs(f):
+    """(producer binding, pad binding, producer name, pad name) for every call of ``f`` (a Relax function) with one
+    argument that is the result of another ``call_tir`` read by that call alone."""
+    from tvm import relax
+
+    uses = _uses(f)
+    made = {b.var: b for blk in f.body.blocks for b in blk.bindings if _call_tir(b.value)}
+    for blk in f.body.blocks:
+        for b in blk.bindings:
+            c = _call_tir(b.value)
+            if c is None or len(c[1]) != 1 or not isinstance(c[1][0], relax.Var):
+                continue
+            p = made.get(c[1][0])
+            if p is not None and uses.get(c[1][0]) == 1:
+                yield p, b, _call_tir(p.value)[0], c[0]
+
+
+def _relax_functions(mod):
+    from tvm import relax
+
+    return [(gv, f) for gv, f in mod.functions.items()
+            if isinstance(f, relax.Function) and isinstance(f.body, relax.SeqExpr)]
+
+
 def _fusable_calls(mod) -> dict[tuple[str, str], tuple[PadSpec, int]]:
     import tvm
-    from tvm import relax
 
     specs = {gv.name_hint: s for gv, f in mod.functions.items()
              if isinstance(f, tvm.tirx.PrimFunc) and (s := pad_spec(f)) is not None}
     out: dict = {}
-    for gv, f in mod.functions.items():
-        if not isinstance(f, relax.Function) or not isinstance(f.body, relax.SeqExpr):
-            continue
-        uses = _uses(f)
-        made = {b.var: c[0] for blk in f.body.blocks for b in blk.bindings if (c := _call_tir(b.value))}
-        for blk in f.body.blocks:
-            for b in blk.bindings:
-                c = _call_tir(b.value)
-                if c is None or c[0] not in specs or len(c[1]) != 1:
-                    continue
-                x = c[1][0]
-                if isinstance(x, relax.Var) and x in made and uses.get(x) == 1 and made[x] not in specs:
-                    key = (made[x], c[0])
-                    out[key] = (specs[c[0]], out[key][1] + 1 if key in out else 1)
+    for _, f in _relax_functions(mod):
+        for _, _, prod, pad in _pairs(f):
+            if pad in specs and prod not in specs:
+                out[(prod, pad)] = (specs[pad], out[(prod, pad)][1] + 1 if (prod, pad) in out else 1)
     return out
 
 
 def rewrite_calls(mod, variants: dict[tuple[str, str], object]):
     """``mod`` with every fusable pair of calls (``fusable``) whose (producer, pad) has a PrimFunc in ``variants``
-    replaced by one call of it (added to the module as ``<producer>_<pad>``): the producer's arguments, the pad's
-    result. The other calls stay as they are."""
+    replaced by one call of it (added to the module as ``fused_name(producer, pad)``): the producer's arguments,
+    the pad's result. The other calls stay as they are."""
     import tvm
     from tvm import relax
 
     bb = relax.BlockBuilder(tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs))
-    gvs = {key: bb.add_func(func, f"{key[0]}_{key[1]}") for key, func in variants.items()}
-    for fgv, f in list(mod.functions.items()):
-        if not isinstance(f, relax.Function) or not isinstance(f.body, relax.SeqExpr):
-            continue
-        uses = _uses(f)
-        producer = {b.var: b for blk in f.body.blocks for b in blk.bindings if _call_tir(b.value)}
-        dropped, blocks = set(), []
-        replaced = {}
-        for blk in f.body.blocks:
-            for b in blk.bindings:
-                c = _call_tir(b.value)
-                if c is None or len(c[1]) != 1 or not isinstance(c[1][0], relax.Var):
-                    continue
-                p = producer.get(c[1][0])
-                if p is None or uses.get(c[1][0]) != 1:
-                    continue
-                key = (_call_tir(p.value)[0], c[0])
-                if key in gvs:
-                    replaced[b.var] = relax.VarBinding(b.var, relax.call_tir(
-                        gvs[key], relax.Tuple(_call_tir(p.value)[1]), b.var.ty))
-                    dropped.add(p.var)
+    gvs = {key: bb.add_func(func, fused_name(*key)) for key, func in variants.items()}
+    for fgv, f in _relax_functions(mod):
+        replaced, dropped = {}, set()
+        for p, b, prod, pad in _pairs(f):
+            if (prod, pad) in gvs:
+                replaced[b.var] = relax.VarBinding(b.var, relax.call_tir(
+                    gvs[(prod, pad)], relax.Tuple(_call_tir(p.value)[1]), b.var.ty))
+                dropped.add(p.var)
         if not replaced:
             continue
+        blocks = []
         for blk in f.body.blocks:
             bindings = [replaced.get(b.var, b) for b in blk.bindings if b.var not in dropped]
             blocks.append(relax.DataflowBlock(bindings) if isinstance(blk, relax.DataflowBlock)
