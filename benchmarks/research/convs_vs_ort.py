@@ -30,12 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from threads_vs_ort import side_env  # benchmarks/research/threads_vs_ort.py
+from threads_vs_ort import Turns, side_env  # benchmarks/research/threads_vs_ort.py
 from vm_calls import TimedVM, timed_calls  # benchmarks/research/vm_calls.py
 
 
 def classes_of(tasks) -> dict[str, str]:
     """{kernel name: its class} for our build's convolutions and classifier (the rest is "other")."""
+    from tiletune.model.pad_fusion import fused_name, fusable
+
     key = {}
     for k in tasks.kernels:
         if "conv2d" in k.name and len(k.inputs) >= 2 and len(k.inputs[1]) == 4:
@@ -43,16 +45,10 @@ def classes_of(tasks) -> dict[str, str]:
             key.update({n: f"C{c} K{kout} k{kh} Ho{k.output[1]}" for n in k.names})
         elif "matmul" in k.name or "dense" in k.name:
             key.update({n: "classifier" for n in k.names})
-    for prod, pad in _fused_pads(tasks):  # a producer that writes a pad's buffer (tiletune.model.pad_fusion)
+    for prod, pad in fusable(tasks.fused):  # a producer that writes a pad's buffer (tiletune.model.pad_fusion)
         if prod in key:
-            key[f"{prod}_{pad}"] = key[prod]
+            key[fused_name(prod, pad)] = key[prod]
     return key
-
-
-def _fused_pads(tasks):
-    from tiletune.model.pad_fusion import fusable
-
-    return list(fusable(tasks.fused))
 
 
 def ours_runs(tasks, logs) -> list[dict[str, float]]:
@@ -116,8 +112,8 @@ def reduce_runs(runs: list[dict[str, float]], stat) -> dict[str, float]:
 
 
 def serve(side: str, a, out: Path) -> None:
-    """A child of the alternating mode: set up, say "ready", then "run" -> ``--runs`` inferences -> "done", until
-    "end" -> the per-inference classes written to ``out/SIDE-runs.json`` -> "bye"."""
+    """A child of the alternating mode (``threads_vs_ort.Turns``): set up, say "ready", then "run" -> ``--runs``
+    inferences -> "done"; when the input ends, the per-inference classes written to ``out/SIDE-runs.json``."""
     if side == "ours":
         t = TimedVM(a.model, a.records)
         logs: list = []
@@ -131,42 +127,19 @@ def serve(side: str, a, out: Path) -> None:
         if line.strip() == "run":
             step()
             print("done", flush=True)
-        elif line.strip() == "end":
-            runs = ours_runs(t.tasks, logs) if side == "ours" else t.runs(a.runs)
-            (out / f"{side}-runs.json").write_text(json.dumps(runs))
-            print("bye", flush=True)
-            return
+    runs = ours_runs(t.tasks, logs) if side == "ours" else t.runs(a.runs)
+    (out / f"{side}-runs.json").write_text(json.dumps(runs))
 
 
 def alternate(a, out: Path, stat) -> tuple[dict, dict]:
-    kids = {side: subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--side", side, "--serve"],
-                                   env=side_env(side, a.threads), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   text=True)
-            for side in ("ours", "ort")}
-    try:
-        for p in kids.values():
-            if p.stdout.readline().strip() != "ready":
-                raise SystemExit("a child failed to start")
+    sides = ("ours", "ort")
+    with Turns([([sys.executable, __file__, *sys.argv[1:], "--side", side, "--serve"], side_env(side, a.threads))
+                for side in sides]) as turns:
         for r in range(a.rounds):
-            for side in (("ours", "ort") if r % 2 == 0 else ("ort", "ours")):
-                kids[side].stdin.write("run\n")
-                kids[side].stdin.flush()
-                if kids[side].stdout.readline().strip() != "done":
-                    raise SystemExit(f"the {side} child stopped")
+            for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+                turns.turn(i)
             print(f"round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
-        for side, p in kids.items():
-            p.stdin.write("end\n")
-            p.stdin.flush()
-            p.stdout.readline()
-    finally:  # the children stop when their input closes; one that does not within 2 minutes is killed
-        for p in kids.values():
-            if p.poll() is None:
-                p.stdin.close()
-                try:
-                    p.wait(timeout=120)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-    return tuple(reduce_runs(json.loads((out / f"{s}-runs.json").read_text()), stat) for s in ("ours", "ort"))
+    return tuple(reduce_runs(json.loads((out / f"{s}-runs.json").read_text()), stat) for s in sides)
 
 
 def main() -> None:

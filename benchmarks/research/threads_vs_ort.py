@@ -92,6 +92,40 @@ def child(side: str, model: str, records: str, threads: int, calls: int, serve: 
             print(" ".join(f"{v:.3f}" for v in timed(run, calls)), flush=True)
 
 
+class Turns:
+    """Children alive at once, each started in its serving mode: it says "ready" when set up, then answers every
+    "run" line with one line, and finishes when its input ends. ``turn(i)``: one turn of child ``i``, its answer;
+    leaving the ``with`` closes every child's input and waits for it (killed after 2 minutes)."""
+
+    def __init__(self, commands: list[tuple[list[str], dict]]):
+        self.kids = [subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                     for cmd, env in commands]
+
+    def __enter__(self):
+        for i, k in enumerate(self.kids):
+            if k.stdout.readline().strip() != "ready":
+                self.__exit__()
+                raise SystemExit(f"child {i} failed to start")
+        return self
+
+    def turn(self, i: int) -> str:
+        self.kids[i].stdin.write("run\n")
+        self.kids[i].stdin.flush()
+        line = self.kids[i].stdout.readline()
+        if not line:
+            raise SystemExit(f"child {i} stopped")
+        return line
+
+    def __exit__(self, *exc) -> None:
+        for k in self.kids:
+            if not k.stdin.closed:
+                k.stdin.close()
+            try:
+                k.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                k.kill()
+
+
 def side_env(side: str, n: int) -> dict:
     """The environment of a side's child at ``n`` threads: TVM_NUM_THREADS, and for ONNX Runtime and torch, as for
     every vendor baseline, without ``UNSET_ENV``."""
@@ -112,23 +146,12 @@ def alternating(a, sides, n: int) -> None:
     """Every side alive in its own process at once; ``--rounds`` turns each of ``--calls`` inferences, the order
     rotating; per side the min and percentiles over all its inferences, and for each side but ONNX Runtime the speed
     ratio against it round by round (ORT's median over the side's, the median and range over the rounds)."""
-    kids = [subprocess.Popen([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls),
-                              "--side", side, "--n", str(n), "--serve"], env=side_env(side, n),
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for side, rec in sides]
     times = [[] for _ in sides]  # per side, per round, the turn's times
-    try:
-        for k in kids:
-            if k.stdout.readline().strip() != "ready":
-                raise SystemExit("a child failed to start")
+    with Turns([([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls), "--side", side,
+                  "--n", str(n), "--serve"], side_env(side, n)) for side, rec in sides]) as turns:
         for r in range(a.rounds):
             for i in (list(range(len(sides)))[r % len(sides):] + list(range(len(sides)))[:r % len(sides)]):
-                kids[i].stdin.write("run\n")
-                kids[i].stdin.flush()
-                times[i].append([float(v) for v in kids[i].stdout.readline().split()])
-    finally:
-        for k in kids:
-            k.stdin.close()
-            k.wait(timeout=120)
+                times[i].append([float(v) for v in turns.turn(i).split()])
     for (side, rec), ts in zip(sides, times):
         flat = [v for t in ts for v in t]
         stats = (min(flat), *np.percentile(flat, [10, 50, 90]))
