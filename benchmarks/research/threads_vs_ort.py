@@ -1,13 +1,14 @@
 """A model built from records against ONNX Runtime at one and at two threads: whether a gap lies in the kernels
 (both thread counts) or in the second thread (not a test).
 
-    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT[+padkernels]=]RECORDS [-r ...] \
+    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT[+padkernels][+direct]=]RECORDS [-r ...] \
         [--threads 1,2] [--alternate]
 
 Each side in a child process of its own, one after the other, ``--rounds`` times alternating: ours (the model
 built from the records in their layout, NHWC unless ``LAYOUT=`` names another, TVM_NUM_THREADS = the thread
 count; one side per ``-r``; ``+padkernels``: the pads left kernels of their own, ``scheduled_module``'s
-``fuse_pads=False``) and ONNX Runtime (intra-op threads = the
+``fuse_pads=False``; ``+direct``: the 3x3 convolutions direct, not by Winograd's transforms,
+``tiletune.model.winograd.WINOGRAD`` off) and ONNX Runtime (intra-op threads = the
 thread count, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). A child times
 ``--calls`` single inferences after 10 warm ones and prints their min, 10th percentile, median and 90th
 percentile in ms: on a shared host the minimum is the kernels' speed and the upper percentiles are the
@@ -36,7 +37,7 @@ from tiletune.bench.vendor import UNSET_ENV  # noqa: E402
 def setup(side: str, model: str, records: str, threads: int):
     """One single inference of ``side`` as a callable (ours: the model built from ``records``), warmed up."""
     layout, _, records = records.rpartition("=")
-    layout, _, pads = layout.partition("+")
+    layout, *mods = layout.split("+")
     from tiletune.model.source import export_onnx, load, onnx_session
 
     src = load(model)
@@ -59,9 +60,12 @@ def setup(side: str, model: str, records: str, threads: int):
         from tiletune.model.tasks import model_tasks
         from tiletune.target import host_target
 
+        from tiletune.model import winograd
+
+        winograd.WINOGRAD = "direct" not in mods
         tasks = model_tasks(src, host_target(), layout or "NHWC", "float32")
         runner = ModelRunner(compile_module(scheduled_module(tasks, best_configs(tasks, records),
-                                                                fuse_pads=pads != "padkernels")[0], tasks.target))
+                                                                fuse_pads="padkernels" not in mods)[0], tasks.target))
         x = [tvm.runtime.tensor(a, runner.dev) for a in src.random_inputs(0)]
         run = lambda: runner.vm["main"](*x)  # noqa: E731
     for _ in range(10):

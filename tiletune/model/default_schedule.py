@@ -214,10 +214,15 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
 
 
 def default_schedule(func, vectorize: bool = True):
-    """``func`` with the default schedule (see the module docstring)."""
+    """``func`` with the default schedule (see the module docstring); a Winograd transform's kernel gets its own
+    (``tiletune.model.winograd.schedule``)."""
     import tvm
     from tvm import s_tir
 
+    from . import winograd
+
+    if vectorize and (own := winograd.schedule(func)) is not None:
+        return own
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
     try:
         root = sch.get_sblock("root")

@@ -42,7 +42,7 @@ from .const_fold import fold_weights
 from .dims import bind, parse_shapes
 from .fast_math import fast_math
 from .importer import to_relax
-from . import nchwc
+from . import nchwc, winograd
 from .layout import DEFAULT_LAYOUT, check_layout_for, convert
 from .precision import cast, check_dtype
 from .source import ModelSource
@@ -111,6 +111,8 @@ def fuse(mod, target: dict):
         from tvm.relax.backend.cpu_generic.pipeline import library_dispatch_passes
     try:
         mod = fold_weights(mod)  # the weights' layout changes with numpy, not an LLVM build each in FoldConstant
+        if not is_cuda(target):
+            mod = winograd.rewrite(mod)  # 3x3 convolutions as F(2x2, 3x3): docs/decisions/winograd.md
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
                 fast_math(),  # docs/decisions/fast-math.md
