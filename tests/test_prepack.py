@@ -148,6 +148,31 @@ def test_records_of_the_kernels_before_their_hash_changed_say_so(model, tmp_path
     assert all("earlier tiletune" in why for why in reasons.values()) and len(reasons) == len(tasks.tasks)
 
 
+def test_records_of_a_kernel_that_the_fused_module_named_otherwise_are_its_own(model, tmp_path):
+    """Another operator in the model (a 3x3 convolution by Winograd's transforms, a matmul more) renumbers the
+    fused kernels: a record whose key differs in the kernel's name alone still chooses that kernel."""
+    import numpy as np
+
+    from tiletune.model.build import best_configs, foreign_workloads, untuned_reasons
+    from tiletune.records import Record
+    from tiletune.schedules import make_space
+    from tiletune.target import target_key
+
+    _, tasks = model
+    k = tasks.tasks[0]
+    space = make_space(k.workload, None, tasks.target)
+    config = space.untiled()
+    renamed = "fused_renamed9" + k.workload.key[k.workload.key.find("["):]
+    rec = Record(workload=renamed, target=target_key(tasks.target), config=space.to_dict(config),
+                 costs=(1e-3,), median_s=1e-3, gflops=1.0)
+    path = tmp_path / "renamed.jsonl"
+    path.write_text(rec.to_json() + "\n")
+    chosen = best_configs(tasks, str(path))
+    assert list(chosen) == [k.hash] and chosen[k.hash].config == config
+    assert foreign_workloads(tasks, str(path)) == 0 and k.name not in untuned_reasons(tasks, str(path), chosen)
+    assert np.isclose(chosen[k.hash].median_s, 1e-3)
+
+
 def test_a_kernel_with_weights_is_timed_with_them_cold(model, monkeypatch):
     import tvm
 

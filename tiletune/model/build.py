@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -69,9 +69,15 @@ def _stem(key: str) -> str:
     return key.rsplit("@", 1)[0]
 
 
+def _nameless(key: str) -> str:
+    """A workload key without its kernel's name: ``[SHAPES]@HASH`` (the name is the fused module's numbering,
+    which another operator of the model may shift; the structural hash is the kernel's)."""
+    return key[key.find("["):]
+
+
 def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     """The chosen kernel of each task (by kernel hash) in ``records`` for the tasks' target (the module
-    docstring)."""
+    docstring). A record whose key differs from a task's in the kernel's name alone is that task's."""
     if records is None:
         return {}
     if not Path(records).exists():
@@ -79,7 +85,9 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     tkey = target_key(tasks.target)
     recs = [r for r in load(records) if r.target == tkey]
     keys = tasks.keys()
-    mine = [r for r in recs if r.workload in keys]
+    renamed = {_nameless(k): k for k in keys}
+    mine = [r if r.workload in keys else replace(r, workload=renamed[_nameless(r.workload)])
+            for r in recs if _nameless(r.workload) in renamed]
     if recs and not mine:
         if {_stem(r.workload) for r in recs} & {_stem(k) for k in keys}:
             raise TiletuneError(f"records file {records} holds this model's kernels as an earlier tiletune made them "
@@ -159,7 +167,7 @@ def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Ch
     stems = {_stem(r.workload) for r in recs if r.target == tkey}
     out = {}
     for k in missing:
-        mine = [r for r in recs if r.workload == k.workload.key and r.target == tkey]
+        mine = [r for r in recs if _nameless(r.workload) == _nameless(k.workload.key) and r.target == tkey]
         fails = failures(mine)
         if not mine and _stem(k.workload.key) in stems:
             out[k.name] = "not tuned (its records are of the kernel as an earlier tiletune made it: tune again)"
@@ -179,7 +187,7 @@ def foreign_workloads(tasks: ModelTasks, records: str | None) -> int:
     if records is None or not Path(records).exists():
         return 0
     tkey = target_key(tasks.target)
-    return len({r.workload for r in load(records) if r.target == tkey} - tasks.keys())
+    return len({_nameless(r.workload) for r in load(records) if r.target == tkey} - {_nameless(k) for k in tasks.keys()})
 
 
 def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen], fuse_pads: bool = True):
