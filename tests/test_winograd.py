@@ -30,8 +30,10 @@ def _run(func, *arrays):
     return args[-1].numpy()
 
 
-@pytest.mark.parametrize("n,h,w,c,k", [(2, 6, 10, 20, 24), (1, 4, 2, 16, 40), (1, 8, 8, 17, 3)])
-def test_the_transforms_with_their_schedules_compute_the_convolution(n, h, w, c, k):
+@pytest.mark.parametrize("m,n,h,w,c,k", [(2, 2, 6, 10, 20, 24), (2, 1, 4, 2, 16, 40), (2, 1, 8, 8, 17, 3),
+                                         (2, 1, 7, 5, 24, 16), (2, 2, 3, 6, 16, 8), (4, 1, 8, 12, 16, 24),
+                                         (4, 2, 7, 5, 20, 16), (4, 1, 6, 9, 16, 17)])
+def test_the_transforms_with_their_schedules_compute_the_convolution(m, n, h, w, c, k):
     from tvm import te
 
     from tiletune.model import winograd
@@ -39,18 +41,18 @@ def test_the_transforms_with_their_schedules_compute_the_convolution(n, h, w, c,
     rng = np.random.default_rng(1)
     x = rng.standard_normal((n, h + 2, w + 2, c)).astype("float32")
     wt = rng.standard_normal((3, 3, c, k)).astype("float32")
-    tiles = n * (h // 2) * (w // 2)
+    tiles, alpha = n * -(-h // m) * -(-w // m), m + 2
     xp = te.placeholder(x.shape, name="x")
-    inp = te.create_prim_func([xp, winograd.input_transform(xp, h, w)])
-    mp = te.placeholder((16, tiles, k), name="m")
-    out = te.create_prim_func([mp, winograd.output_transform(mp, n, h, w)])
+    inp = te.create_prim_func([xp, winograd.input_transform(xp, h, w, m)])
+    mp = te.placeholder((alpha * alpha, tiles, k), name="m")
+    out = te.create_prim_func([mp, winograd.output_transform(mp, n, h, w, m)])
     for func in (inp, out):
         own = winograd.schedule(func)
         assert own is not None and "T.unroll" in own.script() and "T.parallel" in own.script()
-    v = _run(winograd.schedule(inp), x, np.zeros((16, tiles, c), "float32"))
-    np.testing.assert_array_equal(v, _run(inp, x, np.zeros((16, tiles, c), "float32")))
-    u = winograd.weight_transform(wt)
-    assert u.shape == (16, c, k) and u.dtype == np.float32
+    v = _run(winograd.schedule(inp), x, np.zeros((alpha * alpha, tiles, c), "float32"))
+    np.testing.assert_allclose(v, _run(inp, x, np.zeros((alpha * alpha, tiles, c), "float32")), rtol=1e-6, atol=1e-5)
+    u = winograd.weight_transform(wt, m)
+    assert u.shape == (alpha * alpha, c, k) and u.dtype == np.float32
     y = _run(winograd.schedule(out), np.matmul(v, u), np.zeros((n, h, w, k), "float32"))
     ref = _direct(x, wt)
     assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
@@ -94,14 +96,13 @@ def test_only_the_convolutions_it_can_take_are_rewritten():
     from tiletune.model import winograd
     from tiletune.model.layout import relax_ops
 
-    taken = (((1, 10, 10, 16), (3, 3, 16, 32), 1, 0, 1),)
+    taken = (((1, 10, 10, 16), (3, 3, 16, 32), 1, 0, 1), ((1, 9, 7, 16), (3, 3, 16, 32), 1, 0, 1))  # 8x8, 7x5
     left = (((1, 10, 10, 16), (3, 3, 16, 32), 2, 0, 1),  # stride 2
-            ((1, 9, 9, 16), (3, 3, 16, 32), 1, 0, 1),  # a 7x7 output: no whole tiles
             ((1, 10, 10, 16), (3, 3, 16, 32), 1, 1, 1),  # padding of its own
             ((1, 10, 10, 16), (3, 3, 1, 16), 1, 0, 16),  # depthwise
             ((1, 10, 10, 3), (3, 3, 3, 32), 1, 0, 1),  # a stem's three channels
             ((1, 10, 10, 16), (1, 1, 16, 32), 1, 0, 1))  # 1x1
-    for convs, want in ((taken, 1), (left, 0)):
+    for convs, want in ((taken, 2), (left, 0)):
         out = winograd.rewrite(_conv_module(convs))
         script = out["main"].script()
         assert script.count("R.matmul(") == want
@@ -145,6 +146,7 @@ def test_in_a_model_the_products_are_a_tuned_batched_matmul_and_the_outputs_matc
     assert not [k for k in tasks.kernels if "conv2d" in k.name]
     transforms = [k for k in tasks.kernels if "winograd" in k.name]
     assert len(transforms) == 4 and not any(k.tunable for k in transforms)
+    assert sorted(k.reason.split()[1] for k in transforms) == ["input", "input", "output", "output"]
     x = source.random_inputs(1)
     chosen = constructed_configs(tasks, "roller", {})
     assert set(chosen) >= {k.hash for k in products}

@@ -293,6 +293,8 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
                 k.workload, k.flops, k.reason = rows, rows.flops, ""
             except TiletuneError:
                 pass  # not a row reduction: the reason above stands
+        if not k.tunable and (kind := winograd.transform(f)):
+            k.reason = f"Winograd's {kind} transform (a schedule of its own)"
         if not k.tunable:
             k.flops = block_flops(f)
             if is_cuda(target):

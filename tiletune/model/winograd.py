@@ -16,7 +16,6 @@ weight's is done once when the model is built (``G``, numpy in float64, rounded 
 
 - is NHWC with an HWIO weight that is a constant of the model, 3x3, stride 1, dilation 1, one group, float32,
   with no padding of its own (the layout conversion put it into a ``pad`` before: ``tiletune.model.layout``),
-- has an even output height and width (whole tiles; ResNet-50's 7x7 stage keeps its direct convolution),
 - has at least ``MIN_CHANNELS`` input and output channels (a stem's 3 input channels would make 16 products of
   a 3-long reduction),
 
@@ -40,75 +39,107 @@ import numpy as np
 
 WINOGRAD = True  # docs/decisions/winograd.md
 MIN_CHANNELS = 16
-TILE = 2  # m: a tile's output is TILE x TILE
-ALPHA = 4  # TILE + 3 - 1: a tile's input is ALPHA x ALPHA
-INPUT, OUTPUT = "winograd_input", "winograd_output"  # the transforms' block names (schedule finds them by these)
+F4_MAX_BYTES = 0  # F(4x4, 3x3) where its transformed weight is at most this: docs/decisions/winograd.md
+INPUT, OUTPUT = "winograd_input", "winograd_output"  # the transforms' block names, + "_m2" / "_m4"
 
-# Lavin and Gray's F(2, 3): Y = A^T [(G g G^T) * (B^T d B)] A
-BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
-G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
-AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+# Lavin and Gray's F(m, 3) for m = 2 and 4 (interpolation points 0, +-1, +-2): Y = A^T [(G g G^T) * (B^T d B)] A
+MATRICES = {
+    2: (np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
+        np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]),
+        np.array([[1, 1, 1, 0], [0, 1, -1, -1]])),
+    4: (np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+                  [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]),
+        np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                  [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
+        np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]])),
+}
 
 
-def weight_transform(w: np.ndarray) -> np.ndarray:
-    """``U`` [16, C, K] of an HWIO weight [3, 3, C, K]: ``U[eps * 4 + nu] = sum_rs G[eps, r] G[nu, s] w[r, s]``,
-    in float64, returned in ``w``'s dtype."""
-    u = np.einsum("er,ns,rsck->enck", G, G, w.astype(np.float64))
-    return np.ascontiguousarray(u.reshape(ALPHA * ALPHA, *w.shape[2:])).astype(w.dtype)
+def tile_for(out_h: int, out_w: int, c: int, k: int) -> int:
+    """The output tile m of a convolution: 4 where the output divides into 4x4 tiles and F(4x4, 3x3)'s weight
+    (36 C K floats) is at most ``F4_MAX_BYTES``, else 2."""
+    return 4 if out_h % 4 == 0 and out_w % 4 == 0 and 36 * c * k * 4 <= F4_MAX_BYTES else 2
+
+
+def weight_transform(w: np.ndarray, m: int = 2) -> np.ndarray:
+    """``U`` [alpha^2, C, K] (alpha = m + 2) of an HWIO weight [3, 3, C, K]:
+    ``U[eps * alpha + nu] = sum_rs G[eps, r] G[nu, s] w[r, s]``, in float64, returned in ``w``'s dtype."""
+    g = MATRICES[m][1]
+    u = np.einsum("er,ns,rsck->enck", g, g, w.astype(np.float64))
+    return np.ascontiguousarray(u.reshape(len(g) ** 2, *w.shape[2:])).astype(w.dtype)
 
 
 def _combine(rows: np.ndarray, cols: np.ndarray, value):
-    """``sum_ab rows[a] cols[b] value(a, b)`` with the coefficients' zeros left out and +-1 as additions."""
+    """``sum_ab rows[a] cols[b] value(a, b)`` with the coefficients' zeros left out, +-1 as additions."""
     out = None
     for a, ra in enumerate(rows):
         for b, cb in enumerate(cols):
-            coef = ra * cb
+            coef = float(ra * cb)
             if coef == 0:
                 continue
             term = value(a, b)
+            if abs(coef) != 1:
+                term = term * abs(coef)
             if out is None:
-                out = term if coef == 1 else -term
+                out = term if coef > 0 else -term
             else:
-                out = out + term if coef == 1 else out - term
+                out = out + term if coef > 0 else out - term
     return out
 
 
-def input_transform(x, out_h: int, out_w: int):
-    """TE: ``V`` [16, P, C] of the padded NHWC input ``x`` (the convolution's input, read without bounds
-    checks: ``x`` is ``out_h + 2`` x ``out_w + 2``); P = N * out_h/2 * out_w/2 tiles, row-major."""
+def input_transform(x, out_h: int, out_w: int, m: int = 2):
+    """TE: ``V`` [alpha^2, P, C] of the padded NHWC input ``x`` (the convolution's input: ``x`` is ``out_h + 2``
+    x ``out_w + 2``); P = N * ceil(out_h / m) * ceil(out_w / m) tiles, row-major. Where the output's size is no
+    multiple of m, the last tile row (column) reads beyond ``x``: zeros, behind a bounds check on those reads
+    alone."""
     from tvm import te, tirx
 
-    n_, _, _, c_ = (int(v) for v in x.shape)
-    nh, nw = out_h // TILE, out_w // TILE
+    bt = MATRICES[m][0]
+    alpha = len(bt)
+    n_, hp, wp, c_ = (int(v) for v in x.shape)
+    nh, nw = _tiles(out_h, m), _tiles(out_w, m)
 
     def body(e, p, c):
         n, th, tw = p // (nh * nw), p // nw % nh, p % nw
-        exprs = [_combine(BT[eps], BT[nu], lambda a, b: x[n, th * TILE + a, tw * TILE + b, c])
-                 for eps in range(ALPHA) for nu in range(ALPHA)]
+
+        def load(a, b):
+            row, col = th * m + a, tw * m + b
+            checks = ([row < hp] if (nh - 1) * m + a >= hp else []) + ([col < wp] if (nw - 1) * m + b >= wp else [])
+            value = x[n, row, col, c]
+            return tirx.if_then_else(tirx.all(*checks), value, tirx.const(0, x.dtype)) if checks else value
+
+        exprs = [_combine(bt[eps], bt[nu], load) for eps in range(alpha) for nu in range(alpha)]
         out = exprs[-1]
         for i in range(len(exprs) - 2, -1, -1):
             out = tirx.Select(e == i, exprs[i], out)
         return out
 
-    return te.compute((ALPHA * ALPHA, n_ * nh * nw, c_), body, name=INPUT)
+    return te.compute((alpha * alpha, n_ * nh * nw, c_), body, name=f"{INPUT}_m{m}")
 
 
-def output_transform(m, batch: int, out_h: int, out_w: int):
-    """TE: the convolution's output [N, out_h, out_w, K] of the products ``m`` [16, P, K]."""
+def output_transform(prod, batch: int, out_h: int, out_w: int, m: int = 2):
+    """TE: the convolution's output [N, out_h, out_w, K] of the products ``prod`` [alpha^2, P, K] (where the
+    output's size is no multiple of m, the last tiles' outer rows or columns are not written)."""
     from tvm import te, tirx
 
-    k_ = int(m.shape[2])
-    nh, nw = out_h // TILE, out_w // TILE
+    at = MATRICES[m][2]
+    alpha = at.shape[1]
+    k_ = int(prod.shape[2])
+    nh, nw = _tiles(out_h, m), _tiles(out_w, m)
 
     def body(n, h, w, k):
-        p = n * nh * nw + h // TILE * nw + w // TILE
-        y = [[_combine(AT[vh], AT[vw], lambda a, b: m[a * ALPHA + b, p, k]) for vw in range(TILE)]
-             for vh in range(TILE)]
-        even_w = w % TILE == 0
-        return tirx.Select(h % TILE == 0, tirx.Select(even_w, y[0][0], y[0][1]),
-                           tirx.Select(even_w, y[1][0], y[1][1]))
+        p = n * nh * nw + h // m * nw + w // m
+        y = [[_combine(at[vh], at[vw], lambda a, b: prod[a * alpha + b, p, k]) for vw in range(m)]
+             for vh in range(m)]
+        out = None
+        for vh in reversed(range(m)):
+            row = None
+            for vw in reversed(range(m)):
+                row = y[vh][vw] if row is None else tirx.Select(w % m == vw, y[vh][vw], row)
+            out = row if out is None else tirx.Select(h % m == vh, row, out)
+        return out
 
-    return te.compute((batch, out_h, out_w, k_), body, name=OUTPUT)
+    return te.compute((batch, out_h, out_w, k_), body, name=f"{OUTPUT}_m{m}")
 
 
 def eligible(call) -> bool:
@@ -134,9 +165,7 @@ def eligible(call) -> bool:
     dtypes = {str(x.ty.dtype), str(w.ty.dtype), str(call.ty.dtype)}
     if dtypes != {"float32"} or ws[:2] != [3, 3]:
         return False
-    out_h, out_w = xs[1] - 2, xs[2] - 2
-    return (out_h > 0 and out_w > 0 and out_h % TILE == 0 and out_w % TILE == 0
-            and ws[2] >= MIN_CHANNELS and ws[3] >= MIN_CHANNELS)
+    return xs[1] > 2 and xs[2] > 2 and ws[2] >= MIN_CHANNELS and ws[3] >= MIN_CHANNELS
 
 
 def rewrite(mod):
@@ -155,12 +184,13 @@ def rewrite(mod):
             if not isinstance(call, relax.Call) or not eligible(call):
                 return call
             x, w = call.args
-            n_, hp, wp, _ = (int(v) for v in x.ty.shape)
+            n_, hp, wp, c_ = (int(v) for v in x.ty.shape)
             out_h, out_w = hp - 2, wp - 2
-            u = relax.const(weight_transform(w.value.numpy()), "float32")
-            v = self.builder_.emit_te(input_transform, x, out_h, out_w, primfunc_name_hint=INPUT)
-            m = self.builder_.emit(relax.op.matmul(v, u))
-            return self.builder_.call_te(output_transform, m, n_, out_h, out_w, primfunc_name_hint=OUTPUT)
+            m = tile_for(out_h, out_w, c_, int(w.ty.shape[3]))
+            u = relax.const(weight_transform(w.value.numpy(), m), "float32")
+            v = self.builder_.emit_te(input_transform, x, out_h, out_w, m, primfunc_name_hint=INPUT)
+            prod = self.builder_.emit(relax.op.matmul(v, u))
+            return self.builder_.call_te(output_transform, prod, n_, out_h, out_w, m, primfunc_name_hint=OUTPUT)
 
     mutator = Winograd(mod)
     for gv, func in mod.functions_items():
@@ -170,12 +200,27 @@ def rewrite(mod):
     return tvm.transform.Sequential([relax.transform.DeadCodeElimination()])(out)
 
 
+def transform(func) -> str:
+    """Which Winograd transform the kernel ``func`` computes ("input" or "output" transform), or ""."""
+    import tvm
+    from tvm import s_tir
+
+    try:
+        sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+        names = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    except Exception:  # noqa: BLE001  (no root block)
+        return ""
+    kinds = [kind for name in names for kind, prefix in (("input", INPUT), ("output", OUTPUT))
+             if name.startswith(prefix)]
+    return kinds[0] if kinds else ""
+
+
 def schedule(func):
     """``func`` (a fused kernel) scheduled as a Winograd transform, or None when it has no transform block or
     TVM refuses a step. The input transform: its tile positions (eps, nu) unrolled inside, the channels
-    vectorized innermost, parallel over the tiles; the output transform with its epilogue: the 2x2 positions
+    vectorized innermost, parallel over the tiles; the output transform with its epilogue: the m x m positions
     of a tile unrolled around the vectorized channels, parallel over the tile rows. Blocks before the transform
-    (the pad) are inlined into it."""
+    (the pad) are inlined into it. The tile (m) is the block name's suffix."""
     import tvm
     from tvm import s_tir
 
@@ -186,29 +231,31 @@ def schedule(func):
         root = sch.get_sblock("root")
         blocks = sch.get_child_blocks(root)
         names = [sch.get(b).name_hint for b in blocks]
-        if INPUT in names:
-            for b in blocks[:names.index(INPUT)]:
+        first = next((i for i, name in enumerate(names) if name.startswith((INPUT, OUTPUT))), None)
+        if first is None:
+            return None
+        m = int(names[first].rpartition("_m")[2])
+        if names[first].startswith(INPUT):
+            for b in blocks[:first]:
                 sch.compute_inline(b)
-            block = sch.get_sblock(INPUT)
+            block = sch.get_sblock(names[first])
             e, p, c = sch.get_loops(block)
-            eps, nu = sch.split(e, [ALPHA, ALPHA])
+            eps, nu = sch.split(e, [m + 2, m + 2])
             lanes = _lanes(sch.get(c).extent, VECTOR)
             co, ci = sch.split(c, [None, lanes])
             sch.reorder(p, co, eps, nu, ci)
             sch.parallel(p)
-        elif OUTPUT in names:
+        else:
             for b in sch.get_child_blocks(root)[:-1]:
                 sch.compute_inline(b)
             block = sch.get_child_blocks(root)[-1]
             n, h, w, k = sch.get_loops(block)
-            th, eps = sch.split(h, [None, TILE])
-            tw, nu = sch.split(w, [None, TILE])
+            th, eps = sch.split(h, [None, m])
+            tw, nu = sch.split(w, [None, m])
             lanes = _lanes(sch.get(k).extent, VECTOR)
             co, ci = sch.split(k, [None, lanes])
             sch.reorder(n, th, tw, co, eps, nu, ci)
             sch.parallel(sch.fuse(n, th))
-        else:
-            return None
         sch.unroll(eps)
         sch.unroll(nu)
         if lanes > 1:
@@ -216,6 +263,10 @@ def schedule(func):
     except Exception:  # noqa: BLE001  (a kernel shaped otherwise: the default schedule takes it)
         return None
     return sch.mod["main"]
+
+
+def _tiles(size: int, m: int) -> int:
+    return -(-size // m)
 
 
 def _lanes(extent, widest: int) -> int:
