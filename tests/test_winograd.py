@@ -32,7 +32,7 @@ def _run(func, *arrays):
 
 @pytest.mark.parametrize("m,n,h,w,c,k", [(2, 2, 6, 10, 20, 24), (2, 1, 4, 2, 16, 40), (2, 1, 8, 8, 17, 3),
                                          (2, 1, 7, 5, 24, 16), (2, 2, 3, 6, 16, 8), (4, 1, 8, 12, 16, 24),
-                                         (4, 2, 7, 5, 20, 16), (4, 1, 6, 9, 16, 17)])
+                                         (4, 2, 7, 5, 20, 17)])
 def test_the_transforms_with_their_schedules_compute_the_convolution(m, n, h, w, c, k):
     from tvm import te
 
@@ -128,21 +128,24 @@ class Net(nn.Module):
 
 def make():
     torch.manual_seed(0)
-    return Net().eval(), (torch.randn(1, 16, 10, 6),)
+    return Net().eval(), (torch.randn(1, 16, HEIGHT, WIDTH),)
 '''
 
 
-def test_in_a_model_the_products_are_a_tuned_batched_matmul_and_the_outputs_match_torch(home, monkeypatch):
+@pytest.mark.parametrize("size,alpha,tiles", [((10, 6), 4, 15), ((8, 12), 6, 6)])  # F(2x2), F(4x4) (tile_for)
+def test_in_a_model_the_products_are_a_tuned_batched_matmul_and_the_outputs_match_torch(home, monkeypatch, size, alpha,
+                                                                                        tiles):
     pytest.importorskip("torch")
     from tiletune.model import winograd
     from tiletune.model.build import ModelRunner, compare, compile_module, constructed_configs, scheduled_module
     from tiletune.model.tasks import load_model_tasks
 
-    path = home / "winograd_model.py"
-    path.write_text(FACTORY)
+    path = home / f"winograd_model_{alpha}.py"
+    path.write_text(FACTORY.replace("HEIGHT", str(size[0])).replace("WIDTH", str(size[1])))
     source, tasks = load_model_tasks(f"{path}:make", host_target())
-    products = [k for k in tasks.tasks if k.tunable and k.inputs[0][0] == 16 and len(k.inputs[0]) == 3]
-    assert sorted(k.inputs for k in products) == [[(16, 15, 16), (16, 16, 24)], [(16, 15, 24), (16, 24, 24)]]
+    products = [k for k in tasks.tasks if len(k.inputs[0]) == 3 and k.inputs[0][0] == alpha * alpha]
+    a2 = alpha * alpha
+    assert sorted(k.inputs for k in products) == [[(a2, tiles, 16), (a2, 16, 24)], [(a2, tiles, 24), (a2, 24, 24)]]
     assert not [k for k in tasks.kernels if "conv2d" in k.name]
     transforms = [k for k in tasks.kernels if "winograd" in k.name]
     assert len(transforms) == 4 and not any(k.tunable for k in transforms)

@@ -45,9 +45,37 @@ def classes_of(tasks) -> dict[str, str]:
             key.update({n: f"C{c} K{kout} k{kh} Ho{k.output[1]}" for n in k.names})
         elif "matmul" in k.name or "dense" in k.name:
             key.update({n: "classifier" for n in k.names})
+    key.update(_winograd_classes(tasks))
     for prod, pad in fusable(tasks.fused):  # a producer that writes a pad's buffer (tiletune.model.pad_fusion)
         if prod in key:
             key[fused_name(prod, pad)] = key[prod]
+    return key
+
+
+def _winograd_classes(tasks) -> dict[str, str]:
+    """{kernel name: its convolution's class} for the three kernels of each convolution that Winograd's transforms
+    compute (tiletune.model.winograd): the product [a2, P, C] x [a2, C, K], the input transform that makes its
+    [a2, P, C], the output transform that reads its [a2, P, K] and writes the 1 x Ho x Wo x K output."""
+    from tiletune.model.winograd import transform
+
+    kinds = {k.name: transform(k.func) for k in tasks.kernels}
+    heights = {k.inputs[0]: k.output[1] for k in tasks.kernels if kinds[k.name] == "output"}
+    key, by_v = {}, {}
+    for k in tasks.kernels:
+        if kinds[k.name] or len(k.inputs) != 2 or len(k.inputs[0]) != 3 or len(k.inputs[1]) != 3:
+            continue
+        (a2, p, c), (_, _, kout) = k.inputs[0], k.inputs[1]
+        if (a2, p, kout) not in heights:
+            continue
+        cls = f"C{c} K{kout} k3 Ho{heights[(a2, p, kout)]}"
+        key.update({n: cls for n in k.names})
+        by_v[k.inputs[0]] = cls
+        for o in tasks.kernels:
+            if kinds[o.name] == "output" and o.inputs[0] == (a2, p, kout):
+                key.update({n: cls for n in o.names})
+    for k in tasks.kernels:
+        if kinds[k.name] == "input" and k.output in by_v:
+            key.update({n: by_v[k.output] for n in k.names})
     return key
 
 

@@ -1,15 +1,18 @@
-"""Winograd's minimal filtering for a CNN's 3x3 convolutions on a CPU: F(2x2, 3x3).
+"""Winograd's minimal filtering for a CNN's 3x3 convolutions on a CPU: F(2x2, 3x3) and F(4x4, 3x3).
 
 Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks" (CVPR 2016): a stride-1 3x3 convolution
-computes each 2x2 tile of its output from the 4x4 tile of its input around it with 16 multiplications per pair
-of input and output channels instead of 36. With the tile's input ``d`` (4x4) and the weight ``g`` (3x3)
+computes each m x m tile of its output from the alpha x alpha tile of its input around it (alpha = m + 2) with
+alpha^2 multiplications per pair of input and output channels instead of 9 m^2. With the tile's input ``d`` and
+the weight ``g`` (3x3)
 
     V = B^T d B,   U = G g G^T,   M = sum over the input channels of U * V (elementwise),   Y = A^T M A,
 
-so that for the 16 positions (eps, nu) of a tile the sums over the input channels are one batched matrix
-product: ``M[e] = V[e] @ U[e]`` with ``V[e]`` P tiles x C input channels and ``U[e]`` C x K, 16 products of 2.25x
-fewer multiply-accumulates in all than the convolution. The transforms are additions only (``B``, ``A``) and the
-weight's is done once when the model is built (``G``, numpy in float64, rounded once to the weight's dtype).
+so that for the alpha^2 positions (eps, nu) of a tile the sums over the input channels are one batched matrix
+product: ``M[e] = V[e] @ U[e]`` with ``V[e]`` P tiles x C input channels and ``U[e]`` C x K: 2.25x fewer
+multiply-accumulates than the convolution for m = 2 (16 products), 4x for m = 4 (36). The transforms are sums
+with small constant coefficients (``B``, ``A``: +-1 for m = 2) and the weight's is done once when the model is
+built (``G``, numpy in float64, rounded once to the weight's dtype). The matrices: Lavin and Gray's, points 0,
++-1 (and +-2 for m = 4).
 
 ``rewrite`` (CPU targets, after ``fold_weights`` and before the operators are lowered:
 ``tiletune.model.tasks.fuse``) replaces every ``conv2d`` that
@@ -19,19 +22,21 @@ weight's is done once when the model is built (``G``, numpy in float64, rounded 
 - has at least ``MIN_CHANNELS`` input and output channels (a stem's 3 input channels would make 16 products of
   a 3-long reduction),
 
-by three calls: ``winograd_input`` (``V`` as [16, P, C], eps * 4 + nu first; the pad before it is taken into
-the same kernel by FuseOps), ``matmul(V, U)`` with ``U`` a constant [16, C, K] (a batched matmul task that the CPU
-template tunes and whose weight it packs once, like every model weight), and ``winograd_output`` (``Y`` in the
-convolution's NHWC shape; bias, ReLU and residual after the convolution fuse into its kernel). The two
-transforms are not tuned: ``schedule`` gives them a schedule of their own (their 16 tile positions unrolled, so
-that each output is a sum of the few inputs with a coefficient of +-1 and no multiplication, the channels
+by three calls: ``winograd_input`` (``V`` as [alpha^2, P, C], eps * alpha + nu first; the pad before it is taken
+into the same kernel by FuseOps), ``matmul(V, U)`` with ``U`` a constant [alpha^2, C, K] (a batched matmul task
+that the CPU template tunes and whose weight it packs once, like every model weight), and ``winograd_output``
+(``Y`` in the convolution's NHWC shape; bias, ReLU and residual after the convolution fuse into its kernel). An
+output size that is no multiple of m gets partial tiles: zeros read beyond the input, nothing written beyond the
+output. The two transforms are not tuned: ``schedule`` gives them a schedule of their own (their alpha^2 tile
+positions unrolled, so that each output is a sum of the few inputs with a constant coefficient, the channels
 vectorized, parallel over the tiles), which ``tiletune.model.default_schedule.checked`` checks against the
-unscheduled build as it does every default schedule. ``WINOGRAD`` switches it off; the measurement that made
-it the default: docs/decisions/winograd.md.
+unscheduled build as it does every default schedule. ``WINOGRAD`` switches it all off.
 
-The tile: F(2x2, 3x3), not F(4x4, 3x3) (36 products, 4x fewer multiplications): its transformed weight is 16/9
-the weight's size, F(4x4)'s 4x, and in a model every weight comes from DRAM (docs/decisions/measure-cold-weights.md);
-its rounding error stays within fp32's few ulps of the direct sum.
+The tile (``tile_for``): m = 4 where the output divides into 4x4 tiles and F(4x4)'s transformed weight (4x the
+filter's size) is at most ``F4_MAX_BYTES``, else m = 2 (16/9 the filter's size). In a model every weight comes
+from DRAM (docs/decisions/measure-cold-weights.md): ResNet-50's 56x56 and 28x28 stages (0.6 and 2.4 MB) take
+F(4x4), its 14x14 and 7x7 stages (9.4 and 38 MB in F(4x4)) F(2x2). Rounding: the model's outputs stay within
+1e-6 of torch's on ResNet-50, F(4x4)'s coefficients (up to 8) included. The measurements: docs/decisions/winograd.md.
 """
 from __future__ import annotations
 
@@ -39,7 +44,7 @@ import numpy as np
 
 WINOGRAD = True  # docs/decisions/winograd.md
 MIN_CHANNELS = 16
-F4_MAX_BYTES = 0  # F(4x4, 3x3) where its transformed weight is at most this: docs/decisions/winograd.md
+F4_MAX_BYTES = 4 << 20  # F(4x4, 3x3) where its transformed weight is at most this: docs/decisions/winograd.md
 INPUT, OUTPUT = "winograd_input", "winograd_output"  # the transforms' block names, + "_m2" / "_m4"
 
 # Lavin and Gray's F(m, 3) for m = 2 and 4 (interpolation points 0, +-1, +-2): Y = A^T [(G g G^T) * (B^T d B)] A
