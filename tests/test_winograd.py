@@ -159,3 +159,15 @@ def test_in_a_model_the_products_are_a_tuned_batched_matmul_and_the_outputs_matc
     monkeypatch.setattr(winograd, "WINOGRAD", False)
     _, direct = load_model_tasks(f"{path}:make", host_target())
     assert len([k for k in direct.tasks if "conv2d" in k.name]) == 2
+
+
+def test_the_conformance_family_takes_both_tiles():
+    """``family:winograd`` (the model conformance suite builds and checks it): F(4x4) where the output divides into
+    4x4 tiles, F(2x2) where it does not, every stride-1 3x3 convolution rewritten."""
+    pytest.importorskip("torch")
+    from tiletune.model.tasks import load_model_tasks
+
+    _, tasks = load_model_tasks("family:winograd", host_target())
+    products = sorted(k.inputs for k in tasks.tasks if len(k.inputs[0]) == 3)
+    assert products == [[(16, 15, 16), (16, 16, 24)], [(16, 15, 24), (16, 24, 24)], [(36, 6, 16), (36, 16, 16)]]
+    assert not [k for k in tasks.kernels if "conv2d" in k.name]

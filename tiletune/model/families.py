@@ -331,13 +331,34 @@ def several_outputs():
     return M(), (torch.randn(1, 4, 8, 8),)
 
 
+def winograd():
+    """Stride-1 3x3 convolutions of 16 and more channels, which a CPU build in NHWC computes by Winograd's
+    transforms (``tiletune.model.winograd``): F(4x4) on an 8x12 image with BatchNorm and SiLU after it (a DAG
+    epilogue in the output transform), F(2x2) on the 6x10 output of an unpadded one, and a residual."""
+    torch, nn, F = _nn()
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.bn = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+            self.b = nn.Conv2d(16, 24, 3)
+            self.c = nn.Conv2d(24, 24, 3, padding=1)
+
+        def forward(self, x):
+            h = F.silu(self.bn(self.a(x)))
+            g = F.relu(self.b(h))
+            return F.relu(self.c(g) + g)
+
+    return M(), (torch.randn(1, 16, 8, 12),)
+
+
 FAMILIES: dict[str, Callable] = {
     "conv_silu": conv_silu, "activations": activations, "gelu_mlp": gelu_mlp, "norms": norms,
     "upsample": upsample, "grouped_dilated": grouped_dilated, "conv_transpose": conv_transpose,
     "conv1d": conv1d, "conv3d": conv3d, "attention": attention, "multihead_attention": multihead_attention,
     "embedding": embedding, "recurrent": recurrent, "pixel_shuffle": pixel_shuffle, "pools": pools,
-    "tensor_ops": tensor_ops, "several_outputs": several_outputs,
+    "tensor_ops": tensor_ops, "several_outputs": several_outputs, "winograd": winograd,
 }
 #: the families with a 2-D convolution: the only ones whose kernels differ between NHWC and NCHW
 CONV_FAMILIES = ("conv_silu", "activations", "norms", "upsample", "grouped_dilated", "pixel_shuffle", "pools",
-                 "tensor_ops", "several_outputs")
+                 "tensor_ops", "several_outputs", "winograd")

@@ -22,11 +22,12 @@ built (``G``, numpy in float64, rounded once to the weight's dtype). The matrice
 - has at least ``MIN_CHANNELS`` input and output channels (a stem's 3 input channels would make 16 products of
   a 3-long reduction),
 
-by three calls: ``winograd_input`` (``V`` as [alpha^2, P, C], eps * alpha + nu first; the pad before it is taken
-into the same kernel by FuseOps), ``matmul(V, U)`` with ``U`` a constant [alpha^2, C, K] (a batched matmul task
-that the CPU template tunes and whose weight it packs once, like every model weight), and ``winograd_output``
-(``Y`` in the convolution's NHWC shape; bias, ReLU and residual after the convolution fuse into its kernel). An
-output size that is no multiple of m gets partial tiles: zeros read beyond the input, nothing written beyond the
+by three calls: ``winograd_input`` (``V`` as [alpha^2, P, C], eps * alpha + nu first; it reads the padded input,
+whose pad ``tiletune.model.pad_fusion`` takes into the kernel before where it can), ``matmul(V, U)`` with ``U`` a
+constant [alpha^2, C, K] (a batched matmul task that the CPU template tunes and whose weight it packs once, like
+every model weight), and ``winograd_output`` (``Y`` in the convolution's NHWC shape; bias, ReLU, SiLU and residual
+after the convolution fuse into its kernel, as into a convolution's). An output size that is no multiple of m gets
+partial tiles: zeros read beyond the input, nothing written beyond the
 output. The two transforms are not tuned: ``schedule`` gives them a schedule of their own (their alpha^2 tile
 positions unrolled, so that each output is a sum of the few inputs with a constant coefficient, the channels
 vectorized, parallel over the tiles), which ``tiletune.model.default_schedule.checked`` checks against the
@@ -46,6 +47,10 @@ WINOGRAD = True  # docs/decisions/winograd.md
 MIN_CHANNELS = 16
 F4_MAX_BYTES = 4 << 20  # F(4x4, 3x3) where its transformed weight is at most this: docs/decisions/winograd.md
 INPUT, OUTPUT = "winograd_input", "winograd_output"  # the transforms' block names, + "_m2" / "_m4"
+#: the transforms fuse as a convolution does (TVM's kOutEWiseFusable, kept by AnnotateTIROpPattern): elementwise
+#: consumers join the output transform's kernel, nothing joins the input transform's, so that one's output transform
+#: and the next one's input transform (an elementwise SiLU between) never become one kernel of inlined transforms
+_FUSE_AS_CONV = {"op_pattern": 4}
 
 # Lavin and Gray's F(m, 3) for m = 2 and 4 (interpolation points 0, +-1, +-2): Y = A^T [(G g G^T) * (B^T d B)] A
 MATRICES = {
@@ -193,9 +198,11 @@ def rewrite(mod):
             out_h, out_w = hp - 2, wp - 2
             m = tile_for(out_h, out_w, c_, int(w.ty.shape[3]))
             u = relax.const(weight_transform(w.value.numpy(), m), "float32")
-            v = self.builder_.emit_te(input_transform, x, out_h, out_w, m, primfunc_name_hint=INPUT)
+            v = self.builder_.emit_te(input_transform, x, out_h, out_w, m, primfunc_name_hint=INPUT,
+                                      primfunc_attrs=_FUSE_AS_CONV)
             prod = self.builder_.emit(relax.op.matmul(v, u))
-            return self.builder_.call_te(output_transform, prod, n_, out_h, out_w, m, primfunc_name_hint=OUTPUT)
+            return self.builder_.call_te(output_transform, prod, n_, out_h, out_w, m, primfunc_name_hint=OUTPUT,
+                                         primfunc_attrs=_FUSE_AS_CONV)
 
     mutator = Winograd(mod)
     for gv, func in mod.functions_items():
@@ -224,8 +231,9 @@ def schedule(func):
     """``func`` (a fused kernel) scheduled as a Winograd transform, or None when it has no transform block or
     TVM refuses a step. The input transform: its tile positions (eps, nu) unrolled inside, the channels
     vectorized innermost, parallel over the tiles; the output transform with its epilogue: the m x m positions
-    of a tile unrolled around the vectorized channels, parallel over the tile rows. Blocks before the transform
-    (the pad) are inlined into it. The tile (m) is the block name's suffix."""
+    of a tile unrolled around the vectorized channels, parallel over the tile rows, the transform computed per
+    tile and channel vector into a local buffer that the epilogue reads. Blocks before the input transform (the
+    pad) are inlined into it. The tile (m) is the block name's suffix."""
     import tvm
     from tvm import s_tir
 
@@ -251,7 +259,8 @@ def schedule(func):
             sch.reorder(p, co, eps, nu, ci)
             sch.parallel(p)
         else:
-            for b in sch.get_child_blocks(root)[:-1]:
+            transform = blocks[first]
+            for b in blocks[first + 1:-1]:  # the epilogue's intermediates, as the default schedule inlines them
                 sch.compute_inline(b)
             block = sch.get_child_blocks(root)[-1]
             n, h, w, k = sch.get_loops(block)
@@ -261,6 +270,16 @@ def schedule(func):
             co, ci = sch.split(k, [None, lanes])
             sch.reorder(n, th, tw, co, eps, nu, ci)
             sch.parallel(sch.fuse(n, th))
+            if not sch.get(block).same_as(sch.get(transform)):
+                # a tile's m x m x lanes outputs into a local buffer that the epilogue reads (inlined, an epilogue
+                # that reads its input twice, SiLU, would compute the transform twice)
+                sch.compute_at(transform, co)
+                sch.set_scope(transform, 0, "local")
+                tv, tw_, tk = sch.get_loops(transform)[-3:]
+                sch.unroll(tv)
+                sch.unroll(tw_)
+                if lanes > 1:
+                    sch.vectorize(tk)
         sch.unroll(eps)
         sch.unroll(nu)
         if lanes > 1:

@@ -106,18 +106,28 @@ def block_flops(func) -> int:
     total = 0
     for b in blocks:
         blk = sch.get(b)
-        ops = []
         value = getattr(blk.body, "value", None)
         if value is None:
             continue
-        _walk(value, lambda e: ops.append(1) if type(e).__name__ in (
-            "Add", "Sub", "Mul", "Div", "Max", "Min", "FloorDiv", "Call") else None)
         try:
             space = math.prod(int(iv.dom.extent) for iv in blk.iter_vars)
         except TypeError:
             continue
-        total += len(ops) * space
+        total += _ops(value) * space
     return total
+
+
+def _ops(expr) -> int:
+    """Arithmetic operations of ``expr``; of a ``Select`` (a value chosen by a condition: a Winograd transform's
+    tile positions), its condition's and its costlier branch's."""
+    if type(expr).__name__ == "Select":
+        return _ops(expr.condition) + max(_ops(expr.true_value), _ops(expr.false_value))
+    n = int(type(expr).__name__ in ("Add", "Sub", "Mul", "Div", "Max", "Min", "FloorDiv", "Call"))
+    for field in ("a", "b", "value", "condition", "true_value", "false_value"):
+        sub = getattr(expr, field, None)
+        if sub is not None and not isinstance(sub, (int, float, str)):
+            n += _ops(sub)
+    return n + sum(_ops(sub) for sub in getattr(expr, "args", None) or ())
 
 
 def _uses(expr, variables) -> bool:
