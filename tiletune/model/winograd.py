@@ -179,8 +179,9 @@ def eligible(call) -> bool:
 
 
 def rewrite(mod):
-    """``mod`` with every ``eligible`` convolution computed by Winograd's F(2x2, 3x3) (the module docstring);
-    ``mod`` itself is left as it is. Returns ``mod`` unchanged when ``WINOGRAD`` is off."""
+    """``mod`` with every ``eligible`` convolution computed by Winograd's transforms, F(m x m, 3x3) with
+    ``tile_for``'s m (the module docstring); ``mod`` itself is left as it is. Returns ``mod`` unchanged when
+    ``WINOGRAD`` is off."""
     import tvm
     from tvm import relax
 
