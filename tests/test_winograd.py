@@ -37,6 +37,7 @@ def test_the_transforms_with_their_schedules_compute_the_convolution(m, n, h, w,
     from tvm import te
 
     from tiletune.model import winograd
+    from tiletune.model.default_schedule import VECTOR
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((n, h + 2, w + 2, c)).astype("float32")
@@ -47,13 +48,13 @@ def test_the_transforms_with_their_schedules_compute_the_convolution(m, n, h, w,
     mp = te.placeholder((alpha * alpha, tiles, k), name="m")
     out = te.create_prim_func([mp, winograd.output_transform(mp, n, h, w, m)])
     for func in (inp, out):
-        own = winograd.schedule(func)
+        own = winograd.schedule(func, VECTOR)
         assert own is not None and "T.unroll" in own.script() and "T.parallel" in own.script()
-    v = _run(winograd.schedule(inp), x, np.zeros((alpha * alpha, tiles, c), "float32"))
+    v = _run(winograd.schedule(inp, VECTOR), x, np.zeros((alpha * alpha, tiles, c), "float32"))
     np.testing.assert_allclose(v, _run(inp, x, np.zeros((alpha * alpha, tiles, c), "float32")), rtol=1e-6, atol=1e-5)
     u = winograd.weight_transform(wt, m)
     assert u.shape == (alpha * alpha, c, k) and u.dtype == np.float32
-    y = _run(winograd.schedule(out), np.matmul(v, u), np.zeros((n, h, w, k), "float32"))
+    y = _run(winograd.schedule(out, VECTOR), np.matmul(v, u), np.zeros((n, h, w, k), "float32"))
     ref = _direct(x, wt)
     assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
 
@@ -62,7 +63,7 @@ def test_the_default_schedule_gives_a_transform_its_own_and_checks_it():
     from tvm import te
 
     from tiletune.model import winograd
-    from tiletune.model.default_schedule import checked
+    from tiletune.model.default_schedule import VECTOR, checked
 
     x = te.placeholder((1, 8, 6, 24), name="x")
     func = te.create_prim_func([x, winograd.input_transform(x, 6, 4)])
@@ -70,7 +71,7 @@ def test_the_default_schedule_gives_a_transform_its_own_and_checks_it():
     assert label == "parallel+vector" and "T.unroll" in scheduled.script()
     y = te.placeholder((1, 8, 6, 24), name="y")
     plain = te.create_prim_func([y, te.compute(y.shape, lambda *i: y(*i) * 2.0, name="double")])
-    assert winograd.schedule(plain) is None
+    assert winograd.schedule(plain, VECTOR) is None
 
 
 def _conv_module(convs):

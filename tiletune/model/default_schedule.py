@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 from ..workloads.primfunc import _walk
+from . import winograd
 
 VECTOR = 16  # fp32 lanes of AVX-512
 PARALLEL_MIN = 4096  # iterations below which a block runs on one core (waking the thread pool costs more)
@@ -219,9 +220,7 @@ def default_schedule(func, vectorize: bool = True):
     import tvm
     from tvm import s_tir
 
-    from . import winograd
-
-    if vectorize and (own := winograd.schedule(func)) is not None:
+    if vectorize and (own := winograd.schedule(func, VECTOR)) is not None:
         return own
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
     try:

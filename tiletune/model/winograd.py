@@ -228,17 +228,16 @@ def transform(func) -> str:
     return kinds[0] if kinds else ""
 
 
-def schedule(func):
+def schedule(func, vector: int):
     """``func`` (a fused kernel) scheduled as a Winograd transform, or None when it has no transform block or
     TVM refuses a step. The input transform: its tile positions (eps, nu) unrolled inside, the channels
     vectorized innermost, parallel over the tiles; the output transform with its epilogue: the m x m positions
     of a tile unrolled around the vectorized channels, parallel over the tile rows, the transform computed per
     tile and channel vector into a local buffer that the epilogue reads. Blocks before the input transform (the
-    pad) are inlined into it. The tile (m) is the block name's suffix."""
+    pad) are inlined into it. The tile (m) is the block name's suffix; the channels go in vectors of ``vector``
+    lanes (the default schedule's width), or of the widest of 8, 4 and 2 that divides them."""
     import tvm
     from tvm import s_tir
-
-    from .default_schedule import VECTOR
 
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
     try:
@@ -255,7 +254,7 @@ def schedule(func):
             block = sch.get_sblock(names[first])
             e, p, c = sch.get_loops(block)
             eps, nu = sch.split(e, [m + 2, m + 2])
-            lanes = _lanes(sch.get(c).extent, VECTOR)
+            lanes = _lanes(sch.get(c).extent, vector)
             co, ci = sch.split(c, [None, lanes])
             sch.reorder(p, co, eps, nu, ci)
             sch.parallel(p)
@@ -267,7 +266,7 @@ def schedule(func):
             n, h, w, k = sch.get_loops(block)
             th, eps = sch.split(h, [None, m])
             tw, nu = sch.split(w, [None, m])
-            lanes = _lanes(sch.get(k).extent, VECTOR)
+            lanes = _lanes(sch.get(k).extent, vector)
             co, ci = sch.split(k, [None, lanes])
             sch.reorder(n, th, tw, co, eps, nu, ci)
             sch.parallel(sch.fuse(n, th))
