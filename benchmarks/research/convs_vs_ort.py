@@ -59,23 +59,20 @@ def _winograd_classes(tasks) -> dict[str, str]:
     from tiletune.model.winograd import transform
 
     kinds = {k.name: transform(k.func) for k in tasks.kernels}
-    heights = {k.inputs[0]: k.output[1] for k in tasks.kernels if kinds[k.name] == "output"}
-    key, by_v = {}, {}
+    outputs = {k.inputs[0]: k for k in tasks.kernels if kinds[k.name] == "output"}  # by the products they read
+    inputs = {k.output: k for k in tasks.kernels if kinds[k.name] == "input"}  # by the V they write
+    key = {}
     for k in tasks.kernels:
         if kinds[k.name] or len(k.inputs) != 2 or len(k.inputs[0]) != 3 or len(k.inputs[1]) != 3:
             continue
         (a2, p, c), (_, _, kout) = k.inputs[0], k.inputs[1]
-        if (a2, p, kout) not in heights:
+        out = outputs.get((a2, p, kout))
+        if out is None:
             continue
-        cls = f"C{c} K{kout} k3 Ho{heights[(a2, p, kout)]}"
-        key.update({n: cls for n in k.names})
-        by_v[k.inputs[0]] = cls
-        for o in tasks.kernels:
-            if kinds[o.name] == "output" and o.inputs[0] == (a2, p, kout):
-                key.update({n: cls for n in o.names})
-    for k in tasks.kernels:
-        if kinds[k.name] == "input" and k.output in by_v:
-            key.update({n: by_v[k.output] for n in k.names})
+        cls = f"C{c} K{kout} k3 Ho{out.output[1]}"
+        for kernel in (k, out, inputs.get(k.inputs[0])):
+            if kernel is not None:
+                key.update({n: cls for n in kernel.names})
     return key
 
 

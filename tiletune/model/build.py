@@ -187,7 +187,8 @@ def foreign_workloads(tasks: ModelTasks, records: str | None) -> int:
     if records is None or not Path(records).exists():
         return 0
     tkey = target_key(tasks.target)
-    return len({_nameless(r.workload) for r in load(records) if r.target == tkey} - {_nameless(k) for k in tasks.keys()})
+    mine = {_nameless(k) for k in tasks.keys()}
+    return len({_nameless(r.workload) for r in load(records) if r.target == tkey} - mine)
 
 
 def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen], fuse_pads: bool = True):

@@ -112,7 +112,7 @@ def fuse(mod, target: dict):
     try:
         mod = fold_weights(mod)  # the weights' layout changes with numpy, not an LLVM build each in FoldConstant
         if not is_cuda(target):
-            mod = winograd.rewrite(mod)  # 3x3 convolutions as F(2x2, 3x3): docs/decisions/winograd.md
+            mod = winograd.rewrite(mod)  # 3x3 convolutions by Winograd's transforms: docs/decisions/winograd.md
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
                 fast_math(),  # docs/decisions/fast-math.md

@@ -219,13 +219,22 @@ def transform(func) -> str:
     from tvm import s_tir
 
     try:
-        sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-        names = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+        found = _find(s_tir.Schedule(tvm.IRModule({"main": func})))
     except Exception:  # noqa: BLE001  (no root block)
         return ""
-    kinds = [kind for name in names for kind, prefix in (("input", INPUT), ("output", OUTPUT))
-             if name.startswith(prefix)]
-    return kinds[0] if kinds else ""
+    return found[2] if found else ""
+
+
+def _find(sch):
+    """(the root's child blocks, the index of the transform's block among them, "input" or "output", the tile m
+    that its name's suffix carries), or None when no block is a transform's."""
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    for i, b in enumerate(blocks):
+        name = sch.get(b).name_hint
+        for kind, prefix in (("input", INPUT), ("output", OUTPUT)):
+            if name.startswith(prefix):
+                return blocks, i, kind, int(name.rpartition("_m")[2])
+    return None
 
 
 def schedule(func, vector: int):
@@ -233,36 +242,30 @@ def schedule(func, vector: int):
     TVM refuses a step. The input transform: its tile positions (eps, nu) unrolled inside, the channels
     vectorized innermost, parallel over the tiles; the output transform with its epilogue: the m x m positions
     of a tile unrolled around the vectorized channels, parallel over the tile rows, the transform computed per
-    tile and channel vector into a local buffer that the epilogue reads. Blocks before the input transform (the
-    pad) are inlined into it. The tile (m) is the block name's suffix; the channels go in vectors of ``vector``
+    tile and channel vector into a local buffer that the epilogue reads (nothing fuses before an input transform:
+    ``_FUSE_AS_CONV``). The tile (m) is the block name's suffix; the channels go in vectors of ``vector``
     lanes (the default schedule's width), or of the widest of 8, 4 and 2 that divides them."""
     import tvm
     from tvm import s_tir
 
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
     try:
-        root = sch.get_sblock("root")
-        blocks = sch.get_child_blocks(root)
-        names = [sch.get(b).name_hint for b in blocks]
-        first = next((i for i, name in enumerate(names) if name.startswith((INPUT, OUTPUT))), None)
-        if first is None:
+        found = _find(sch)
+        if found is None:
             return None
-        m = int(names[first].rpartition("_m")[2])
-        if names[first].startswith(INPUT):
-            for b in blocks[:first]:
-                sch.compute_inline(b)
-            block = sch.get_sblock(names[first])
-            e, p, c = sch.get_loops(block)
+        blocks, first, kind, m = found
+        if kind == "input":
+            e, p, c = sch.get_loops(blocks[first])
             eps, nu = sch.split(e, [m + 2, m + 2])
             lanes = _lanes(sch.get(c).extent, vector)
             co, ci = sch.split(c, [None, lanes])
             sch.reorder(p, co, eps, nu, ci)
             sch.parallel(p)
         else:
-            transform = blocks[first]
+            own = blocks[first]
             for b in blocks[first + 1:-1]:  # the epilogue's intermediates, as the default schedule inlines them
                 sch.compute_inline(b)
-            block = sch.get_child_blocks(root)[-1]
+            block = sch.get_child_blocks(sch.get_sblock("root"))[-1]
             n, h, w, k = sch.get_loops(block)
             th, eps = sch.split(h, [None, m])
             tw, nu = sch.split(w, [None, m])
@@ -270,12 +273,12 @@ def schedule(func, vector: int):
             co, ci = sch.split(k, [None, lanes])
             sch.reorder(n, th, tw, co, eps, nu, ci)
             sch.parallel(sch.fuse(n, th))
-            if not sch.get(block).same_as(sch.get(transform)):
+            if not sch.get(block).same_as(sch.get(own)):
                 # a tile's m x m x lanes outputs into a local buffer that the epilogue reads (inlined, an epilogue
                 # that reads its input twice, SiLU, would compute the transform twice)
-                sch.compute_at(transform, co)
-                sch.set_scope(transform, 0, "local")
-                tv, tw_, tk = sch.get_loops(transform)[-3:]
+                sch.compute_at(own, co)
+                sch.set_scope(own, 0, "local")
+                tv, tw_, tk = sch.get_loops(own)[-3:]
                 sch.unroll(tv)
                 sch.unroll(tw_)
                 if lanes > 1:

@@ -115,14 +115,17 @@ def _sanitize(name: str) -> str:
     return s
 
 
+def _children(expr) -> list:
+    """The direct sub-expressions of ``expr`` (the node kinds an anchor's update holds)."""
+    subs = [getattr(expr, field, None) for field in ("a", "b", "value", "condition", "true_value", "false_value")]
+    return [s for s in subs if s is not None and not isinstance(s, (int, float, str))] + list(
+        getattr(expr, "args", None) or ())
+
+
 def _walk(expr, visit) -> None:
     """Call ``visit`` on ``expr`` and every sub-expression (the node kinds an anchor's update holds)."""
     visit(expr)
-    for field in ("a", "b", "value", "condition", "true_value", "false_value"):
-        sub = getattr(expr, field, None)
-        if sub is not None and not isinstance(sub, (int, float, str)):
-            _walk(sub, visit)
-    for sub in getattr(expr, "args", None) or ():
+    for sub in _children(expr):
         _walk(sub, visit)
 
 

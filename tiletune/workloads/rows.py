@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from .base import DTYPES, Axis, Workload, np_dtype, register_spec_parser
-from .primfunc import _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, from_cache, remember_text
+from .primfunc import _children, _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, from_cache, remember_text
 
 PREFIX = "rows:"
 KEY_RE = re.compile(r"^rows:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<shapes>[0-9x,]*)\]@(?P<hash>[0-9a-f]{16})$")
@@ -123,11 +123,7 @@ def _ops(expr) -> int:
     if type(expr).__name__ == "Select":
         return _ops(expr.condition) + max(_ops(expr.true_value), _ops(expr.false_value))
     n = int(type(expr).__name__ in ("Add", "Sub", "Mul", "Div", "Max", "Min", "FloorDiv", "Call"))
-    for field in ("a", "b", "value", "condition", "true_value", "false_value"):
-        sub = getattr(expr, field, None)
-        if sub is not None and not isinstance(sub, (int, float, str)):
-            n += _ops(sub)
-    return n + sum(_ops(sub) for sub in getattr(expr, "args", None) or ())
+    return n + sum(_ops(sub) for sub in _children(expr))
 
 
 def _uses(expr, variables) -> bool:
