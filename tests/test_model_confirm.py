@@ -104,3 +104,24 @@ def test_confirm_settings_turn_the_cutoff_off_and_bad_top_is_one_line():
     for bad in (-1, 1):
         with pytest.raises(TiletuneError, match="--confirm must be 0"):
             check_top(bad)
+
+
+def test_records_made_under_the_kernels_old_name_are_recalled_and_confirmed(tmp_path):
+    """A rewritten operator renumbers a model's fused kernels: the tuning loop recalls (does not measure again) and
+    confirmation ranks the records of a kernel whose key differs in the name alone; another kernel's are not its."""
+    space = bowl_space()
+    old, new, other = "fused_conv2d15_add[1x14,1x1]@0123456789abcdef", "fused_conv2d13_add[1x14,1x1]@0123456789abcdef", \
+        "fused_conv2d13_add[1x14,1x1]@fedcba9876543210"
+    path = tmp_path / "r.jsonl"
+    first = tune(space=space, strategy=create("random", space, seed=0), measurer=FunctionMeasurer(lambda c: 1.0),
+                 workload=old, flops=1, target="t", trials=4, records=path)
+    assert first.measured == 4
+    m = FunctionMeasurer(lambda c: 1.0)
+    again = tune(space=space, strategy=create("random", space, seed=0), measurer=m, workload=new, flops=1,
+                 target="t", trials=4, records=path)
+    assert again.recalled == 4 and again.measured == 0 and m.calls == []
+    assert len(known_from_records(path, space, new, "t")) == 4 and known_from_records(path, space, other, "t") == {}
+    assert len(candidates(load(path), new, 3)) == 3 and candidates(load(path), other, 3) == []
+    assert [r.workload for r in load(path, workload=new)] == [old] * 4
+    # keys that are not a model kernel's match whole
+    assert load(path, workload="gemm:M=8,N=8,K=8") == []

@@ -163,12 +163,26 @@ def iter_records(path: str | os.PathLike, *, warn: bool = True) -> Iterator[Reco
                 warnings.warn(f"{p}: unreadable after line {lineno} ({e})", stacklevel=2)
 
 
+def kernel_identity(key: str) -> str:
+    """What names one kernel in a workload key: a model kernel's ``NAME[SHAPES]@HASH`` without its ``NAME`` (the
+    fused module's numbering, which another operator of the model shifts: a rewritten convolution renumbers the
+    kernels after it; the shapes and the structural hash are the kernel's); any other key whole."""
+    i = key.find("[")
+    return key[i:] if i > 0 and "@" in key[i:] else key
+
+
+def same_kernel(a: str, b: str) -> bool:
+    """Whether two workload keys name one kernel (``kernel_identity``)."""
+    return a == b or kernel_identity(a) == kernel_identity(b)
+
+
 def load(path: str | os.PathLike, *, workload: str | None = None, target: str | None = None,
          warn: bool = True) -> list[Record]:
-    """All readable records of a file, optionally only one workload key / target."""
+    """All readable records of a file, optionally only one kernel (``same_kernel`` as ``workload``: a model's
+    records made when its kernel had another name count) / target."""
     out = []
     for r in iter_records(path, warn=warn):
-        if workload is not None and r.workload != workload:
+        if workload is not None and not same_kernel(r.workload, workload):
             continue
         if target is not None and r.target != target:
             continue
@@ -177,7 +191,7 @@ def load(path: str | os.PathLike, *, workload: str | None = None, target: str | 
 
 
 def best(records: Iterable[Record], workload: str | None = None) -> Record | None:
-    good = [r for r in records if r.ok and (workload is None or r.workload == workload)]
+    good = [r for r in records if r.ok and (workload is None or same_kernel(r.workload, workload))]
     return min(good, key=lambda r: r.median_s) if good else None
 
 

@@ -36,7 +36,7 @@ from ..errors import TiletuneError, one_line
 from ..measure.local import Prepacked, build_kernel
 from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
-from ..records import failures, load
+from ..records import failures, kernel_identity, load
 from ..construct import constructions, row_starts
 from ..schedules import check as check_config, cpu, cuda_mma, make_space, schedule
 from ..target import has_gpu, is_cuda, target_key
@@ -69,12 +69,6 @@ def _stem(key: str) -> str:
     return key.rsplit("@", 1)[0]
 
 
-def _nameless(key: str) -> str:
-    """A workload key without its kernel's name: ``[SHAPES]@HASH`` (the name is the fused module's numbering,
-    which another operator of the model may shift; the structural hash is the kernel's)."""
-    return key[key.find("["):]
-
-
 def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     """The chosen kernel of each task (by kernel hash) in ``records`` for the tasks' target (the module
     docstring). A record whose key differs from a task's in the kernel's name alone is that task's."""
@@ -85,9 +79,9 @@ def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
     tkey = target_key(tasks.target)
     recs = [r for r in load(records) if r.target == tkey]
     keys = tasks.keys()
-    renamed = {_nameless(k): k for k in keys}
-    mine = [r if r.workload in keys else replace(r, workload=renamed[_nameless(r.workload)])
-            for r in recs if _nameless(r.workload) in renamed]
+    renamed = {kernel_identity(k): k for k in keys}
+    mine = [r if r.workload in keys else replace(r, workload=renamed[kernel_identity(r.workload)])
+            for r in recs if kernel_identity(r.workload) in renamed]
     if recs and not mine:
         if {_stem(r.workload) for r in recs} & {_stem(k) for k in keys}:
             raise TiletuneError(f"records file {records} holds this model's kernels as an earlier tiletune made them "
@@ -167,7 +161,7 @@ def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Ch
     stems = {_stem(r.workload) for r in recs if r.target == tkey}
     out = {}
     for k in missing:
-        mine = [r for r in recs if _nameless(r.workload) == _nameless(k.workload.key) and r.target == tkey]
+        mine = [r for r in recs if kernel_identity(r.workload) == kernel_identity(k.workload.key) and r.target == tkey]
         fails = failures(mine)
         if not mine and _stem(k.workload.key) in stems:
             out[k.name] = "not tuned (its records are of the kernel as an earlier tiletune made it: tune again)"
@@ -187,8 +181,8 @@ def foreign_workloads(tasks: ModelTasks, records: str | None) -> int:
     if records is None or not Path(records).exists():
         return 0
     tkey = target_key(tasks.target)
-    mine = {_nameless(k) for k in tasks.keys()}
-    return len({_nameless(r.workload) for r in load(records) if r.target == tkey} - mine)
+    mine = {kernel_identity(k) for k in tasks.keys()}
+    return len({kernel_identity(r.workload) for r in load(records) if r.target == tkey} - mine)
 
 
 def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen], fuse_pads: bool = True):

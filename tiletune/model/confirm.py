@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings, Measurer
-from ..records import CONFIRM, Record, RecordWriter, best, config_key, now
+from ..records import CONFIRM, Record, RecordWriter, best, config_key, now, same_kernel
 from ..tune import measured_record
 
 #: candidates re-measured per task when confirmation is asked for (``tiletune model tune --confirm K``)
@@ -48,7 +48,7 @@ def candidates(records: Iterable[Record], workload: str, top: int) -> list[Recor
     records excluded), fastest first."""
     by_config: dict[str, Record] = {}
     for r in records:
-        if r.workload != workload or r.strategy == CONFIRM or not r.ok:
+        if not same_kernel(r.workload, workload) or r.strategy == CONFIRM or not r.ok:
             continue
         k = config_key(r.config)
         if k not in by_config or r.median_s < by_config[k].median_s:
@@ -58,7 +58,7 @@ def candidates(records: Iterable[Record], workload: str, top: int) -> list[Recor
 
 def latest_pass(records: Iterable[Record], workload: str) -> tuple[int, list[Record]]:
     """(number, records) of the latest confirmation pass of ``workload``; (0, []) when it has none."""
-    mine = [r for r in records if r.workload == workload and r.strategy == CONFIRM]
+    mine = [r for r in records if same_kernel(r.workload, workload) and r.strategy == CONFIRM]
     if not mine:
         return 0, []
     n = max(r.trial for r in mine)
@@ -85,7 +85,7 @@ def chosen(records: list[Record], workload: str) -> tuple[dict, float, float] | 
     conf = confirmed(records, workload)
     if conf:
         key = min(conf, key=conf.get)
-        rec = next(r for r in records if r.workload == workload and r.ok and config_key(r.config) == key)
+        rec = next(r for r in records if same_kernel(r.workload, workload) and r.ok and config_key(r.config) == key)
         flops = rec.gflops * rec.median_s * 1e9  # the workload's FLOPs, from any successful record
         return rec.config, conf[key], flops / conf[key] / 1e9
     b = best(records, workload)

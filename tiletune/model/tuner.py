@@ -51,7 +51,7 @@ from ..errors import TiletuneError
 from ..hardware import load as load_hardware
 from ..measure.base import MeasureSettings, Measurer
 from ..measure.factory import WorkerPool, make_measurer, shared_pool
-from ..records import failures, load
+from ..records import failures, load, same_kernel
 from ..session import build_task
 from ..strategies import get as get_strategy
 from ..target import target_key
@@ -327,7 +327,7 @@ def _confirm(states: list[TaskState], records: str, tkey: str, target: dict, set
     for st in states:
         if not math.isfinite(st.best_s):
             continue
-        mine = [r for r in recs if r.workload == st.key]
+        mine = [r for r in recs if same_kernel(r.workload, st.key)]
         measurer = make_measurer(st.kernel.workload, st.space, target, settings=confirm_settings(settings), pool=pool,
                                  rpc=rpc)
         try:
