@@ -197,7 +197,7 @@ def pool():
 def test_strategies_tune_row_tasks(model, home, pool, strategy):
     from tiletune.model.tasks import ModelTasks
     from tiletune.model.tuner import tune_model
-    from tiletune.records import load
+    from tiletune.records import CONFIRM, load
     from tiletune.schedules import starts
 
     _, tasks = model
@@ -213,7 +213,7 @@ def test_strategies_tune_row_tasks(model, home, pool, strategy):
     assert all(r.ok for r in records) and {r.workload for r in records} == {k.workload.key for k in some}
     if strategy != "random":  # the local searches measure the template's starts first
         for st in res.states:
-            mine = [st.space.from_dict(r.config) for r in records if r.workload == st.key]
+            mine = [st.space.from_dict(r.config) for r in records if r.workload == st.key and r.strategy != CONFIRM]
             assert mine == starts(st.kernel.workload, st.space, tasks.target)[:3]
 
 

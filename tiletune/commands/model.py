@@ -27,7 +27,7 @@ from ..model.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
 from ..model.shared_search import shared_search
 from ..model.source import load as load_source
 from ..model.tasks import ModelTasks, model_tasks
-from ..model.confirm import CONFIRM_DEFAULT, CONFIRM_TOP, check_top
+from ..model.confirm import CONFIRM_DEFAULT, check_top
 from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, SIBLING_SEEDS, tune_model
 from ..model.zoo import MODELS
 from ..paths import check_output
@@ -79,10 +79,11 @@ def add_parser(sub) -> None:
     u.add_argument("--round", type=int, default=8, dest="round_trials", help="trials per round of one task")
     u.add_argument("--seed", type=int, default=0, help="seed of the strategies and the scheduler")
     u.add_argument("--hardware", default=None, metavar="SPEC.json", help="HardwareSpec for gensor/roller/*-af")
-    u.add_argument("--confirm", type=int, default=CONFIRM_DEFAULT, metavar="K",
+    u.add_argument("--confirm", type=int, default=None, metavar="K",
                    help=f"after the budget, measure every task's K fastest kernels again, side by side (2 rounds, "
-                   f"no early cut-off; e.g. {CONFIRM_TOP}), and build with the fastest of these measurements; 0 (the "
-                   "default: it did not make the measured models faster end to end): off")
+                   f"no early cut-off), and build with the fastest of these measurements (default {CONFIRM_DEFAULT}: "
+                   "on a shared machine the fastest single measurement is often a lucky one); 0: off "
+                   "(--shared-search: always off)")
     add_measure_arguments(u, batch_size=8)
     u.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     u.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
@@ -334,6 +335,8 @@ def run_tune(args) -> int:
         raise TiletuneError(f"--trials must be >= 1, got {args.trials}")
     if args.seconds is not None and not args.seconds > 0:
         raise TiletuneError(f"--seconds must be > 0, got {args.seconds:g}")
+    if args.confirm is None:
+        args.confirm = 0 if getattr(args, "shared_search", False) else CONFIRM_DEFAULT
     check_top(args.confirm)
     if args.sibling_seeds < 0:
         raise TiletuneError(f"--sibling-seeds must be >= 0, got {args.sibling_seeds}")

@@ -21,7 +21,7 @@ cut-off off, so every candidate gets all its samples.
 - A pass whose candidates are already those of the latest pass is not measured again, so re-running a
   finished ``tiletune model tune`` command measures nothing.
 
-Off by default (``CONFIRM_DEFAULT``): docs/decisions/model-confirm.md.
+The top 5 by default (``CONFIRM_DEFAULT``): docs/decisions/model-confirm.md.
 """
 from __future__ import annotations
 
@@ -35,10 +35,8 @@ from ..measure.base import MeasureSettings, Measurer
 from ..records import CONFIRM, Record, RecordWriter, best, config_key, now, same_kernel
 from ..tune import measured_record
 
-#: candidates re-measured per task when confirmation is asked for (``tiletune model tune --confirm K``)
-CONFIRM_TOP = 3
-#: the default of ``tune_model`` and ``model tune --confirm``: off (docs/decisions/model-confirm.md)
-CONFIRM_DEFAULT = 0
+#: candidates re-measured per task: the default of ``tune_model`` and ``model tune --confirm`` (docs/decisions/model-confirm.md)
+CONFIRM_DEFAULT = 5
 #: interleaved rounds of a confirmation
 CONFIRM_ROUNDS = 2
 
@@ -93,7 +91,7 @@ def chosen(records: list[Record], workload: str) -> tuple[dict, float, float] | 
 
 
 def confirm_task(*, records: list[Record], records_path: str, workload: str, target: str, space, measurer: Measurer,
-                 flops: int, top: int = CONFIRM_TOP, rounds: int = CONFIRM_ROUNDS) -> list[Record]:
+                 flops: int, top: int = CONFIRM_DEFAULT, rounds: int = CONFIRM_ROUNDS) -> list[Record]:
     """Confirm one task: re-measure its ``top`` candidates in ``rounds`` interleaved rounds with
     ``measurer`` (whose settings should have ``cutoff=0``), appending the results to ``records_path``.
     Returns the records written ([]: nothing to confirm, or this pass exists already)."""

@@ -412,7 +412,8 @@ def shared_search(dyn, *, trials: int, records: str, strategy: str = DEFAULT_STR
 
             res = tune_model(sub, strategy=strategy, trials=shares[-1], records=records, scheduler=scheduler,
                              round_trials=round_trials, batch_size=batch_size, settings=settings, seed=seed,
-                             options=options, hardware=hardware, on_round=note_alone, callbacks=callbacks, pool=pool)
+                             options=options, hardware=hardware, on_round=note_alone, callbacks=callbacks, pool=pool,
+                             confirm=0)
             for st in res.states:
                 done_states[st.key] = st
             total += res.trials

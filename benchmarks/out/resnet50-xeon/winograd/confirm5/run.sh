@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# resnet50 (Winograd, ../resnet50-xgb-winograd.jsonl.gz) with the tasks' top 5 confirmed (the model tune default since
+# 2026-11-29, docs/decisions/model-confirm.md) against the same records unconfirmed and ONNX Runtime, every side alive
+# in its own process, taking turns (threads_vs_ort.py --alternate). added.jsonl.gz: what the tune command below
+# appended to the records: 290 confirmation measurements and 73 new xgb trials (the budget's replay is not exact:
+# the products were tuned by a run of their own; matmul2 and matmul3 got 32 more each, two other tasks 9), in 2.8 min.
+# rec-more: the records with those trials but not the confirmations (resnet50-2t-again.md: no faster than rec-orig).
+set -euo pipefail
+cd "$(dirname "$0")/../../../../.."
+OUT=benchmarks/out/resnet50-xeon/winograd/confirm5
+zcat benchmarks/out/resnet50-xeon/winograd/resnet50-xgb-winograd.jsonl.gz > /tmp/rec-orig.jsonl
+cp /tmp/rec-orig.jsonl /tmp/rec-c5.jsonl
+python -m tiletune.cli model tune resnet50 -s xgb --trials 1238 -r /tmp/rec-c5.jsonl --confirm 5
+grep -v '"strategy": "confirm"' /tmp/rec-c5.jsonl > /tmp/rec-more.jsonl
+python benchmarks/research/threads_vs_ort.py --model resnet50 -r /tmp/rec-orig.jsonl -r /tmp/rec-c5.jsonl --alternate \
+    --rounds 15 --calls 20 --threads 2 > $OUT/resnet50-2t.md
+python benchmarks/research/threads_vs_ort.py --model resnet50 -r /tmp/rec-orig.jsonl -r /tmp/rec-c5.jsonl --alternate \
+    --rounds 12 --calls 10 --threads 1 > $OUT/resnet50-1t.md
+python benchmarks/research/threads_vs_ort.py --model resnet50 -r /tmp/rec-orig.jsonl -r /tmp/rec-more.jsonl \
+    -r /tmp/rec-c5.jsonl --alternate --rounds 15 --calls 20 --threads 2 > $OUT/resnet50-2t-again.md
