@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The other three Fig. 9 models with every task's top 5 confirmed (model tune's default since 2026-11-29,
+# docs/decisions/model-confirm.md), against their builds as tuned (../MODEL-xgb.jsonl.gz) and ONNX Runtime, every side
+# alive in its own process, taking turns. added-MODEL.jsonl.gz: what the tune command appended (gpt2, bert-small: the
+# 80 confirmations only; mobilenetv2: 310 confirmations and 539 xgb trials, the replay of xgb's decisions not being
+# exact, within the same budget of 1550 trials); tune-MODEL.log its output. resnet50: ../../../resnet50-xeon/winograd/confirm5/.
+set -euo pipefail
+cd "$(dirname "$0")/../../../../.."
+OUT=benchmarks/out/fig9-xeon/fig9-1129/confirm5
+for m in gpt2 mobilenetv2 bert-small; do
+  zcat benchmarks/out/fig9-xeon/fig9-1129/$m-xgb.jsonl.gz > /tmp/$m-orig.jsonl
+  cp /tmp/$m-orig.jsonl /tmp/$m-c5.jsonl
+  python -m tiletune.cli model tune $m -s xgb --trials $(wc -l < /tmp/$m-orig.jsonl) -r /tmp/$m-c5.jsonl --confirm 5 -q \
+      > $OUT/tune-$m.log
+  c=20; [[ $m == bert-small || $m == gpt2 ]] && c=10
+  python benchmarks/research/threads_vs_ort.py --model $m -r /tmp/$m-orig.jsonl -r /tmp/$m-c5.jsonl --alternate \
+      --rounds 15 --calls $c --threads 2 > $OUT/$m-2t.md
+done
