@@ -5,7 +5,8 @@
 # Records (resnet50-xgb-winograd.jsonl.gz): the Fig. 9 run's (../../fig9-xeon/fig9-1129/, xgb, 50 trials per task)
 # plus the batched matmul tasks of the transforms, tuned with xgb by tune_model on those tasks alone: the F(2x2)
 # products of the four stages (200 trials, the gradient scheduler sharing them), then the two F(4x4) ones (100).
-# What a user runs to the same end: tiletune model tune resnet50 -s xgb --trials 1450 -r REC (from the Fig. 9 records).
+# On these records `tiletune model tune resnet50 -s xgb --trials 1238 -r REC` (1238: the trials of the 29 tasks this
+# build has) recalls them, measures 73 more where xgb's replay diverges and confirms (the default since confirm5/).
 # f2-only/: the same sides before F(4x4) (F4_MAX_BYTES = 0), F(2x2) at every stage.
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
