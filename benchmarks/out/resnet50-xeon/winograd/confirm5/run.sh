@@ -24,3 +24,6 @@ python benchmarks/research/threads_vs_ort.py --model resnet50 -r /tmp/rec-orig.j
 # its second confirmation pass of 9 tasks, appended to /tmp/rec-c5.jsonl as /tmp/rec-rt.jsonl
 python benchmarks/research/threads_vs_ort.py --model resnet50 -r /tmp/rec-orig.jsonl -r /tmp/rec-c5.jsonl \
     -r /tmp/rec-rt.jsonl --alternate --rounds 15 --calls 20 --threads 2 > $OUT/rival-tiles-2t.md
+# class by class against ONNX Runtime, the confirmed build, both sides alternating
+python benchmarks/research/convs_vs_ort.py --model resnet50 -r /tmp/rec-c5.jsonl --out $OUT/convs-2t --runs 5 --threads 2 \
+    --stat min --rounds 20
