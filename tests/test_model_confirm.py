@@ -110,8 +110,9 @@ def test_records_made_under_the_kernels_old_name_are_recalled_and_confirmed(tmp_
     """A rewritten operator renumbers a model's fused kernels: the tuning loop recalls (does not measure again) and
     confirmation ranks the records of a kernel whose key differs in the name alone; another kernel's are not its."""
     space = bowl_space()
-    old, new, other = "fused_conv2d15_add[1x14,1x1]@0123456789abcdef", "fused_conv2d13_add[1x14,1x1]@0123456789abcdef", \
-        "fused_conv2d13_add[1x14,1x1]@fedcba9876543210"
+    old = "fused_conv2d15_add[1x14,1x1]@0123456789abcdef"
+    new = "fused_conv2d13_add[1x14,1x1]@0123456789abcdef"
+    other = "fused_conv2d13_add[1x14,1x1]@fedcba9876543210"
     path = tmp_path / "r.jsonl"
     first = tune(space=space, strategy=create("random", space, seed=0), measurer=FunctionMeasurer(lambda c: 1.0),
                  workload=old, flops=1, target="t", trials=4, records=path)

@@ -35,7 +35,8 @@ from ..measure.base import MeasureSettings, Measurer
 from ..records import CONFIRM, Record, RecordWriter, best, config_key, now, same_kernel
 from ..tune import measured_record
 
-#: candidates re-measured per task: the default of ``tune_model`` and ``model tune --confirm`` (docs/decisions/model-confirm.md)
+#: candidates re-measured per task: the default of ``tune_model`` and ``model tune --confirm``
+#: (docs/decisions/model-confirm.md)
 CONFIRM_DEFAULT = 5
 #: interleaved rounds of a confirmation
 CONFIRM_ROUNDS = 2

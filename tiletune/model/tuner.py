@@ -28,8 +28,8 @@ the one tuning loop (``tiletune.tune.tune``) runs that round with the task's own
   configurations. At the start of each of a task's rounds, the N best configurations of every sibling that the
   task has not measured are measured first (``Strategy.add_seeds``; the xgb search takes them, strategies
   without a seed queue ignore them), inside the round's trials: the budget is unchanged.
-- Confirmation (``tiletune.model.confirm``; K = 5 by default: docs/decisions/model-confirm.md): with ``confirm=K``, after the
-  budget each task's K fastest configurations are measured again side by side, in 2 interleaved rounds
+- Confirmation (``tiletune.model.confirm``; K = 5 by default: docs/decisions/model-confirm.md): with ``confirm=K``,
+  after the budget each task's K fastest configurations are measured again side by side, in 2 interleaved rounds
   without the early cut-off, and the build takes the fastest of these measurements instead of the luckiest
   single one. It costs ``2 x K`` measurements per task on top of the budget (its time is part of
   ``elapsed``); a task whose top candidates are already confirmed is not measured again.
