@@ -155,6 +155,7 @@ def test_bad_use_is_one_line(spec, tmp_path, capsys):
     assert "does not take --seconds" in err([*base, "--shapes", "seq=16,32", "--trials", "8", "--seconds", "5"])
     assert "does not take --shape-transfer" in err([*base, "--shapes", "seq=16,32", "--trials", "8",
                                                     "--shape-transfer"])
+    assert "does not take --confirm" in err([*base, "--shapes", "seq=16,32", "--trials", "8", "--confirm", "3"])
     assert "give a budget: --trials" in err([*base, "--shapes", "seq=16,32"])
     assert "no symbolic dimension" in err(["model", "tune", spec.replace(":make", ":fixed"), "-r", rec, "--trials",
                                            "8", "--shapes", "seq=16,32", "--shared-search", *QUICK])
