@@ -18,6 +18,8 @@ for m in gpt2 mobilenetv2 bert-small; do
 done
 # the four confirmed builds with PyTorch eager and torch.compile as sides of their own (MODEL-all.md; resnet50's records:
 # ../../../resnet50-xeon/winograd/resnet50-xgb-winograd.jsonl.gz + ../../../resnet50-xeon/winograd/confirm5/added.jsonl.gz)
+W=benchmarks/out/resnet50-xeon/winograd
+zcat $W/resnet50-xgb-winograd.jsonl.gz $W/confirm5/added.jsonl.gz > /tmp/resnet50-c5.jsonl
 for m in resnet50 gpt2 mobilenetv2 bert-small; do
   c=20; [[ $m == bert-small || $m == gpt2 ]] && c=10
   python benchmarks/research/threads_vs_ort.py --model $m -r /tmp/$m-c5.jsonl --alternate --rounds 12 --calls $c \
