@@ -7,7 +7,7 @@ import pytest
 from tiletune.errors import TiletuneError
 from tiletune.measure import FunctionMeasurer
 from tiletune.model.confirm import candidates, check_top, chosen, confirm_settings, confirm_task, confirmed
-from tiletune.records import CONFIRM, Record, RecordWriter, load
+from tiletune.records import CONFIRM, Record, RecordWriter, load, same_kernel
 from tiletune.tune import known_from_records, tune
 from tiletune.strategies import create
 
@@ -124,5 +124,7 @@ def test_records_made_under_the_kernels_old_name_are_recalled_and_confirmed(tmp_
     assert len(known_from_records(path, space, new, "t")) == 4 and known_from_records(path, space, other, "t") == {}
     assert len(candidates(load(path), new, 3)) == 3 and candidates(load(path), other, 3) == []
     assert [r.workload for r in load(path, workload=new)] == [old] * 4
-    # keys that are not a model kernel's match whole
+    # keys that are not a model kernel's match whole; a kind (rows:) is part of a kernel's identity
     assert load(path, workload="gemm:M=8,N=8,K=8") == []
+    assert load(path, workload="rows:" + new) == []
+    assert same_kernel("rows:fused_softmax1[1x8]@0123456789abcdef", "rows:fused_softmax3[1x8]@0123456789abcdef")

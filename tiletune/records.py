@@ -164,11 +164,15 @@ def iter_records(path: str | os.PathLike, *, warn: bool = True) -> Iterator[Reco
 
 
 def kernel_identity(key: str) -> str:
-    """What names one kernel in a workload key: a model kernel's ``NAME[SHAPES]@HASH`` without its ``NAME`` (the
-    fused module's numbering, which another operator of the model shifts: a rewritten convolution renumbers the
-    kernels after it; the shapes and the structural hash are the kernel's); any other key whole."""
+    """What names one kernel in a workload key: a model kernel's ``[KIND:]NAME[SHAPES]@HASH`` without its ``NAME``
+    (the fused module's numbering, which another operator of the model shifts: a rewritten convolution renumbers the
+    kernels after it; the kind, e.g. ``rows:``, the shapes and the structural hash are the kernel's); any other key
+    whole."""
     i = key.find("[")
-    return key[i:] if i > 0 and "@" in key[i:] else key
+    if i <= 0 or "@" not in key[i:]:
+        return key
+    kind, colon, _ = key[:i].rpartition(":")
+    return kind + colon + key[i:]
 
 
 def same_kernel(a: str, b: str) -> bool:

@@ -36,7 +36,7 @@ from ..errors import TiletuneError, one_line
 from ..measure.local import Prepacked, build_kernel
 from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
-from ..records import failures, kernel_identity, load
+from ..records import failures, kernel_identity, load, same_kernel
 from ..construct import constructions, row_starts
 from ..schedules import check as check_config, cpu, cuda_mma, make_space, schedule
 from ..target import has_gpu, is_cuda, target_key
@@ -161,7 +161,7 @@ def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Ch
     stems = {_stem(r.workload) for r in recs if r.target == tkey}
     out = {}
     for k in missing:
-        mine = [r for r in recs if kernel_identity(r.workload) == kernel_identity(k.workload.key) and r.target == tkey]
+        mine = [r for r in recs if same_kernel(r.workload, k.workload.key) and r.target == tkey]
         fails = failures(mine)
         if not mine and _stem(k.workload.key) in stems:
             out[k.name] = "not tuned (its records are of the kernel as an earlier tiletune made it: tune again)"

@@ -37,7 +37,8 @@ import numpy as np
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from .base import DTYPES, Axis, Workload, np_dtype, register_spec_parser
-from .primfunc import _children, _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, from_cache, remember_text
+from .primfunc import (_children, _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, from_cache,
+                       remember_text)
 
 PREFIX = "rows:"
 KEY_RE = re.compile(r"^rows:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<shapes>[0-9x,]*)\]@(?P<hash>[0-9a-f]{16})$")
