@@ -17,6 +17,7 @@ import numpy as np
 from ..cost_model.etir import Model, longest_reduction
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
+from ..workloads.access import tensor_accesses
 from ..schedules import cuda_mma, starts
 from .gensor import GensorWalk
 from .mma import MmaGensorWalk, MmaModel, MmaRollerTree
@@ -39,7 +40,8 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     its tops are those of "gensor". On a CPU, where a direct loop order applies (``direct_constructions``:
     convolutions, whose reduction has a long channel axis and short window axes; the row order of a reduction
     made of a short window, NCHW depthwise convolution and pooling), those constructions come third (and
-    fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ..."""
+    fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ...; where the kernel reads a
+    model weight, the panel order of Gensor's and Roller's firsts (``panel_constructions``) comes after them."""
     if method not in METHODS:
         raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -69,7 +71,62 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
         if c not in out:
             out.insert(at, c)
             at += 1
+    for c in ([] if mma else panel_constructions(space, [t[0] for t in tops if t], workload, model.hw.cores)):
+        if c not in out:
+            out.insert(at, c)
+            at += 1
     return out[:k]
+
+
+def panel_constructions(space: Space, tops: list[Config], workload, cores: int) -> list[Config]:
+    """``tops`` in the panel order, for a kernel that reads a model weight (``PrimFuncWorkload.weights``: a
+    matmul's [K, N], a convolution's filter) and has spatial axes that do not index it (a matmul's rows, a
+    convolution's pixels): those axes' parallel (S0) factors moved into their cache tiles (S1), so that the cores
+    split only the weight's own axes (the parallel factor of these raised from their S1 to at least ``cores``
+    where it was lower) and each thread reads its part of the weight once, walking every row against it. The
+    register and L1 tiles (S2, S3) and the reduction stay as constructed; a configuration the space's constraint
+    refuses, or one already in ``tops``, is left out. [] for a kernel without weights, or whose other inputs are
+    larger than its weights (a convolution of a wide image: there the activation's reuse matters more).
+
+    Why: the kernels are timed with their weights cold (docs/decisions/measure-cold-weights.md), and a parallel
+    split of the rows makes every thread stream the whole weight from memory; the analytic model does not count
+    that traffic per thread and builds such splits (gpt2's FFN down-projection 128 x 3072 -> 768: rows split 4
+    ways, 1.2x slower than the same tiles in the panel order). Measurement: docs/decisions/panel-order.md."""
+    weights = getattr(workload, "weights", None)
+    if not weights or cores < 1:
+        return []
+    sizes = {n: int(np.prod(shape)) for n, shape in zip(workload.input_names(), workload.input_shapes())}
+    if sum(v for n, v in sizes.items() if n in weights) < sum(v for n, v in sizes.items() if n not in weights):
+        return []  # the activations outweigh the weights: their reuse across threads matters more
+    try:
+        accesses = tensor_accesses(workload)
+    except (TiletuneError, AttributeError, TypeError, ValueError):
+        return []
+    weight_axes = {a for t in accesses if t.role == "input" and t.name in weights for a in t.axes}
+    spatial = [(i, k) for i, k in space.split_knobs if k.kind == "S" and k.levels >= 3]
+    own = [(i, k) for i, k in spatial if k.axis in weight_axes]
+    other = [(i, k) for i, k in spatial if k.axis not in weight_axes and k.extent > 1]
+    if not own or not other:
+        return []
+    out: list[Config] = []
+    for c in tops:
+        vals = list(c.values)
+        for i, _ in other:
+            f = vals[i]
+            vals[i] = (1, f[0] * f[1], *f[2:])
+        par = int(np.prod([vals[i][0] for i, _ in own]))
+        for i, _ in own:  # the weight's axes take the parallel split from their cache tiles, the first one first
+            f = vals[i]
+            if par >= cores:
+                break
+            need = -(-cores // par)
+            d = next((d for d in range(need, f[1] + 1) if f[1] % d == 0), f[1])
+            vals[i] = (f[0] * d, f[1] // d, *f[2:])
+            par *= d
+        cfg = Config(tuple(vals))
+        if par >= cores and cfg not in tops and cfg not in out and space.allows(cfg):
+            out.append(cfg)
+    return out
 
 
 def row_starts(space: Space, workload=None, target=None) -> list[tuple[float, Config]] | None:
@@ -168,4 +225,4 @@ def choice_sweep(space: Space, config: Config) -> list[Config]:
 
 
 __all__ = ["METHODS", "GensorWalk", "RollerTree", "choice_sweep", "constructions", "direct_constructions",
-           "is_direct", "is_row", "row_starts"]
+           "is_direct", "is_row", "panel_constructions", "row_starts"]

@@ -30,6 +30,7 @@ from typing import Iterable
 
 import numpy as np
 
+from ..construct import panel_constructions
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings, Measurer
 from ..records import CONFIRM, Record, RecordWriter, best, config_key, now, same_kernel
@@ -91,18 +92,34 @@ def chosen(records: list[Record], workload: str) -> tuple[dict, float, float] | 
     return None if b is None else (b.config, b.median_s, b.gflops)
 
 
+def panel_candidate(space, config, workload, cores: int):
+    """The panel order of ``config`` (``tiletune.construct.panel_constructions``) for a task that reads a model
+    weight heavier than its activations, or None (no weight; already in that order; refused by the space)."""
+    found = panel_constructions(space, [config], workload, cores)
+    return found[0] if found else None
+
+
 def confirm_task(*, records: list[Record], records_path: str, workload: str, target: str, space, measurer: Measurer,
-                 flops: int, top: int = CONFIRM_DEFAULT, rounds: int = CONFIRM_ROUNDS) -> list[Record]:
+                 flops: int, top: int = CONFIRM_DEFAULT, rounds: int = CONFIRM_ROUNDS, task=None,
+                 cores: int = 0) -> list[Record]:
     """Confirm one task: re-measure its ``top`` candidates in ``rounds`` interleaved rounds with
     ``measurer`` (whose settings should have ``cutoff=0``), appending the results to ``records_path``.
+    With ``task`` (the task's workload) and ``cores``, the panel order of the best candidate joins them where it
+    applies (``panel_candidate``; docs/decisions/panel-order.md), measured or not during the tuning.
     Returns the records written ([]: nothing to confirm, or this pass exists already)."""
     cands = candidates(records, workload, top)
-    if len(cands) < 2:
+    if len(cands) < (1 if task is not None else 2):
+        return []  # nothing to choose between
+    configs = [space.from_dict(r.config) for r in cands]
+    if task is not None and configs:
+        panel = panel_candidate(space, configs[0], task, cores)
+        if panel is not None and panel not in configs:
+            configs.append(panel)
+    if len(configs) < 2:
         return []  # nothing to choose between
     n, rows = latest_pass(records, workload)
-    if {config_key(r.config) for r in rows} == {config_key(r.config) for r in cands}:
+    if {config_key(r.config) for r in rows} == {config_key(space.to_dict(c)) for c in configs}:
         return []
-    configs = [space.from_dict(r.config) for r in cands]
     written = []
     with RecordWriter(records_path) as w:
         for _ in range(rounds):

@@ -48,13 +48,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import TiletuneError
-from ..hardware import load as load_hardware
+from ..hardware import for_target, load as load_hardware
 from ..measure.base import MeasureSettings, Measurer
 from ..measure.factory import WorkerPool, make_measurer, shared_pool
 from ..records import failures, load, same_kernel
 from ..session import build_task
 from ..strategies import get as get_strategy
-from ..target import target_key
+from ..target import is_cuda, target_key
 from ..tune import TuneRun, tune
 from ..workloads.rows import RowWorkload
 from .confirm import CONFIRM_DEFAULT, check_top, chosen, confirm_settings, confirm_task
@@ -323,6 +323,7 @@ def _confirm(states: list[TaskState], records: str, tkey: str, target: dict, set
     if not os.path.exists(records):
         return 0
     recs = load(records, target=tkey, warn=False)
+    cores = 0 if is_cuda(target) else for_target(target, measure_bandwidth=False).cores
     made = 0
     for st in states:
         if not math.isfinite(st.best_s):
@@ -332,7 +333,8 @@ def _confirm(states: list[TaskState], records: str, tkey: str, target: dict, set
                                  rpc=rpc)
         try:
             new = confirm_task(records=mine, records_path=records, workload=st.key, target=tkey, space=st.space,
-                               measurer=measurer, flops=st.kernel.flops, top=top)
+                               measurer=measurer, flops=st.kernel.flops, top=top, task=st.kernel.workload,
+                               cores=cores)
         except TiletuneError as e:
             new = []
             st.done = st.done or f"confirmation failed: {e}"

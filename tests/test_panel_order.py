@@ -1,0 +1,138 @@
+"""The panel order (tiletune.construct.panel_constructions): a kernel that reads a model weight heavier than its
+activations gets its constructions with the cores splitting only the weight's own axes; the constructive start
+measures them, and the confirmation adds the panel order of a task's best."""
+import numpy as np
+import pytest
+
+from tiletune.construct import constructions, panel_constructions
+from tiletune.measure import FunctionMeasurer
+from tiletune.model.confirm import CONFIRM, confirm_task
+from tiletune.records import Record, RecordWriter, load
+from tiletune.schedules import check, make_space
+from tiletune.space import Config
+from tiletune.target import host_target
+
+pytestmark = pytest.mark.tvm
+torch = pytest.importorskip("torch")
+
+# a linear layer over 6 rows (weight 40 x 24 elements against 6 x 40 of activation), a product of two
+# activations (no weight) and a linear layer over 64 rows (weight 8 x 4 against 64 x 8 of activation)
+FACTORY = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj, self.small = nn.Linear(40, 24), nn.Linear(8, 4)
+
+    def forward(self, x, y, z):
+        return self.proj(x), x @ y.transpose(1, 2), self.small(z)
+
+
+def make():
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(1, 6, 40), torch.randn(1, 10, 40), torch.randn(1, 64, 8))
+'''
+
+
+@pytest.fixture(scope="module")
+def tasks(home):
+    from tiletune.model.tasks import load_model_tasks
+
+    path = home / "panel_model.py"
+    path.write_text(FACTORY)
+    return load_model_tasks(f"{path}:make", host_target())[1]
+
+
+def _task(tasks, weighted: bool, out: int = 24):
+    found = [k for k in tasks.tasks if bool(k.workload.weights) == weighted and (not weighted or k.output[-1] == out)]
+    assert found, [k.name for k in tasks.tasks]
+    return found[0].workload
+
+
+def _rows_split(space, wl):
+    """(the knob of the rows (the axis no weight indexes), the knob of the weight's output axis)."""
+    spatial = [k for _, k in space.split_knobs if k.kind == "S"]
+    rows = [k for k in spatial if k.extent == 6]
+    cols = [k for k in spatial if k.extent == 24]
+    assert rows and cols, [(k.name, k.extent) for k in spatial]
+    return rows[0], cols[0]
+
+
+def test_the_rows_leave_the_parallel_split_and_the_weight_axes_take_it(tasks):
+    target = host_target()
+    wl = _task(tasks, True)
+    space = make_space(wl, target=target)
+    rows, cols = _rows_split(space, wl)
+    base = space.to_dict(space.untiled())
+    base[rows.name] = [3, 2, 1, 1]  # the rows split between the cores
+    base[cols.name] = [1, 3, 1, 8]  # the weight's axis not split at all
+    start = space.from_dict(base)
+    got = panel_constructions(space, [start], wl, cores=2)
+    assert len(got) == 1
+    d = space.to_dict(got[0])
+    assert d[rows.name] == [1, 6, 1, 1]  # the rows' parallel factor moved into its cache tile
+    assert d[cols.name] == [3, 1, 1, 8]  # the weight's axis split for at least 2 cores, from its S1
+    assert {k: v for k, v in d.items() if k not in (rows.name, cols.name)} == \
+        {k: v for k, v in base.items() if k not in (rows.name, cols.name)}  # the rest as constructed
+    check(wl, space, got[0], target)  # the template schedules it
+    # a configuration already in the order is not offered again, nor one the cores cannot split
+    assert panel_constructions(space, got, wl, cores=2) == []
+    assert panel_constructions(space, [start], wl, cores=64) == []
+
+
+def test_no_panel_order_without_a_weight_or_with_heavier_activations(tasks):
+    target = host_target()
+    wl = _task(tasks, False)
+    space = make_space(wl, target=target)
+    rows = [k for _, k in space.split_knobs if k.kind == "S" and k.extent == 6][0]
+    split = space.from_dict({**space.to_dict(space.untiled()), rows.name: [3, 2, 1, 1]})
+    assert panel_constructions(space, [split], wl, cores=2) == []
+    # the linear layer over 64 rows: its activation outweighs its weight
+    heavy = _task(tasks, True, out=4)
+    space = make_space(heavy, target=target)
+    rows = [k for _, k in space.split_knobs if k.kind == "S" and k.extent == 64][0]
+    split = space.from_dict({**space.to_dict(space.untiled()), rows.name: [4, 16, 1, 1]})
+    assert panel_constructions(space, [split], heavy, cores=2) == []
+
+
+def test_the_constructive_start_measures_the_panel_order(tasks):
+    target = host_target()
+    wl = _task(tasks, True)
+    space = make_space(wl, target=target)
+    tops = constructions("construct", space, workload=wl, target=target, k=10, rng=np.random.default_rng(0))
+    firsts = constructions("gensor", space, workload=wl, target=target, k=1, rng=np.random.default_rng(0))
+    rows, _ = _rows_split(space, wl)
+    want = panel_constructions(space, firsts, wl, cores=2)
+    if want:  # Gensor's first split the rows in parallel: its panel order is among the starts
+        assert want[0] in tops
+    assert any(space.to_dict(c)[rows.name][0] == 1 for c in tops)
+
+
+def test_the_confirmation_adds_the_panel_order_of_the_best(tasks, tmp_path):
+    target = host_target()
+    wl = _task(tasks, True)
+    space = make_space(wl, target=target)
+    rows, cols = _rows_split(space, wl)
+    base = space.to_dict(space.untiled())
+    a = space.from_dict({**base, rows.name: [2, 3, 1, 1], cols.name: [1, 3, 1, 8]})
+    b = space.from_dict({**base, rows.name: [6, 1, 1, 1], cols.name: [1, 1, 3, 8]})
+    panel = panel_constructions(space, [a], wl, cores=2)[0]
+    key = wl.key
+    path = tmp_path / "r.jsonl"
+    with RecordWriter(path) as w:
+        for c, t in ((a, 1.0), (b, 2.0)):
+            w.write(Record(workload=key, target="t", config=space.to_dict(c), costs=(t,), median_s=t, gflops=1.0,
+                           error=None, strategy="xgb", trial=1))
+    truth = {a: 1.0, b: 2.0, panel: 0.5}
+    m = FunctionMeasurer(lambda c: truth[c])
+    written = confirm_task(records=load(path), records_path=str(path), workload=key, target="t", space=space,
+                           measurer=m, flops=10**6, top=5, rounds=1, task=wl, cores=2)
+    assert m.calls == [a, b, panel]  # the top by their records, then the best's panel order, never tuned
+    assert [r.strategy for r in written] == [CONFIRM] * 3
+    # the same pass again: nothing measured
+    assert confirm_task(records=load(path), records_path=str(path), workload=key, target="t", space=space,
+                        measurer=m, flops=10**6, top=5, task=wl, cores=2) == []
+    assert len(m.calls) == 3
