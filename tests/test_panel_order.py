@@ -1,6 +1,6 @@
 """The panel order (tiletune.construct.panel_constructions): a kernel that reads a model weight heavier than its
 activations gets its constructions with the cores splitting only the weight's own axes; the constructive start
-measures them, and the confirmation adds the panel order of a task's best."""
+measures them, and the confirmation adds the panel orders of a task's candidates."""
 import numpy as np
 import pytest
 
@@ -111,14 +111,14 @@ def test_the_constructive_start_measures_the_panel_order(tasks):
     assert any(space.to_dict(c)[rows.name][0] == 1 for c in tops)
 
 
-def test_the_confirmation_adds_the_panel_order_of_the_best(tasks, tmp_path):
+def test_the_confirmation_adds_the_panel_orders_of_the_candidates(tasks, tmp_path):
     target = host_target()
     wl = _task(tasks, True)
     space = make_space(wl, target=target)
     rows, cols = _rows_split(space, wl)
     base = space.to_dict(space.untiled())
     a = space.from_dict({**base, rows.name: [2, 3, 1, 1], cols.name: [1, 3, 1, 8]})
-    b = space.from_dict({**base, rows.name: [6, 1, 1, 1], cols.name: [1, 1, 3, 8]})
+    b = space.from_dict({**base, rows.name: [6, 1, 1, 1], cols.name: [1, 3, 1, 8]})  # the same panel order as a
     panel = panel_constructions(space, [a], wl, cores=2)[0]
     key = wl.key
     path = tmp_path / "r.jsonl"
@@ -130,7 +130,7 @@ def test_the_confirmation_adds_the_panel_order_of_the_best(tasks, tmp_path):
     m = FunctionMeasurer(lambda c: truth[c])
     written = confirm_task(records=load(path), records_path=str(path), workload=key, target="t", space=space,
                            measurer=m, flops=10**6, top=5, rounds=1, task=wl, cores=2)
-    assert m.calls == [a, b, panel]  # the top by their records, then the best's panel order, never tuned
+    assert m.calls == [a, b, panel]  # the top by their records, then their panel order, never tuned, once
     assert [r.strategy for r in written] == [CONFIRM] * 3
     # the same pass again: nothing measured
     assert confirm_task(records=load(path), records_path=str(path), workload=key, target="t", space=space,

@@ -92,11 +92,10 @@ def chosen(records: list[Record], workload: str) -> tuple[dict, float, float] | 
     return None if b is None else (b.config, b.median_s, b.gflops)
 
 
-def panel_candidate(space, config, workload, cores: int):
-    """The panel order of ``config`` (``tiletune.construct.panel_constructions``) for a task that reads a model
-    weight heavier than its activations, or None (no weight; already in that order; refused by the space)."""
-    found = panel_constructions(space, [config], workload, cores)
-    return found[0] if found else None
+def panel_candidates(space, configs: list, workload, cores: int) -> list:
+    """The panel orders of ``configs`` (``tiletune.construct.panel_constructions``) that are not among them, each
+    once, for a task that reads a model weight heavier than its activations; [] for any other task."""
+    return [c for c in panel_constructions(space, configs, workload, cores) if c not in configs]
 
 
 def confirm_task(*, records: list[Record], records_path: str, workload: str, target: str, space, measurer: Measurer,
@@ -104,17 +103,15 @@ def confirm_task(*, records: list[Record], records_path: str, workload: str, tar
                  cores: int = 0) -> list[Record]:
     """Confirm one task: re-measure its ``top`` candidates in ``rounds`` interleaved rounds with
     ``measurer`` (whose settings should have ``cutoff=0``), appending the results to ``records_path``.
-    With ``task`` (the task's workload) and ``cores``, the panel order of the best candidate joins them where it
-    applies (``panel_candidate``; docs/decisions/panel-order.md), measured or not during the tuning.
+    With ``task`` (the task's workload) and ``cores``, the panel orders of the candidates join them where they
+    apply (``panel_candidates``; docs/decisions/panel-order.md), measured or not during the tuning.
     Returns the records written ([]: nothing to confirm, or this pass exists already)."""
     cands = candidates(records, workload, top)
     if len(cands) < (1 if task is not None else 2):
         return []  # nothing to choose between
     configs = [space.from_dict(r.config) for r in cands]
-    if task is not None and configs:
-        panel = panel_candidate(space, configs[0], task, cores)
-        if panel is not None and panel not in configs:
-            configs.append(panel)
+    if task is not None:
+        configs += panel_candidates(space, configs, task, cores)
     if len(configs) < 2:
         return []  # nothing to choose between
     n, rows = latest_pass(records, workload)
