@@ -136,3 +136,4 @@ def test_the_confirmation_adds_the_panel_orders_of_the_candidates(tasks, tmp_pat
     assert confirm_task(records=load(path), records_path=str(path), workload=key, target="t", space=space,
                         measurer=m, flops=10**6, top=5, task=wl, cores=2) == []
     assert len(m.calls) == 3
+

@@ -71,7 +71,8 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
         if c not in out:
             out.insert(at, c)
             at += 1
-    for c in ([] if mma else panel_constructions(space, [t[0] for t in tops if t], workload, model.hw.cores)):
+    cpu = not mma and model.hw.kind == "cpu"  # on a GPU the parallel level is the thread blocks: no panel order
+    for c in (panel_constructions(space, [t[0] for t in tops if t], workload, model.hw.cores) if cpu else []):
         if c not in out:
             out.insert(at, c)
             at += 1
