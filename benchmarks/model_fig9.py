@@ -19,6 +19,13 @@ into ``OUT/rounds/r<k>/<model>-<method>/``), and ``OUT/summary-rounds.md`` gives
 per round, each method's speed against ONNX Runtime's in the same round (median and range): on a shared machine
 whose speed drifts between minutes, ratios within a round are what can be compared.
 
+``--alternate N`` (the CPU): instead, after every model is tuned, each model's builds, ONNX Runtime and the torch
+baselines (``--baselines``, default torch,torch-compile) are alive at once, each in its own process, taking N turns of
+``--calls`` single inferences (``benchmarks/research/threads_vs_ort.py --alternate``), into ``OUT/alternate/<model>.md``
+and ``OUT/summary-alternate.md``: each side's speed against ONNX Runtime per turn (the median over the turns) and by
+the minima. On a shared host whose speed drifts by tens of percent between minutes, this resolves differences of a
+few percent that rounds of one process per method do not. MetaSchedule is timed only without ``--alternate``.
+
 Everything is resumable per model x method: a tuning run that finished is listed in tuning.jsonl and
 skipped; an interrupted one resumes from its records; a timed method is kept in its results.jsonl. Run it on
 an idle machine (a PyTorch timing swung 8.5 -> 140 ms under load here):
@@ -39,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -84,6 +92,10 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="the tiny model, 2 trials per task, short timings")
     p.add_argument("--rounds", type=int, default=1,
                    help="time every build and baseline this many times in rotating rounds after tuning (CPU; see above)")
+    p.add_argument("--alternate", type=int, default=0, metavar="TURNS",
+                   help="after tuning, time every build with ONNX Runtime and the torch baselines alive at once, "
+                   "taking TURNS turns each (CPU; see above)")
+    p.add_argument("--calls", type=int, default=10, help="with --alternate: single inferences per turn")
     a = p.parse_args()
     target = parse_target(a.target)
     gpu = is_cuda(target)
@@ -114,10 +126,10 @@ def main() -> int:
                 with open(out / "tuning.jsonl", "a") as f:
                     f.write(json.dumps({"model": model, "strategy": s, "trials": budgets[s], "tasks": n,
                                         "wall_s": time.time() - t0}) + "\n")
-            if a.rounds <= 1:
+            if a.rounds <= 1 and not a.alternate:
                 tiletune("model", "bench", model, *where, "-r", str(existing(rec) or rec), "--methods", "tiletune",
                          "--out", str(out / f"{name}-{s}"), *timing)
-        if a.rounds > 1:
+        if a.rounds > 1 or a.alternate:
             continue
         base = a.baselines or ("torch,torch-compile,tvm-default" if gpu else "torch,torch-compile,onnxruntime,tvm-default")
         if gpu:
@@ -129,6 +141,13 @@ def main() -> int:
                  *ms, *timing)
         summarize(out, [m for m in a.models.split(",") if m], strategies,
                   f"{a.dtype} on {target['arch']}" if gpu else "fp32")
+    if a.alternate:
+        if gpu:
+            raise SystemExit("--alternate is for the CPU")
+        baselines = [b for b in (a.baselines or "torch,torch-compile").split(",") if b and b != "onnxruntime"]
+        models = [m for m in a.models.split(",") if m]
+        alternating(out, models, strategies, baselines, a.alternate, a.calls, int(target.get("num-cores") or 0))
+        return 0
     if a.rounds > 1:
         if gpu:
             raise SystemExit("--rounds is for the CPU")
@@ -154,6 +173,40 @@ def in_rounds(out: Path, models: list[str], strategies: list[str], baselines: li
                 how = (["-r", str(existing(out / f"{name}-{m}.jsonl") or out / f"{name}-{m}.jsonl"), "--methods",
                         "tiletune"] if m in strategies else ["--methods", m])
                 tiletune("model", "bench", model, *how, "--out", str(d), *timing)
+
+
+def alternating(out: Path, models: list[str], strategies: list[str], baselines: list[str], turns: int, calls: int,
+                threads: int) -> None:
+    """Per model, every tuned build, ONNX Runtime and ``baselines`` (torch, torch-compile) alive at once, each in its
+    own process, taking ``turns`` turns of ``calls`` single inferences (``benchmarks/research/threads_vs_ort.py
+    --alternate``: a drift of a shared host's speed falls on all sides alike); its table, with each side's speed
+    against ONNX Runtime per turn, into ``OUT/alternate/<model>.md`` (a model with its table is skipped), and all
+    of them into ``OUT/summary-alternate.md``."""
+    script = Path(__file__).resolve().parent / "research" / "threads_vs_ort.py"
+    (out / "alternate").mkdir(exist_ok=True)
+    parts = ["# Whole-model latency (batch 1, fp32), every side alive at once, taking turns", ""]
+    for model in models:
+        name = short_name(model)
+        path = out / "alternate" / f"{name}.md"
+        if not path.exists():
+            recs = []
+            for s in strategies:
+                rec = out / f"{name}-{s}.jsonl"
+                recs += ["-r", str(existing(rec) or rec)]
+            cmd = [sys.executable, str(script), "--model", model, *recs, "--alternate", "--rounds", str(turns),
+                   "--calls", str(calls), "--threads", str(threads or os.cpu_count() or 1)]
+            if baselines:
+                cmd += ["--baselines", ",".join(baselines)]
+            print(" ".join(cmd), flush=True)
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"{model}: threads_vs_ort.py failed: {done.stderr.strip()[-300:]}")
+            path.write_text(done.stdout)
+        tuned = [f"{t['strategy']}: {t['trials']} trials in {t['wall_s'] / 60:.1f} min (`model tune`, its confirmation "
+                 "included)" for t in read_jsonl(out / "tuning.jsonl") if t["model"] == model and t["strategy"] in strategies]
+        parts += [f"## {model}", "", "Tuning: " + "; ".join(tuned) + ".", "", path.read_text().strip(), ""]
+    (out / "summary-alternate.md").write_text("\n".join(parts) + "\n")
+    print("\n".join(parts))
 
 
 def summarize_rounds(out: Path, models: list[str], methods: list[str], rounds: int) -> None:
