@@ -90,9 +90,10 @@ def panel_constructions(space: Space, tops: list[Config], workload, cores: int) 
     larger than its weights (a convolution of a wide image: there the activation's reuse matters more).
 
     Why: the kernels are timed with their weights cold (docs/decisions/measure-cold-weights.md), and a parallel
-    split of the rows makes every thread stream the whole weight from memory; the analytic model does not count
-    that traffic per thread and builds such splits (gpt2's FFN down-projection 128 x 3072 -> 768: rows split 4
-    ways, 1.2x slower than the same tiles in the panel order). Measurement: docs/decisions/panel-order.md."""
+    split of the rows makes every thread stream the whole weight from memory; the constructions build such splits
+    (Gensor's first for gpt2's FFN down-projection 128 x 3072 -> 768 splits the rows 2 ways), and the tuning kept
+    one that split them 4 ways, 1.2x slower than the same tiles in the panel order. Measurement:
+    docs/decisions/panel-order.md."""
     weights = getattr(workload, "weights", None)
     if not weights or cores < 1:
         return []
