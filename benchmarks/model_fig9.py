@@ -185,6 +185,7 @@ def alternating(out: Path, models: list[str], strategies: list[str], baselines: 
     script = Path(__file__).resolve().parent / "research" / "threads_vs_ort.py"
     (out / "alternate").mkdir(exist_ok=True)
     parts = ["# Whole-model latency (batch 1, fp32), every side alive at once, taking turns", ""]
+    tuning = read_jsonl(out / "tuning.jsonl")
     for model in models:
         name = short_name(model)
         path = out / "alternate" / f"{name}.md"
@@ -203,7 +204,7 @@ def alternating(out: Path, models: list[str], strategies: list[str], baselines: 
                 raise SystemExit(f"{model}: threads_vs_ort.py failed: {done.stderr.strip()[-300:]}")
             path.write_text(done.stdout)
         tuned = [f"{t['strategy']}: {t['trials']} trials in {t['wall_s'] / 60:.1f} min (`model tune`, its confirmation "
-                 "included)" for t in read_jsonl(out / "tuning.jsonl") if t["model"] == model and t["strategy"] in strategies]
+                 "included)" for t in tuning if t["model"] == model and t["strategy"] in strategies]
         parts += [f"## {model}", "", "Tuning: " + "; ".join(tuned) + ".", "", path.read_text().strip(), ""]
     (out / "summary-alternate.md").write_text("\n".join(parts) + "\n")
     print("\n".join(parts))

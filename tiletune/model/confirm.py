@@ -92,26 +92,21 @@ def chosen(records: list[Record], workload: str) -> tuple[dict, float, float] | 
     return None if b is None else (b.config, b.median_s, b.gflops)
 
 
-def panel_candidates(space, configs: list, workload, cores: int) -> list:
-    """The panel orders of ``configs`` (``tiletune.construct.panel_constructions``) that are not among them, each
-    once, for a task that reads a model weight heavier than its activations; [] for any other task."""
-    return [c for c in panel_constructions(space, configs, workload, cores) if c not in configs]
-
-
 def confirm_task(*, records: list[Record], records_path: str, workload: str, target: str, space, measurer: Measurer,
                  flops: int, top: int = CONFIRM_DEFAULT, rounds: int = CONFIRM_ROUNDS, task=None,
                  cores: int = 0) -> list[Record]:
     """Confirm one task: re-measure its ``top`` candidates in ``rounds`` interleaved rounds with
     ``measurer`` (whose settings should have ``cutoff=0``), appending the results to ``records_path``.
-    With ``task`` (the task's workload) and ``cores``, the panel orders of the candidates join them where they
-    apply (``panel_candidates``; docs/decisions/panel-order.md), measured or not during the tuning.
+    With ``task`` (the task's workload) and ``cores``, the panel orders of the candidates not among them join them,
+    each once, where they apply (``tiletune.construct.panel_constructions``; docs/decisions/panel-order.md),
+    measured or not during the tuning.
     Returns the records written ([]: nothing to confirm, or this pass exists already)."""
     cands = candidates(records, workload, top)
     if len(cands) < (1 if task is not None else 2):
         return []  # nothing to choose between
     configs = [space.from_dict(r.config) for r in cands]
     if task is not None:
-        configs += panel_candidates(space, configs, task, cores)
+        configs += panel_constructions(space, configs, task, cores)
     if len(configs) < 2:
         return []  # nothing to choose between
     n, rows = latest_pass(records, workload)
