@@ -16,7 +16,8 @@
   is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
   elementwise epilogue of the convolution's kernel. Elementwise operators are moved before the reshapes
   around them (``tiletune.model.reshape_hoist``), so that an activation after ``nn.Linear`` fuses into the
-  matmul's kernel.
+  matmul's kernel. The parts of a split become strided slices (``tiletune.model.split_slices``), so that each
+  fuses into the transpose that reads it (GPT-2's q/k/v) instead of a split kernel copying them all first.
 
 A model that fails to export or import is one TiletuneError line naming the step and the reason.
 """
@@ -29,6 +30,7 @@ from ..errors import TiletuneError
 from .onnx_fold import fold_constants
 from .onnx_ops import onnx_converters
 from .reshape_hoist import hoist_over_reshapes
+from .split_slices import split_as_slices
 from .source import ModelSource
 
 
@@ -53,7 +55,7 @@ def to_relax(source: ModelSource, *, hoist: bool = True):
     leaves elementwise operators after their reshapes (``benchmarks/fusion_gain.py`` measures what it costs)."""
     with warnings.catch_warnings():  # torch's export and TVM's frontends warn about their own internals
         warnings.simplefilter("ignore")
-        mod = _to_relax(source)
+        mod = split_as_slices(_to_relax(source))
     return hoist_over_reshapes(mod) if hoist else mod
 
 
