@@ -5,7 +5,8 @@
 # alternating in 3 rounds, each method in its own process (`tiletune model bench`; the steps of
 # ../../../fig9-zen4/metaschedule/run.sh). Our records: /tmp/MODEL-c5.jsonl, made as ../confirm5/run.sh makes them
 # (the xgb records + added-MODEL.jsonl.gz; resnet50's from ../../../resnet50-xeon/winograd/ + confirm5/added.jsonl.gz).
-# 2026-11-29: gpt2 and resnet50 ran (run.log); the loop was stopped before mobilenetv2 (the session's time). Both
+# 2026-11-29: gpt2 and resnet50 ran (run.log); the loop was stopped before mobilenetv2 (the session's time), which
+# ran in the next session by run-mobilenetv2.sh. Both
 # tunings were paused (SIGSTOP) for about 18 and 20 min while our builds were measured beside them (../panel/).
 cd "$(dirname "$0")/../../../../.."
 for m in ${MODELS:-gpt2 resnet50 mobilenetv2}; do
