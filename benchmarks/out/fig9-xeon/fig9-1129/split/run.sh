@@ -25,3 +25,7 @@ for i in 1 2; do
   TVM_NUM_THREADS=2 python benchmarks/research/inmodel_calls.py --model gpt2 -r /tmp/gpt2-final.jsonl --runs 10 \
       > $D/inmodel-after-$i.md
 done
+# 4. The split build against ONNX Runtime and the torch baselines once more, later (alternate-again.md):
+gunzip -c $D/gpt2-xgb.jsonl.gz > /tmp/gpt2-split.jsonl
+python benchmarks/research/threads_vs_ort.py --model gpt2 -r /tmp/gpt2-split.jsonl --alternate --rounds 12 --calls 10 \
+    --threads 2 --baselines torch,torch-compile > $D/alternate-again.md
