@@ -29,3 +29,7 @@ done
 gunzip -c $D/gpt2-xgb.jsonl.gz > /tmp/gpt2-split.jsonl
 python benchmarks/research/threads_vs_ort.py --model gpt2 -r /tmp/gpt2-split.jsonl --alternate --rounds 12 --calls 10 \
     --threads 2 --baselines torch,torch-compile > $D/alternate-again.md
+# 5. The same with one busy loop beside both sides (three runnable threads on two cores; alternate-one-busy-loop.md):
+(timeout 600 python -c "while True: pass" &); sleep 1
+python benchmarks/research/threads_vs_ort.py --model gpt2 -r /tmp/gpt2-split.jsonl --alternate --rounds 8 --calls 10 \
+    --threads 2 > $D/alternate-one-busy-loop.md; pkill -f "while True: pass"
