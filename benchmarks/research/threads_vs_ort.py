@@ -1,14 +1,15 @@
 """A model built from records against ONNX Runtime at one and at two threads: whether a gap lies in the kernels
 (both thread counts) or in the second thread (not a test).
 
-    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT[+padkernels][+direct]=]RECORDS [-r ...] \
+    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT[+padkernels][+direct][+spinN]=]RECORDS [-r ...] \
         [--threads 1,2] [--alternate]
 
 Each side in a child process of its own, one after the other, ``--rounds`` times alternating: ours (the model
 built from the records in their layout, NHWC unless ``LAYOUT=`` names another, TVM_NUM_THREADS = the thread
 count; one side per ``-r``; ``+padkernels``: the pads left kernels of their own, ``scheduled_module``'s
 ``fuse_pads=False``; ``+direct``: the 3x3 convolutions direct, not by Winograd's transforms,
-``tiletune.model.winograd.WINOGRAD`` off) and ONNX Runtime (intra-op threads = the
+``tiletune.model.winograd.WINOGRAD`` off; ``+spinN``: TVM's pool threads spin N times after a parallel
+call before they sleep, ``TVM_THREAD_POOL_SPIN_COUNT=N``, TVM's default 300,000) and ONNX Runtime (intra-op threads = the
 thread count, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). A child times
 ``--calls`` single inferences after 10 warm ones and prints their min, 10th percentile, median and 90th
 percentile in ms: on a shared host the minimum is the kernels' speed and the upper percentiles are the
@@ -130,10 +131,13 @@ class Turns:
                 k.kill()
 
 
-def side_env(side: str, n: int) -> dict:
-    """The environment of a side's child at ``n`` threads: TVM_NUM_THREADS, and for ONNX Runtime and torch, as for
-    every vendor baseline, without ``UNSET_ENV``."""
+def side_env(side: str, n: int, rec: str = "") -> dict:
+    """The environment of a side's child at ``n`` threads: TVM_NUM_THREADS, TVM_THREAD_POOL_SPIN_COUNT where ``rec``
+    names ``+spinN``, and for ONNX Runtime and torch, as for every vendor baseline, without ``UNSET_ENV``."""
     env = dict(os.environ, TVM_NUM_THREADS=str(n))
+    for mod in rec.rpartition("=")[0].split("+")[1:]:
+        if mod.startswith("spin"):
+            env["TVM_THREAD_POOL_SPIN_COUNT"] = mod[4:]
     if side != "ours":
         for v in UNSET_ENV:
             env.pop(v, None)
@@ -152,7 +156,7 @@ def alternating(a, sides, n: int) -> None:
     ratio against it round by round (ORT's median over the side's, the median and range over the rounds)."""
     times = [[] for _ in sides]  # per side, per round, the turn's times
     with Turns([([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls), "--side", side,
-                  "--n", str(n), "--serve"], side_env(side, n)) for side, rec in sides]) as turns:
+                  "--n", str(n), "--serve"], side_env(side, n, rec)) for side, rec in sides]) as turns:
         for r in range(a.rounds):
             for i in (list(range(len(sides)))[r % len(sides):] + list(range(len(sides)))[:r % len(sides)]):
                 times[i].append([float(v) for v in turns.turn(i).split()])
@@ -202,7 +206,7 @@ def main() -> int:
             for side, rec in (sides[1:] + sides[:1] if r % 2 else sides[::-1]):
                 out = subprocess.run([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls),
                                       "--side", side, "--n", str(n)],
-                                     env=side_env(side, n), check=True, capture_output=True, text=True).stdout.split()
+                                     env=side_env(side, n, rec), check=True, capture_output=True, text=True).stdout.split()
                 print(f"| {r} | {n} | {_name(side, rec)} | " + " | ".join(out[-4:]) + " |", flush=True)
     return 0
 

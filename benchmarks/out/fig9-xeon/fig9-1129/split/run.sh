@@ -33,3 +33,15 @@ python benchmarks/research/threads_vs_ort.py --model gpt2 -r /tmp/gpt2-split.jso
 (timeout 600 python -c "while True: pass" &); sleep 1
 python benchmarks/research/threads_vs_ort.py --model gpt2 -r /tmp/gpt2-split.jsonl --alternate --rounds 8 --calls 10 \
     --threads 2 > $D/alternate-one-busy-loop.md; pkill -f "while True: pass"
+# 6. TVM's pool spin count (docs/decisions/runtime-spin.md): three builds differing only in it, with ONNX Runtime, as
+#    the machine was and beside one busy loop (spin-*.md):
+gunzip -c benchmarks/out/fig9-xeon/fig9-final/mobilenetv2-xgb.jsonl.gz > /tmp/mobilenetv2-final.jsonl
+for m in gpt2 mobilenetv2; do
+  case $m in gpt2) R=/tmp/gpt2-split.jsonl; c=10; s=;; mobilenetv2) R=/tmp/mobilenetv2-final.jsonl; c=40; s=-mobilenetv2;; esac
+  for load in idle one-busy-loop; do
+    [ $load = one-busy-loop ] && { (timeout 900 python -c "while True: pass" &); sleep 1; }
+    python benchmarks/research/threads_vs_ort.py --model $m -r NHWC=$R -r NHWC+spin0=$R -r NHWC+spin10000=$R \
+        --alternate --rounds 8 --calls $c --threads 2 > $D/spin-$load$s.md
+    pkill -f "while True: pass" || true
+  done
+done
