@@ -45,3 +45,4 @@ for m in gpt2 mobilenetv2; do
     pkill -f "while True: pass" || true
   done
 done
+# 5b. (run before step 6) step 5 with TVM_THREAD_POOL_SPIN_COUNT=0 in the environment (alternate-one-busy-loop-spin0.md).
