@@ -35,10 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tiletune.bench.vendor import UNSET_ENV  # noqa: E402
 
 
+def parse_side(rec: str) -> tuple[str, list[str], str]:
+    """``[LAYOUT[+MOD...]=]RECORDS`` as (LAYOUT, [MOD, ...], RECORDS)."""
+    layout, _, records = rec.rpartition("=")
+    layout, *mods = layout.split("+")
+    return layout, mods, records
+
+
 def setup(side: str, model: str, records: str, threads: int):
     """One single inference of ``side`` as a callable (ours: the model built from ``records``), warmed up."""
-    layout, _, records = records.rpartition("=")
-    layout, *mods = layout.split("+")
+    layout, mods, records = parse_side(records)
     from tiletune.model.source import export_onnx, load, onnx_session
 
     src = load(model)
@@ -135,7 +141,7 @@ def side_env(side: str, n: int, rec: str = "") -> dict:
     """The environment of a side's child at ``n`` threads: TVM_NUM_THREADS, TVM_THREAD_POOL_SPIN_COUNT where ``rec``
     names ``+spinN``, and for ONNX Runtime and torch, as for every vendor baseline, without ``UNSET_ENV``."""
     env = dict(os.environ, TVM_NUM_THREADS=str(n))
-    for mod in rec.rpartition("=")[0].split("+")[1:]:
+    for mod in parse_side(rec)[1]:
         if mod.startswith("spin"):
             env["TVM_THREAD_POOL_SPIN_COUNT"] = mod[4:]
     if side != "ours":
