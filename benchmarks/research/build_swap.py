@@ -17,6 +17,19 @@ from tiletune.model.tasks import load_model_tasks
 from tiletune.target import parse_target
 
 
+def with_swaps(chosen: dict, swaps: dict) -> dict:
+    """``chosen`` (``best_configs``' {task: choice}) with the knobs of ``swaps`` ({workload key prefix: {knob: value}})
+    replaced in every task whose key starts with a prefix."""
+    chosen = dict(chosen)
+    for h, c in list(chosen.items()):
+        for prefix, values in swaps.items():
+            if c.kernel.workload.key.startswith(prefix):
+                d = {**c.space.to_dict(c.config), **values}
+                chosen[h] = replace(c, config=c.space.from_dict(d))
+                print("swapped", c.kernel.workload.key, d)
+    return chosen
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
@@ -27,13 +40,7 @@ def main() -> None:
     swaps = json.loads(args.swaps)
     target = parse_target(None)
     _, tasks = load_model_tasks(args.model, target)
-    chosen = best_configs(tasks, args.records)
-    for h, c in list(chosen.items()):
-        for prefix, values in swaps.items():
-            if c.kernel.workload.key.startswith(prefix):
-                d = {**c.space.to_dict(c.config), **values}
-                chosen[h] = replace(c, config=c.space.from_dict(d))
-                print("swapped", c.kernel.workload.key, d)
+    chosen = with_swaps(best_configs(tasks, args.records), swaps)
     mod, _ = scheduled_module(tasks, chosen)
     export(compile_module(mod, target), args.output, {"model": args.model, "records": args.records, "swaps": swaps})
     print("built", args.output)

@@ -1,5 +1,7 @@
-"""A CNN's convolutions in our build against ONNX Runtime's, class by class (input channels, output channels,
-kernel size, output height): where the whole-model ratio is won and lost.
+"""A model's kernels in our build against ONNX Runtime's, class by class: a CNN's convolutions by input channels,
+output channels, kernel size and output height, a transformer's matmuls by shape (fused epilogues on our side, bias
+and GELU nodes of their own on ONNX Runtime's, which count as "other"), layer norms and softmaxes: where the
+whole-model ratio is won and lost.
 
     python benchmarks/research/convs_vs_ort.py --model resnet50 -r RECORDS --out DIR [--runs 40] [--threads 2] \
         [--stat min] [--rounds R]
@@ -13,9 +15,9 @@ Runtime (``ort``: its own profiler's per-node kernel times, intra-op threads = -
 OPENBLAS_L2_SIZE unset as for every vendor baseline). Per run, the time of every class is summed over its calls; the
 table gives the median over the runs (ONNX Runtime: over the second half, its first runs warm up), or with ``--stat
 min`` their minimum (on a shared host whose neighbours only ever slow a run down, each class's time in the quietest
-runs), and writes ``DIR/convs-vs-ort.md`` and the two sides' JSON. "other" is everything that is not a convolution or
-the classifier (pads, pooling, layout transposes, the VM's allocations on our side). The instrument's callbacks cost
-each side a little host time per call; ours has more calls (the VM's builtins)."""
+runs), and writes ``DIR/convs-vs-ort.md`` and the two sides' JSON. "other" is everything that is not in one of these
+classes (pads, pooling, layout transposes, the VM's allocations on our side). The instrument's callbacks cost each side
+a little host time per call; ours has more calls (the VM's builtins)."""
 from __future__ import annotations
 
 import argparse
@@ -43,13 +45,27 @@ def classes_of(tasks) -> dict[str, str]:
         if "conv2d" in k.name and len(k.inputs) >= 2 and len(k.inputs[1]) == 4:
             kh, _, c, kout = k.inputs[1]  # NHWC weights: kh x kw x C x K
             key.update({n: f"C{c} K{kout} k{kh} Ho{k.output[1]}" for n in k.names})
-        elif "matmul" in k.name or "dense" in k.name:
-            key.update({n: "classifier" for n in k.names})
+        elif ("matmul" in k.name or "dense" in k.name) and len(k.inputs) >= 2:
+            key.update({n: matmul_class(k.inputs[0], k.inputs[1]) for n in k.names})
+        elif "layer_norm" in k.name or "softmax" in k.name:
+            key.update({n: "layer norm" if "layer_norm" in k.name else "softmax" for n in k.names})
     key.update(_winograd_classes(tasks))
     for prod, pad in fusable(tasks.fused):  # a producer that writes a pad's buffer (tiletune.model.pad_fusion)
         if prod in key:
             key[fused_name(prod, pad)] = key[prod]
     return key
+
+
+def matmul_class(a, b) -> str:
+    """A matmul's class from its two operands' shapes: "matmul [B x] M x K x N" (leading dimensions of size 1
+    dropped, the batch their product); a matrix of one row is the classifier of a CNN."""
+    m, k, n = (a[-2] if len(a) > 1 else 1), a[-1], b[-1]
+    batch = 1
+    for d in a[:-2]:
+        batch *= d
+    if m == 1 and batch == 1:
+        return "classifier"
+    return f"matmul {batch} x {m}x{k}x{n}" if batch > 1 else f"matmul {m}x{k}x{n}"
 
 
 def _winograd_classes(tasks) -> dict[str, str]:
@@ -125,8 +141,12 @@ class OrtSide:
             if a.get("op_name") in ("Conv", "FusedConv") and len(ins) >= 2:
                 kout, c, kh, _ = next(iter(ins[1].values()))  # OIHW weights
                 k = f"C{c} K{kout} k{kh} Ho{next(iter(outs[0].values()))[2]}"
+            elif a.get("op_name") in ("Gemm", "MatMul", "FusedMatMul") and len(ins) >= 2:
+                k = matmul_class(*(next(iter(i.values())) for i in ins[:2]))
+            elif a.get("op_name") in ("LayerNormalization", "SkipLayerNormalization", "Softmax"):
+                k = "softmax" if a["op_name"] == "Softmax" else "layer norm"
             else:
-                k = "classifier" if a.get("op_name") in ("Gemm", "MatMul") else "other"
+                k = "other"
             per[bisect.bisect_right(starts, e["ts"]) - 1][k] += e["dur"]
         return [dict(p) for p in per[skip:]]
 
@@ -203,14 +223,14 @@ def main() -> None:
                            check=True)
         o, r = (json.loads((out / f"{s}.json").read_text()) for s in ("ours", "ort"))
     rows = sorted(set(o) | set(r), key=lambda k: -r.get(k, 0.0))
-    lines = [f"# {a.model}: convolutions by class, ours against ONNX Runtime ({a.threads} threads, us per inference, "
+    lines = [f"# {a.model}: kernels by class, ours against ONNX Runtime ({a.threads} threads, us per inference, "
              f"{a.stat} of {a.runs * a.rounds} runs"
              + (f", {a.rounds} alternating rounds" if a.rounds > 1 else "") + ")",
              "", f"    python benchmarks/research/convs_vs_ort.py --model {a.model} "
              f"-r RECORDS --out DIR --runs {a.runs} --threads {a.threads}" + (" --stat min" if a.stat == "min" else "")
              + (f" --rounds {a.rounds}" if a.rounds > 1 else ""),
              "",
-             "| class (C in, K out, kernel, output height) | ours | ONNX Runtime | ours vs ORT | ORT - ours |",
+             "| class (convolutions: C in, K out, kernel, output height) | ours | ONNX Runtime | ours vs ORT | ORT - ours |",
              "|---|---:|---:|---:|---:|"]
     for k in rows:
         mine, theirs = o.get(k, 0.0), r.get(k, 0.0)

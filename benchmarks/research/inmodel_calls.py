@@ -1,23 +1,38 @@
 """Every kernel call of a model built from records, timed in the model (the VM's instrument, host clock around
 each call), minima per call over ``--runs`` inferences (not a test).
 
-    TVM_NUM_THREADS=1 python benchmarks/research/inmodel_calls.py --model resnet50 -r RECORDS [--runs 40]
+    TVM_NUM_THREADS=1 python benchmarks/research/inmodel_calls.py --model resnet50 -r RECORDS [--runs 40] \
+        [--swap '{"KEY_PREFIX": {"knob": value}}' ...] [--rounds 4]
 
 Prints per kernel: calls, the sum of its calls' minima and the mean per call, largest first, and the sum over the
 model. The instrument costs each call about a microsecond of host time (its VM builtins, shown as such, take
 0.6-7 us each under it); a kernel's per-call minimum is its time in the model's cache state, to set beside the
 same kernel alone (``kernel_cache_states.py``).
+
+``--swap`` (repeatable): a build whose chosen configurations have these knobs replaced (``build_swap.with_swaps``;
+``{}`` is the records' build). With more than one build, all live in this process and take turns, ``--rounds``
+rounds of ``--runs`` inferences each, so a slow spell of the shared host falls on every build; the table then
+has one column per build, the per-call minima over all rounds.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from vm_calls import timed_calls  # noqa: E402  (benchmarks/research/vm_calls.py)
+from vm_calls import TimedVM  # noqa: E402  (benchmarks/research/vm_calls.py)
+
+
+def per_call_minima(logs) -> dict[str, list[float]]:
+    """{kernel name: the minimum over ``logs``' inferences of each of its calls}, in call order."""
+    per = collections.defaultdict(list)
+    for i, (name, _) in enumerate(logs[0]):
+        per[name].append(min(r[i][1] for r in logs))
+    return per
 
 
 def main() -> None:
@@ -25,18 +40,36 @@ def main() -> None:
     ap.add_argument("--model", required=True)
     ap.add_argument("-r", "--records", required=True)
     ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--swap", action="append", help="JSON {workload key prefix: {knob: value}}: a build with these "
+                    "knobs replaced in the records' choices (build_swap.py); repeat for more builds")
+    ap.add_argument("--rounds", type=int, default=1, help="turns of --runs inferences per build (with several builds)")
     a = ap.parse_args()
-    _, runs = timed_calls(a.model, a.records, a.runs)
-    per = collections.defaultdict(list)
-    for i, (name, _) in enumerate(runs[0]):
-        per[name].append(min(r[i][1] for r in runs))
-    kernels = {k: v for k, v in per.items() if not k.startswith("vm.builtin")}
-    print(f"| kernel | calls | us (sum of the calls' minima) | us per call |\n|---|---:|---:|---:|")
-    for k, v in sorted(kernels.items(), key=lambda kv: -sum(kv[1])):
-        print(f"| {k} | {len(v)} | {sum(v):.1f} | {sum(v) / len(v):.1f} |")
-    builtin = sum(sum(v) for k, v in per.items() if k.startswith("vm.builtin"))
-    print(f"\nkernels {sum(sum(v) for v in kernels.values()) / 1e3:.2f} ms, VM builtins {builtin / 1e3:.2f} ms "
-          f"(under the instrument), {a.runs} runs, minima per call")
+    swaps = [json.loads(s) for s in (a.swap or ["{}"])]
+    vms = [TimedVM(a.model, a.records, swaps=s) for s in swaps]
+    logs: list[list] = [[] for _ in vms]
+    for r in range(a.rounds):
+        for i in (range(len(vms)) if r % 2 == 0 else reversed(range(len(vms)))):
+            logs[i].extend(vms[i].run(a.runs))
+    pers = [per_call_minima(lg) for lg in logs]
+    kernels = [k for k in pers[0] if not k.startswith("vm.builtin")]
+    kernels.sort(key=lambda k: -sum(pers[0][k]))
+    if len(vms) == 1:
+        per = pers[0]
+        print("| kernel | calls | us (sum of the calls' minima) | us per call |\n|---|---:|---:|---:|")
+        for k in kernels:
+            print(f"| {k} | {len(per[k])} | {sum(per[k]):.1f} | {sum(per[k]) / len(per[k]):.1f} |")
+    else:
+        for i, s in enumerate(swaps):
+            print(f"build {i}: {json.dumps(s)}")
+        print("\n| kernel | calls | " + " | ".join(f"build {i}: us per call" for i in range(len(vms))) + " |\n|---|---:|"
+              + "---:|" * len(vms))
+        for k in kernels:
+            print(f"| {k} | {len(pers[0][k])} | " + " | ".join(f"{sum(p[k]) / len(p[k]):.1f}" for p in pers) + " |")
+    for i, per in enumerate(pers):
+        builtin = sum(sum(v) for k, v in per.items() if k.startswith("vm.builtin"))
+        mine = sum(sum(v) for k, v in per.items() if not k.startswith("vm.builtin"))
+        print(f"\n{'' if len(pers) == 1 else f'build {i}: '}kernels {mine / 1e3:.2f} ms, VM builtins {builtin / 1e3:.2f} "
+              f"ms (under the instrument), {a.runs * a.rounds} runs, minima per call")
 
 
 if __name__ == "__main__":

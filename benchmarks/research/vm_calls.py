@@ -10,9 +10,10 @@ import time
 class TimedVM:
     """A model built from records in a Relax VM with the instrument installed: ``run(n)`` times ``n`` more
     inferences and returns one list of (kernel name, microseconds) per inference, in call order; a prepacked
-    kernel is named as its task. ``warm`` untimed inferences run first."""
+    kernel is named as its task. ``warm`` untimed inferences run first. ``swaps``: knobs replaced in the records'
+    choices (``build_swap.with_swaps``)."""
 
-    def __init__(self, model: str, records: str, warm: int = 3, layout: str = "NHWC"):
+    def __init__(self, model: str, records: str, warm: int = 3, layout: str = "NHWC", swaps: dict | None = None):
         import tvm
         from tvm import relax
 
@@ -24,8 +25,12 @@ class TimedVM:
         src = load(model)
         self.tasks = model_tasks(src, host_target(), layout, "float32")
         dev = tvm.cpu()
-        self.vm = relax.VirtualMachine(compile_module(scheduled_module(
-            self.tasks, best_configs(self.tasks, records))[0], self.tasks.target), dev)
+        chosen = best_configs(self.tasks, records)
+        if swaps:
+            from build_swap import with_swaps  # benchmarks/research/build_swap.py
+
+            chosen = with_swaps(chosen, swaps)
+        self.vm = relax.VirtualMachine(compile_module(scheduled_module(self.tasks, chosen)[0], self.tasks.target), dev)
         self.x = [tvm.runtime.tensor(v, dev) for v in src.random_inputs(0)]
         for _ in range(warm):
             self.vm["main"](*self.x)
@@ -49,8 +54,8 @@ class TimedVM:
         return logs
 
 
-def timed_calls(model: str, records: str, runs: int, warm: int = 3, layout: str = "NHWC"):
+def timed_calls(model: str, records: str, runs: int, warm: int = 3, layout: str = "NHWC", swaps: dict | None = None):
     """(the model's tasks, one list per inference of (kernel name, microseconds) in call order): ``warm``
     untimed inferences first, then ``runs`` timed ones (``TimedVM``)."""
-    t = TimedVM(model, records, warm, layout)
+    t = TimedVM(model, records, warm, layout, swaps)
     return t.tasks, t.run(runs)
