@@ -529,6 +529,25 @@ def vector_file(target: dict[str, Any] | None = None) -> tuple[int, int]:
     return (spec.vector_registers or 16), max(1, spec.simd_lanes)
 
 
+def l2_bytes(target: dict[str, Any] | None = None) -> int | None:
+    """Bytes of one core's L2 on an LLVM CPU target: from its ``"hardware"`` entry when it has one; this machine's
+    (``detect_cpu``, nothing measured) when the target is this machine's CPU (no ``mcpu``, or the host's); else None
+    (another CPU, whose caches we do not know)."""
+    from .target import host_mcpu
+
+    t = target if isinstance(target, dict) else {}
+    if t.get("hardware") is not None:
+        spec = for_target(t, measure_bandwidth=False)
+    elif t.get("mcpu") in (None, host_mcpu()):
+        spec = _host_spec()
+    else:
+        return None
+    try:
+        return spec.level("L2").size_bytes
+    except TiletuneError:
+        return None
+
+
 @functools.cache
 def _host_spec() -> HardwareSpec:
     return detect_cpu(measure_bandwidth=False)

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TiletuneError
-from ..hardware import vector_file
+from ..hardware import l2_bytes, vector_file
 from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
 from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
@@ -227,6 +227,72 @@ def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str 
 
 
 @dataclass(frozen=True)
+class WeightReuse:
+    """The weight-block rule of a model's matmul (docs/decisions/weight-block.md): in the template's loop order
+    ``S0 S1 R0 S2 R1 S3`` the S1 loops of the row axes (the spatial axes the weight does not read) re-read, for each
+    of their iterations, the weight block of the parallel chunk's columns over the whole reduction: K x (the
+    column knob's tiles below S0) x the dtype's bytes. When they re-read it (their S1 tiles multiply to more than
+    one), that block has to stay in one core's L2 (``l2_bytes``); beyond it, every row block streams the weights
+    again from the shared cache or DRAM. Only matmuls' 2-D weights [K, N] (the reduction, then the vectorized
+    columns) carry the rule; convolutions' weights are not measured with it."""
+
+    l2_bytes: int
+    rows: tuple[int, ...]  # knob positions of the spatial axes the weight does not read
+    cols: int  # knob position of the vectorized (column) axis
+    col_bytes: int  # the weight's bytes per column: the whole reduction x the dtype's bytes
+    outer: int  # tile levels of a spatial axis outside the accumulator (S0 and S1: ``_outer_levels``)
+
+    def rereads(self, config: Config) -> int:
+        n = 1
+        for i in self.rows:
+            for x in config.values[i][1:self.outer]:
+                n *= x
+        return n
+
+    def block(self, config: Config) -> int:
+        """Bytes of the weight block that the row loops re-read."""
+        n = self.col_bytes
+        for x in config.values[self.cols][1:]:
+            n *= x
+        return n
+
+    def __call__(self, space: Space, config: Config) -> bool:
+        return self.rereads(config) <= 1 or self.block(config) <= self.l2_bytes
+
+    def why(self, space: Space, config: Config) -> str:
+        return (f"the row loops re-read a weight block of {self.block(config) / 2**20:.2f} MiB "
+                f"{self.rereads(config)} times, more than one core's L2 ({self.l2_bytes / 2**20:.2f} MiB)")
+
+    def describe(self) -> str:
+        return f"the weight block that row loops re-read fits one core's L2 ({self.l2_bytes / 2**20:.2f} MiB)"
+
+
+def weight_reuse(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> WeightReuse | None:
+    """The weight-block rule (``WeightReuse``) of a model's matmul for ``target``, or None: a PrimFunc workload with
+    one 2-D weight read as [reduction, vectorized axis], on a CPU whose L2 is known (``l2_bytes``)."""
+    if not isinstance(workload, PrimFuncWorkload) or not workload.weights:
+        return None
+    l2 = l2_bytes(target)
+    spatial = [(i, k) for i, k in space.split_knobs if k.kind == "S"]
+    if l2 is None or len(spatial) < 2 or min(k.levels for _, k in spatial) < 2:
+        return None
+    try:
+        accesses = [t for t in tensor_accesses(workload) if t.role == "input" and t.name in workload.weights]
+    except TiletuneError:
+        return None
+    reductions = {a.name for a in workload.axes_no_tvm() if a.kind == "R"}
+    last = spatial[-1][1].axis
+    if len(accesses) != 1 or len(accesses[0].dims) != 2:
+        return None
+    k_dim, n_dim = accesses[0].dims
+    if n_dim.terms != ((last, 1),) or not k_dim.axes or not set(k_dim.axes) <= reductions:
+        return None
+    rows = tuple(i for i, k in spatial if k.axis not in accesses[0].axes)
+    return WeightReuse(l2, rows, spatial[-1][0], k_dim.size * accesses[0].dtype_bytes,
+                       _outer_levels(spatial[0][1].levels))
+
+
+@dataclass(frozen=True)
 class RegisterTile:
     """The register-tile rule as a space constraint (see the module docstring): the innermost tile of the
     spatial knobs at positions ``spatial`` (the last one vectorized) needs P V + min(P, V) + 1 vector
@@ -240,6 +306,7 @@ class RegisterTile:
     lanes: int
     spatial: tuple[int, ...]  # knob positions of the spatial split knobs, the vectorized axis last
     channel: tuple[int, ...] = ()  # knob positions of the spatial axes that multiply V
+    reuse: WeightReuse | None = None  # a matmul's weight-block rule, checked with the register tile
 
     def need_tile(self, pixels: int, channels: int, blocks: int = 1) -> int:
         """Vector registers of a register tile of ``pixels`` output pixels x ``blocks`` x ``channels`` output
@@ -270,9 +337,12 @@ class RegisterTile:
         return not self.channel or config.values[last][-1] == space.knobs[last].extent
 
     def __call__(self, space: Space, config: Config) -> bool:
-        return self.need(config) <= self.budget and self.whole_block(space, config)
+        return (self.need(config) <= self.budget and self.whole_block(space, config)
+                and (self.reuse is None or self.reuse(space, config)))
 
     def why(self, space: Space, config: Config) -> str:
+        if self.reuse is not None and not self.reuse(space, config):
+            return self.reuse.why(space, config)
         if not self.whole_block(space, config):
             return (f"the vectorized channel block's innermost tile is {config.values[self.spatial[-1]][-1]}, "
                     f"not the whole block of {space.knobs[self.spatial[-1]].extent}")
@@ -282,7 +352,8 @@ class RegisterTile:
     def describe(self) -> str:
         return (f"constraint: the register tile (innermost spatial level) fits {self.budget} of the "
                 f"{self.registers} vector registers of {self.lanes} fp32 lanes"
-                + (", the vectorized channel block whole" if self.channel else ""))
+                + (", the vectorized channel block whole" if self.channel else "")
+                + (f"; {self.reuse.describe()}" if self.reuse is not None else ""))
 
 
 def outer_product_anchor(workload: Workload) -> bool:
@@ -331,7 +402,7 @@ def register_rule(workload: Workload, space: Space, target: dict[str, Any] | Non
         return None
     registers, lanes = vector_file(target)
     channel = () if read is None else tuple(i for i in spatial[:-1] if space.knobs[i].axis not in read)
-    return RegisterTile(registers, lanes, spatial, channel)
+    return RegisterTile(registers, lanes, spatial, channel, weight_reuse(workload, space, target))
 
 
 def _outer_levels(levels: int) -> int:
