@@ -38,6 +38,10 @@ the loops are ordered
   spilling configurations and ``check`` reports them ``invalid`` without building. So does the space of a
   PrimFunc workload whose anchor is such an outer product (a model's NHWC convolutions and matmuls). The
   named GEMM family, NCHW and depthwise spaces carry no constraint (as before).
+- The weight block (a model's matmul with a weight [K, N], ``weight_reuse``): the S1 row loops re-read, per
+  iteration, the weight of the chunk's columns over the whole reduction; the space refuses configurations that
+  re-read a block larger than one core's L2 (``WeightReuse``, part of the register-tile constraint;
+  docs/decisions/weight-block.md).
 - ``pack`` (only for inputs that a reduction walks across while the vectorized axis indexes their
   contiguous dimension, i.e. GEMM's and batch_matmul's B[.., k, n]): a stage before the compute copies
   the input into panels ``Bp[.., n // n3, k, n % n3]`` (n3 = the innermost tile of the vectorized axis),
