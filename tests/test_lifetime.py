@@ -25,12 +25,20 @@ def _python(code: str, **kw) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, text=True, **kw)
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs and is not a zombie (a process that exits while it is looked at does not run)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _gone_within(pids, seconds: float) -> list[int]:
     """The pids still running (not zombies) after ``seconds``."""
     end = time.monotonic() + seconds
     left = list(pids)
     while left and time.monotonic() < end:
-        left = [p for p in left if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        left = [p for p in left if _running(p)]
         time.sleep(0.1)
     return left
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TiletuneError
-from .target import cpuinfo
+from .target import cpuinfo, host_mcpu
 
 SCHEMA = 1
 DEFAULT_CACHE = Path.home() / ".cache" / "tiletune" / "hardware.json"
@@ -533,8 +533,6 @@ def l2_bytes(target: dict[str, Any] | None = None) -> int | None:
     """Bytes of one core's L2 on an LLVM CPU target: from its ``"hardware"`` entry when it has one; this machine's
     (``detect_cpu``, nothing measured) when the target is this machine's CPU (no ``mcpu``, or the host's); else None
     (another CPU, whose caches we do not know)."""
-    from .target import host_mcpu
-
     t = target if isinstance(target, dict) else {}
     if t.get("hardware") is not None:
         spec = for_target(t, measure_bandwidth=False)
