@@ -59,6 +59,7 @@ outside the inner spatial tiles and the last is inside.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,18 +248,11 @@ class WeightReuse:
     outer: int  # tile levels of a spatial axis outside the accumulator (S0 and S1: ``_outer_levels``)
 
     def rereads(self, config: Config) -> int:
-        n = 1
-        for i in self.rows:
-            for x in config.values[i][1:self.outer]:
-                n *= x
-        return n
+        return math.prod(x for i in self.rows for x in config.values[i][1:self.outer])
 
     def block(self, config: Config) -> int:
         """Bytes of the weight block that the row loops re-read."""
-        n = self.col_bytes
-        for x in config.values[self.cols][1:]:
-            n *= x
-        return n
+        return self.col_bytes * math.prod(config.values[self.cols][1:])
 
     def __call__(self, space: Space, config: Config) -> bool:
         return self.rereads(config) <= 1 or self.block(config) <= self.l2_bytes
@@ -276,9 +270,8 @@ def weight_reuse(workload: Workload, space: Space, target: dict[str, Any] | None
     one 2-D weight read as [reduction, vectorized axis], on a CPU whose L2 is known (``l2_bytes``)."""
     if not isinstance(workload, PrimFuncWorkload) or not workload.weights:
         return None
-    l2 = l2_bytes(target)
     spatial = [(i, k) for i, k in space.split_knobs if k.kind == "S"]
-    if l2 is None or len(spatial) < 2 or min(k.levels for _, k in spatial) < 2:
+    if len(spatial) < 2 or min(k.levels for _, k in spatial) < 2:
         return None
     try:
         accesses = [t for t in tensor_accesses(workload) if t.role == "input" and t.name in workload.weights]
@@ -290,6 +283,8 @@ def weight_reuse(workload: Workload, space: Space, target: dict[str, Any] | None
         return None
     k_dim, n_dim = accesses[0].dims
     if n_dim.terms != ((last, 1),) or not k_dim.axes or not set(k_dim.axes) <= reductions:
+        return None
+    if (l2 := l2_bytes(target)) is None:
         return None
     rows = tuple(i for i, k in spatial if k.axis not in accesses[0].axes)
     return WeightReuse(l2, rows, spatial[-1][0], k_dim.size * accesses[0].dtype_bytes,
