@@ -3,11 +3,15 @@ each call), minima per call over ``--runs`` inferences (not a test).
 
     TVM_NUM_THREADS=1 python benchmarks/research/inmodel_calls.py --model resnet50 -r RECORDS [--runs 40] \
         [--swap '{"KEY_PREFIX": {"knob": value}}' ...] [--rounds 4]
+    TVM_NUM_THREADS=2 python benchmarks/research/inmodel_calls.py --model gpt2 --lib A.so --lib B.so --rounds 6
 
 Prints per kernel: calls, the sum of its calls' minima and the mean per call, largest first, and the sum over the
 model. The instrument costs each call about a microsecond of host time (its VM builtins, shown as such, take
 0.6-7 us each under it); a kernel's per-call minimum is its time in the model's cache state, to set beside the
 same kernel alone (``kernel_cache_states.py``).
+
+``--lib`` (repeatable): instead of records, libraries that ``model build`` exported (one per build, e.g. the same
+records built by two versions of tiletune; kernels missing from a build show "-").
 
 ``--swap`` (repeatable): a build whose chosen configurations have these knobs replaced (``build_swap.with_swaps``;
 ``{}`` is the records' build). With more than one build, all live in this process and take turns, ``--rounds``
@@ -38,21 +42,28 @@ def per_call_minima(logs) -> dict[str, list[float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
-    ap.add_argument("-r", "--records", required=True)
+    ap.add_argument("-r", "--records")
+    ap.add_argument("--lib", action="append", help="a library 'model build' exported: one build each (no --records)")
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--swap", action="append", help="JSON {workload key prefix: {knob: value}}: a build with these "
                     "knobs replaced in the records' choices (build_swap.py); repeat for more builds")
     ap.add_argument("--rounds", type=int, default=1, help="turns of --runs inferences per build (with several builds)")
     a = ap.parse_args()
-    swaps = [json.loads(s) for s in (a.swap or ["{}"])]
-    vms = [TimedVM(a.model, a.records, swaps=s) for s in swaps]
+    if bool(a.lib) == bool(a.records):
+        ap.error("give --records (with --swap) or --lib")
+    if a.lib:
+        swaps = [{"library": p} for p in a.lib]
+        vms = [TimedVM(a.model, None, library=p) for p in a.lib]
+    else:
+        swaps = [json.loads(s) for s in (a.swap or ["{}"])]
+        vms = [TimedVM(a.model, a.records, swaps=s) for s in swaps]
     logs: list[list] = [[] for _ in vms]
     for r in range(a.rounds):
         for i in (range(len(vms)) if r % 2 == 0 else reversed(range(len(vms)))):
             logs[i].extend(vms[i].run(a.runs))
     pers = [per_call_minima(lg) for lg in logs]
-    kernels = [k for k in pers[0] if not k.startswith("vm.builtin")]
-    kernels.sort(key=lambda k: -sum(pers[0][k]))
+    kernels = list(dict.fromkeys(k for p in pers for k in p if not k.startswith("vm.builtin")))
+    kernels.sort(key=lambda k: -max(sum(p.get(k, [0])) for p in pers))
     if len(vms) == 1:
         per = pers[0]
         print("| kernel | calls | us (sum of the calls' minima) | us per call |\n|---|---:|---:|---:|")
@@ -61,15 +72,17 @@ def main() -> None:
     else:
         for i, s in enumerate(swaps):
             print(f"build {i}: {json.dumps(s)}")
-        print("\n| kernel | calls | " + " | ".join(f"build {i}: us per call" for i in range(len(vms))) + " |\n|---|---:|"
-              + "---:|" * len(vms))
+        print("\n| kernel | calls | " + " | ".join(f"build {i}: us per call" for i in range(len(vms)))
+              + " |\n|---|---:|" + "---:|" * len(vms))
         for k in kernels:
-            print(f"| {k} | {len(pers[0][k])} | " + " | ".join(f"{sum(p[k]) / len(p[k]):.1f}" for p in pers) + " |")
+            calls = next(len(p[k]) for p in pers if k in p)
+            print(f"| {k} | {calls} | " + " | ".join(f"{sum(p[k]) / len(p[k]):.1f}" if k in p else "-" for p in pers)
+                  + " |")
     for i, per in enumerate(pers):
         builtin = sum(sum(v) for k, v in per.items() if k.startswith("vm.builtin"))
         mine = sum(sum(v) for k, v in per.items() if not k.startswith("vm.builtin"))
-        print(f"\n{'' if len(pers) == 1 else f'build {i}: '}kernels {mine / 1e3:.2f} ms, VM builtins {builtin / 1e3:.2f} "
-              f"ms (under the instrument), {a.runs * a.rounds} runs, minima per call")
+        print(f"\n{'' if len(pers) == 1 else f'build {i}: '}kernels {mine / 1e3:.2f} ms, VM builtins "
+              f"{builtin / 1e3:.2f} ms (under the instrument), {a.runs * a.rounds} runs, minima per call")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ class TimedVM:
     """A model built from records in a Relax VM with the instrument installed: ``run(n)`` times ``n`` more
     inferences and returns one list of (kernel name, microseconds) per inference, in call order; a prepacked
     kernel is named as its task. ``warm`` untimed inferences run first. ``swaps``: knobs replaced in the records'
-    choices (``build_swap.with_swaps``)."""
+    choices (``build_swap.with_swaps``). ``library``: instead, a library ``model build`` exported (``records``
+    unused; ``tasks`` is then None), e.g. one built by another version of tiletune."""
 
-    def __init__(self, model: str, records: str, warm: int = 3, layout: str = "NHWC", swaps: dict | None = None):
+    def __init__(self, model: str, records: str | None, warm: int = 3, layout: str = "NHWC",
+                 swaps: dict | None = None, library: str | None = None):
         import tvm
         from tvm import relax
 
@@ -23,14 +25,19 @@ class TimedVM:
         from tiletune.target import host_target
 
         src = load(model)
-        self.tasks = model_tasks(src, host_target(), layout, "float32")
         dev = tvm.cpu()
-        chosen = best_configs(self.tasks, records)
-        if swaps:
-            from build_swap import with_swaps  # benchmarks/research/build_swap.py
+        if library is not None:
+            self.tasks = None
+            self.vm = relax.VirtualMachine(tvm.runtime.load_module(library), dev)
+        else:
+            self.tasks = model_tasks(src, host_target(), layout, "float32")
+            chosen = best_configs(self.tasks, records)
+            if swaps:
+                from build_swap import with_swaps  # benchmarks/research/build_swap.py
 
-            chosen = with_swaps(chosen, swaps)
-        self.vm = relax.VirtualMachine(compile_module(scheduled_module(self.tasks, chosen)[0], self.tasks.target), dev)
+                chosen = with_swaps(chosen, swaps)
+            self.vm = relax.VirtualMachine(compile_module(scheduled_module(self.tasks, chosen)[0], self.tasks.target),
+                                           dev)
         self.x = [tvm.runtime.tensor(v, dev) for v in src.random_inputs(0)]
         for _ in range(warm):
             self.vm["main"](*self.x)

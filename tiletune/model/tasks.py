@@ -5,8 +5,10 @@ module, list every distinct kernel with its call count, and turn the tunable one
 - Fusion (under the target): TVM's CPU library dispatch (sort, scan and cumsum, sampling, as its
   default pipeline does first), ``fast_math`` (exp, tanh, erf and the activations built on them, GELU,
   sigmoid, SiLU, as vectorizable polynomials), then
-  ``LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR, DeadCodeElimination``: each operator becomes a TIR kernel and elementwise consumers join their
-  producer's kernel (conv2d + bias + residual add + ReLU is one kernel).
+  ``LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR, DeadCodeElimination``: each operator
+  becomes a TIR kernel and elementwise consumers join their producer's kernel (conv2d + bias + residual add +
+  ReLU is one kernel); on an LLVM target, between FuseOps and FuseTIR, a layout copy that one matmul alone
+  reads joins that matmul's kernel (``producer_fusion``).
 - Extraction (our own walk, like MetaSchedule's ``extract_tasks``): every ``call_tir`` of a PrimFunc in the
   module's Relax functions counts one call; kernels with the same structure (structural hash, names of
   variables aside) are one kernel, their calls summed.
@@ -35,7 +37,7 @@ from ..quiet import quiet_tvm
 from ..schedules import make_space
 from ..target import is_cuda
 from ..workloads.base import np_dtype
-from ..workloads.primfunc import PrimFuncWorkload, _is_load, _walk
+from ..workloads.primfunc import PrimFuncWorkload, _is_load, _walk, is_mac
 from ..workloads.rows import RowWorkload, block_flops
 from . import gpu_default
 from .const_fold import fold_weights
@@ -45,6 +47,7 @@ from .importer import to_relax
 from . import nchwc, winograd
 from .layout import DEFAULT_LAYOUT, check_layout_for, convert
 from .precision import cast, check_dtype
+from .producer_fusion import producers_into_readers
 from .source import ModelSource
 from .source import load as load_source
 
@@ -117,8 +120,11 @@ def fuse(mod, target: dict):
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
                 fast_math(),  # docs/decisions/fast-math.md
                 relax.transform.LegalizeOps(nchwc.LEGALIZE), relax.transform.AnnotateTIROpPattern(),
-                relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
-                relax.transform.DeadCodeElimination()])(mod)
+                relax.transform.FoldConstant(), relax.transform.FuseOps()] + ([] if is_cuda(target) else [
+                # layout copies into the matmul that reads them: docs/decisions/producer-fusion.md
+                tvm.transform.module_pass(lambda m, _: producers_into_readers(m), opt_level=0,
+                                          name="ProducersIntoReaders")]) + [
+                relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])(mod)
     except Exception as e:  # noqa: BLE001
         line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
         raise TiletuneError(f"fusing the model's operators failed ({line.strip()[:300]})") from None
@@ -185,23 +191,6 @@ def with_weights(mod):
         if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint in weights:
             out[gv] = f.with_attr("layout_free_buffers", list(weights[gv.name_hint]))
     return out
-
-
-def _is_mac(wl: PrimFuncWorkload) -> bool:
-    """Whether the anchor's update multiplies two operands that depend on loads (C += A * B)."""
-    found = []
-
-    def visit(e):
-        if type(e).__name__ == "Mul":
-            has = []
-            _walk(e.a, lambda x: has.append(1) if hasattr(x, "indices") and hasattr(x, "source") else None)
-            n_a = len(has)
-            _walk(e.b, lambda x: has.append(1) if hasattr(x, "indices") and hasattr(x, "source") else None)
-            if n_a and len(has) > n_a:
-                found.append(e)
-
-    _walk(wl._store.value, visit)
-    return bool(found)
 
 
 def _gathered(func) -> set[str]:
@@ -277,7 +266,7 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
         k = Kernel(name, [name], f, h, calls, 0, ins, out)
         try:
             wl = PrimFuncWorkload.from_prim_func(f, name=name)
-            if not _is_mac(wl):
+            if not is_mac(wl):
                 k.reason = "a reduction without a multiply-accumulate (sum, mean, pooling)"
             elif is_cuda(target) and (why := _gpu_refusal(wl, target)):
                 k.reason = why

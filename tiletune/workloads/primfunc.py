@@ -525,6 +525,23 @@ class PrimFuncWorkload(Workload):
         return acc
 
 
+def is_mac(wl: PrimFuncWorkload) -> bool:
+    """Whether the anchor's update multiplies two operands that depend on loads (C += A * B)."""
+    found = []
+
+    def visit(e):
+        if type(e).__name__ == "Mul":
+            has = []
+            _walk(e.a, lambda x: has.append(1) if hasattr(x, "indices") and hasattr(x, "source") else None)
+            n_a = len(has)
+            _walk(e.b, lambda x: has.append(1) if hasattr(x, "indices") and hasattr(x, "source") else None)
+            if n_a and len(has) > n_a:
+                found.append(e)
+
+    _walk(wl._store.value, visit)
+    return bool(found)
+
+
 def _from_text_named(text: str, name: str) -> PrimFuncWorkload:
     return PrimFuncWorkload.from_text(text, name)
 
