@@ -4,6 +4,8 @@
 # the change (489232c, in a worktree) and by this code, the merged tasks tuned (xgb, 50 trials per merged task, the
 # top 5 confirmed; the other tasks keep their records), both libraries alive in one process taking turns, minima per
 # call (inmodel_calls.py --lib). *-only.jsonl.gz: the merged tasks' records (gunzip to reuse).
+#   resnet50-stem.md: resnet50 (fig9-final records) with the input transpose+pad merged into the stem (pads allowed
+#                  for it by a patch of _is_injective_copy), the merged task tuned the same way.
 #   gpt2-first.md: the first build, which also merged the attention output's transpose into the output projection
 #                  (before the affine rule); gpt2.md: with the rule; bert-small.md; gpt2-key.md: the key's transpose
 #                  merged too (the contiguity rule off), against gpt2.md's build.
