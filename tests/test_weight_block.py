@@ -47,13 +47,31 @@ def test_row_loops_may_reread_only_a_weight_block_that_fits_the_l2(monkeypatch):
     assert not space.allows(bad)
     with pytest.raises(InvalidConfig, match=r"re-read a weight block of 0.18 MiB 2 times"):
         check(wl, space, bad)
-    # rows split in the parallel loop only (no re-read), or a 16-column block of 31 KiB: allowed
-    for ok in (config([2, 1, 1, 8], [1, 1, 2, 48]), config([1, 2, 1, 8], [6, 1, 1, 16])):
-        assert space.allows(ok)
-        check(wl, space, ok)
+    # the cores splitting the rows: each streams the whole 187.5 KiB weight, more than the L2: refused
+    split = config([2, 1, 1, 8], [1, 1, 2, 48])
+    assert not space.allows(split)
+    with pytest.raises(InvalidConfig, match=r"the cores split the rows 2 ways, so each streams the whole weight of "
+                                            r"0.18 MiB"):
+        check(wl, space, split)
+    # the cores splitting the columns, the row loops re-reading a 16-column block of 31 KiB: allowed
+    ok = config([1, 2, 1, 8], [6, 1, 1, 16])
+    assert space.allows(ok)
+    check(wl, space, ok)
     assert "weight block that row loops re-read fits one core's L2 (0.06 MiB)" in rule.describe()
     samples = space.sample_unique(np.random.default_rng(0), 200)
     assert samples and all(rule.reuse(space, c) for c in samples)
+    assert not [c for c in samples if rule.reuse.row_chunks(c) > 1]
+
+
+@pytest.mark.tvm
+def test_the_cores_may_split_the_rows_of_a_weight_that_fits_the_l2(monkeypatch):
+    monkeypatch.setattr(cpu, "l2_bytes", lambda target: 256 * 1024)
+    wl = _matmul(16, 500, 96)  # the whole weight 187.5 KiB
+    space = make_space(wl, None, AVX512)
+    base = space.to_dict(space.untiled())
+    split = space.from_dict({**base, "tile_ax0": [2, 2, 1, 4], "tile_ax1": [1, 1, 2, 48]})
+    assert space.allows(split)
+    check(wl, space, split)
 
 
 @pytest.mark.tvm

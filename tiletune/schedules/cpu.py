@@ -40,7 +40,8 @@ the loops are ordered
   named GEMM family, NCHW and depthwise spaces carry no constraint (as before).
 - The weight block (a model's matmul with a weight [K, N], ``weight_reuse``): the S1 row loops re-read, per
   iteration, the weight of the chunk's columns over the whole reduction; the space refuses configurations that
-  re-read a block larger than one core's L2 (``WeightReuse``, part of the register-tile constraint;
+  re-read a block larger than one core's L2, and a parallel split of the rows while the whole weight is larger
+  than it (each core would stream all of it) (``WeightReuse``, part of the register-tile constraint;
   docs/decisions/weight-block.md).
 - ``pack`` (only for inputs that a reduction walks across while the vectorized axis indexes their
   contiguous dimension, i.e. GEMM's and batch_matmul's B[.., k, n]): a stage before the compute copies
@@ -238,8 +239,10 @@ class WeightReuse:
     of their iterations, the weight block of the parallel chunk's columns over the whole reduction: K x (the
     column knob's tiles below S0) x the dtype's bytes. When they re-read it (their S1 tiles multiply to more than
     one), that block has to stay in one core's L2 (``l2_bytes``); beyond it, every row block streams the weights
-    again from the shared cache or DRAM. Only matmuls' 2-D weights [K, N] (the reduction, then the vectorized
-    columns) carry the rule; convolutions' weights are not measured with it."""
+    again from the shared cache or DRAM. The same holds one level up: a parallel (S0) split of the rows gives every
+    core row chunks over all the columns, so each core streams the whole weight; while the weight (K x N) is larger
+    than one core's L2, the cores split only the columns. Only matmuls' 2-D weights [K, N] (the reduction, then the
+    vectorized columns) carry the rule; convolutions' weights are not measured with it."""
 
     l2_bytes: int
     rows: tuple[int, ...]  # knob positions of the spatial axes the weight does not read
@@ -250,19 +253,33 @@ class WeightReuse:
     def rereads(self, config: Config) -> int:
         return math.prod(x for i in self.rows for x in config.values[i][1:self.outer])
 
+    def row_chunks(self, config: Config) -> int:
+        """How many parallel chunks the rows are split into (S0)."""
+        return math.prod(config.values[i][0] for i in self.rows)
+
     def block(self, config: Config) -> int:
         """Bytes of the weight block that the row loops re-read."""
         return self.col_bytes * math.prod(config.values[self.cols][1:])
 
+    def weight(self, config: Config) -> int:
+        """Bytes of the whole weight."""
+        return self.col_bytes * math.prod(config.values[self.cols])
+
     def __call__(self, space: Space, config: Config) -> bool:
-        return self.rereads(config) <= 1 or self.block(config) <= self.l2_bytes
+        return ((self.rereads(config) <= 1 or self.block(config) <= self.l2_bytes)
+                and (self.row_chunks(config) <= 1 or self.weight(config) <= self.l2_bytes))
 
     def why(self, space: Space, config: Config) -> str:
+        l2 = f"one core's L2 ({self.l2_bytes / 2**20:.2f} MiB)"
+        if self.row_chunks(config) > 1 and self.weight(config) > self.l2_bytes:
+            return (f"the cores split the rows {self.row_chunks(config)} ways, so each streams the whole weight of "
+                    f"{self.weight(config) / 2**20:.2f} MiB, more than {l2}")
         return (f"the row loops re-read a weight block of {self.block(config) / 2**20:.2f} MiB "
-                f"{self.rereads(config)} times, more than one core's L2 ({self.l2_bytes / 2**20:.2f} MiB)")
+                f"{self.rereads(config)} times, more than {l2}")
 
     def describe(self) -> str:
-        return f"the weight block that row loops re-read fits one core's L2 ({self.l2_bytes / 2**20:.2f} MiB)"
+        return (f"the weight block that row loops re-read fits one core's L2 ({self.l2_bytes / 2**20:.2f} MiB), "
+                "and the cores split the rows only of a weight that fits it")
 
 
 def weight_reuse(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> WeightReuse | None:
