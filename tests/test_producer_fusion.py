@@ -38,6 +38,11 @@ class Attention(torch.nn.Module):
 def make():
     torch.manual_seed(0)
     return Attention().eval(), (torch.randn(1, 11, 20),)
+
+
+def dynamic():
+    torch.manual_seed(0)
+    return Attention().eval(), (torch.randn(1, 11, 20),), {"x": {1: torch.export.Dim("seq", min=4, max=40)}}
 '''
 
 CONV = '''
@@ -111,3 +116,14 @@ def test_the_contiguity_check_keeps_the_keys_copy(home, monkeypatch):
     monkeypatch.setattr(producer_fusion, "_reads_contiguously", lambda func: True)
     tasks = model_tasks(load(f"{path}:make"), parse_target(None), "NHWC")
     assert not [k.name for k in tasks.kernels if "transpose" in k.name and "matmul" not in k.name]
+
+
+def test_a_dynamic_model_keeps_its_copies(home):
+    """A dynamic model's symbolic library and its shapes' static modules fuse alike: no merge at any shape."""
+    path = home / "attention_pf3.py"
+    path.write_text(ATTENTION)
+    source = load(f"{path}:dynamic")
+    assert source.dynamic
+    tasks = model_tasks(source, parse_target(None), "NHWC")
+    assert not [k.name for k in tasks.kernels if "transpose" in k.name and "matmul" in k.name]
+    assert sum("transpose" in k.name for k in tasks.kernels) >= 3
