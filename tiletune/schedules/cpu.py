@@ -40,8 +40,8 @@ the loops are ordered
   named GEMM family, NCHW and depthwise spaces carry no constraint (as before).
 - The weight block (a model's matmul with a weight [K, N], ``weight_reuse``): the S1 row loops re-read, per
   iteration, the weight of the chunk's columns over the whole reduction; the space refuses configurations that
-  re-read a block larger than one core's L2, and a parallel split of the rows while the whole weight is larger
-  than it (each core would stream all of it) (``WeightReuse``, part of the register-tile constraint;
+  re-read a block larger than half of one core's L2, and a parallel split of the rows while the whole weight is
+  larger than the L2 (each core would stream all of it) (``WeightReuse``, part of the register-tile constraint;
   docs/decisions/weight-block.md).
 - ``pack`` (only for inputs that a reduction walks across while the vectorized axis indexes their
   contiguous dimension, i.e. GEMM's and batch_matmul's B[.., k, n]): a stage before the compute copies
@@ -232,17 +232,21 @@ def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str 
         _vectorize(sch, lane, lanes)
 
 
+BLOCK_SHARE = 0.5  # of one core's L2 that a re-read weight block may take: docs/decisions/weight-block.md
+
+
 @dataclass(frozen=True)
 class WeightReuse:
     """The weight-block rule of a model's matmul (docs/decisions/weight-block.md): in the template's loop order
     ``S0 S1 R0 S2 R1 S3`` the S1 loops of the row axes (the spatial axes the weight does not read) re-read, for each
     of their iterations, the weight block of the parallel chunk's columns over the whole reduction: K x (the
     column knob's tiles below S0) x the dtype's bytes. When they re-read it (their S1 tiles multiply to more than
-    one), that block has to stay in one core's L2 (``l2_bytes``); beyond it, every row block streams the weights
-    again from the shared cache or DRAM. The same holds one level up: a parallel (S0) split of the rows gives every
-    core row chunks over all the columns, so each core streams the whole weight; while the weight (K x N) is larger
-    than one core's L2, the cores split only the columns. Only matmuls' 2-D weights [K, N] (the reduction, then the
-    vectorized columns) carry the rule; convolutions' weights are not measured with it."""
+    one), that block has to stay in one core's L2 (``l2_bytes``) beside what the same loops stream through it (the
+    activations' rows, the outputs): the block may take half of the L2 (``BLOCK_SHARE``); beyond it, every row block
+    streams the weights again from the shared cache or DRAM. The same holds one level up: a parallel (S0) split of
+    the rows gives every core row chunks over all the columns, so each core streams the whole weight; while the
+    weight (K x N) is larger than one core's L2, the cores split only the columns. Only matmuls' 2-D weights [K, N]
+    (the reduction, then the vectorized columns) carry the rule; convolutions' weights are not measured with it."""
 
     l2_bytes: int
     rows: tuple[int, ...]  # knob positions of the spatial axes the weight does not read
@@ -265,21 +269,27 @@ class WeightReuse:
         """Bytes of the whole weight."""
         return self.col_bytes * math.prod(config.values[self.cols])
 
+    @property
+    def block_bytes(self) -> int:
+        """The most bytes a re-read block may take."""
+        return int(self.l2_bytes * BLOCK_SHARE)
+
     def __call__(self, space: Space, config: Config) -> bool:
-        return ((self.rereads(config) <= 1 or self.block(config) <= self.l2_bytes)
+        return ((self.rereads(config) <= 1 or self.block(config) <= self.block_bytes)
                 and (self.row_chunks(config) <= 1 or self.weight(config) <= self.l2_bytes))
 
     def why(self, space: Space, config: Config) -> str:
-        l2 = f"one core's L2 ({self.l2_bytes / 2**20:.2f} MiB)"
         if self.row_chunks(config) > 1 and self.weight(config) > self.l2_bytes:
             return (f"the cores split the rows {self.row_chunks(config)} ways, so each streams the whole weight of "
-                    f"{self.weight(config) / 2**20:.2f} MiB, more than {l2}")
+                    f"{self.weight(config) / 2**20:.2f} MiB, more than one core's L2 ({self.l2_bytes / 2**20:.2f} MiB)")
         return (f"the row loops re-read a weight block of {self.block(config) / 2**20:.2f} MiB "
-                f"{self.rereads(config)} times, more than {l2}")
+                f"{self.rereads(config)} times, more than {BLOCK_SHARE:.0%} of one core's L2 "
+                f"({self.block_bytes / 2**20:.2f} MiB)")
 
     def describe(self) -> str:
-        return (f"the weight block that row loops re-read fits one core's L2 ({self.l2_bytes / 2**20:.2f} MiB), "
-                "and the cores split the rows only of a weight that fits it")
+        return (f"the weight block that row loops re-read fits {BLOCK_SHARE:.0%} of one core's L2 "
+                f"({self.block_bytes / 2**20:.2f} MiB), and the cores split the rows only of a weight that fits the L2 "
+                f"({self.l2_bytes / 2**20:.2f} MiB)")
 
 
 def weight_reuse(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> WeightReuse | None:
