@@ -12,37 +12,15 @@ from tiletune.model.tasks import model_tasks
 from tiletune.model.tuner import tune_model
 from tiletune.target import parse_target
 
+from .test_split_slices import QKV  # GPT-2's attention at odd widths: 3 heads of 7, a sequence of 7
+
 pytestmark = pytest.mark.tvm
 
-ATTENTION = '''
-import torch
-
-
-class Attention(torch.nn.Module):
-    """GPT-2's attention as transformers writes it, at widths nobody uses: 4 heads of 5, a sequence of 11."""
-
-    def __init__(self, width=20, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.qkv = torch.nn.Linear(width, 3 * width)
-        self.proj = torch.nn.Linear(width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, dim=2)
-        q, k, v = (p.view(b, t, self.heads, c // self.heads).transpose(1, 2) for p in (q, k, v))
-        y = (q @ k.transpose(-1, -2) * 0.3).softmax(-1) @ v
-        return self.proj(y.transpose(1, 2).reshape(b, t, c))
-
-
-def make():
-    torch.manual_seed(0)
-    return Attention().eval(), (torch.randn(1, 11, 20),)
-
+ATTENTION = QKV + '''
 
 def dynamic():
     torch.manual_seed(0)
-    return Attention().eval(), (torch.randn(1, 11, 20),), {"x": {1: torch.export.Dim("seq", min=4, max=40)}}
+    return Attention().eval(), (torch.randn(1, 7, 21),), {"x": {1: torch.export.Dim("seq", min=4, max=40)}}
 '''
 
 CONV = '''
@@ -79,11 +57,11 @@ def test_query_value_and_output_transposes_join_their_matmuls_the_key_stays(atte
     merged = [n for n in names if "transpose" in n and "matmul" in n]
     assert len(merged) == 2, names  # q into QK^T, v into PV
     copies = sorted((k.output for k in tasks.kernels if "transpose" in k.name and "matmul" not in k.name))
-    # the key, transposed for QK^T (read along the vectorized axis), and the heads back into rows (k // 5, k % 5)
-    assert copies == [(4, 5, 11), (11, 20)], names
+    # the key, transposed for QK^T (read along the vectorized axis), and the heads back into rows (k // 7, k % 7)
+    assert copies == [(3, 7, 7), (7, 21)], names
     assert all(tasks.kernels[names.index(n)].tunable for n in merged)
     qk = next(k for k in tasks.kernels if "matmul" in k.name and "multiply" in k.name)
-    assert (1, 11, 60) in qk.inputs  # QK^T reads the projection itself
+    assert (1, 7, 63) in qk.inputs  # QK^T reads the projection itself
 
 
 def test_the_merged_kernels_tune_and_the_model_matches_torch(attention, tmp_path):

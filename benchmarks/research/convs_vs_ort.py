@@ -45,6 +45,8 @@ def classes_of(tasks) -> dict[str, str]:
         if "conv2d" in k.name and len(k.inputs) >= 2 and len(k.inputs[1]) == 4:
             kh, _, c, kout = k.inputs[1]  # NHWC weights: kh x kw x C x K
             key.update({n: f"C{c} K{kout} k{kh} Ho{k.output[1]}" for n in k.names})
+        elif ("matmul" in k.name or "dense" in k.name) and hasattr(k.workload, "axes_no_tvm"):
+            key.update({n: anchor_class(k.workload) for n in k.names})
         elif ("matmul" in k.name or "dense" in k.name) and len(k.inputs) >= 2:
             key.update({n: matmul_class(k.inputs[0], k.inputs[1]) for n in k.names})
         elif "layer_norm" in k.name or "softmax" in k.name:
@@ -54,6 +56,18 @@ def classes_of(tasks) -> dict[str, str]:
         if prod in key:
             key[fused_name(prod, pad)] = key[prod]
     return key
+
+
+def anchor_class(workload) -> str:
+    """A tuned matmul's class from its anchor's axes (the operands' shapes do not tell it when the kernel reads a
+    layout copy's source, ``tiletune.model.producer_fusion``): the spatial axes [batch..., M, N] and the reduction K."""
+    spatial = [a.extent for a in workload.axes_no_tvm() if a.kind == "S"]
+    k = 1
+    for a in workload.axes_no_tvm():
+        if a.kind == "R":
+            k *= a.extent
+    *lead, m, n = [1] * max(0, 2 - len(spatial)) + spatial
+    return matmul_class((*lead, m, k), (k, n))
 
 
 def matmul_class(a, b) -> str:

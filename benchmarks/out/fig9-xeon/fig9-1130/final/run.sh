@@ -1,0 +1,11 @@
+#!/bin/bash
+# gpt2 (twice) and bert-small tuned from no records with this session's code (producer fusion, the weight-block rule
+# with its parallel split), 2-core Intel Xeon VM (Emerald Rapids, shared host), 2026-11-30: xgb, 50 trials per task,
+# seed 0 (records gzipped here; gunzip them to resume), then every build, ONNX Runtime, PyTorch eager and
+# torch.compile alive at once, each in its own process, 12 turns of 10 single inferences (summary-alternate.md,
+# alternate/). again/: gpt2 once more from no records, the same command.
+cd "$(dirname "$0")/../../../../.."
+python benchmarks/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1130/final --models gpt2,bert-small \
+    --strategies xgb --search xgb --no-metaschedule --alternate 12 --calls 10
+python benchmarks/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1130/final/again --models gpt2 \
+    --strategies xgb --search xgb --no-metaschedule --alternate 12 --calls 10
