@@ -14,3 +14,6 @@ python benchmarks/research/threads_vs_ort.py --model gpt2 -r NHWC=$out/final/gpt
 # bert-small from no records with the same code (half/bert-small-xgb.jsonl.gz, summary-alternate.md's second table)
 python benchmarks/model_fig9.py --out $out/half --models bert-small --strategies xgb --search xgb --no-metaschedule \
     --alternate 12 --calls 10
+# again/: gpt2 once more from no records, the same command
+python benchmarks/model_fig9.py --out $out/half/again --models gpt2 --strategies xgb --search xgb --no-metaschedule \
+    --alternate 12 --calls 10
