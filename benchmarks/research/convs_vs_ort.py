@@ -24,6 +24,7 @@ import argparse
 import bisect
 import collections
 import json
+import math
 import os
 import subprocess
 import sys
@@ -62,10 +63,7 @@ def anchor_class(workload) -> str:
     """A tuned matmul's class from its anchor's axes (the operands' shapes do not tell it when the kernel reads a
     layout copy's source, ``tiletune.model.producer_fusion``): the spatial axes [batch..., M, N] and the reduction K."""
     spatial = [a.extent for a in workload.axes_no_tvm() if a.kind == "S"]
-    k = 1
-    for a in workload.axes_no_tvm():
-        if a.kind == "R":
-            k *= a.extent
+    k = math.prod(a.extent for a in workload.axes_no_tvm() if a.kind == "R")
     *lead, m, n = [1] * max(0, 2 - len(spatial)) + spatial
     return matmul_class((*lead, m, k), (k, n))
 

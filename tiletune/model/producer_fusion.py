@@ -35,6 +35,8 @@ any other. The decision and its measurement: docs/decisions/producer-fusion.md.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..workloads.primfunc import PrimFuncWorkload, _is_load, _walk, is_mac
 from .pad_fusion import _blocks
 
@@ -112,7 +114,7 @@ def _only_moves(func) -> bool:
     transposes) would run once per read."""
     found: list = []
     _blocks(func.body, found)
-    stores = [b.body for b in found if b.name_hint != "root"] if found else []
+    stores = [b.body for b in found if b.name_hint != "root"]
     return bool(stores) and all(hasattr(st, "value") and _is_load(st.value) for st in stores)
 
 
@@ -183,25 +185,19 @@ def _reads_contiguously(func) -> bool:
     inner = ana.simplify(store.indices[-1])
     axis = next((iv.var for iv in block.iter_vars if _uses(inner, iv.var)), None)
     params = {p.name for p in func.params}
-    ok = True
-
     ivars = [iv.var for iv in block.iter_vars]
+    loads: list = []
+    _walk(store.value, lambda e: loads.append(e) if _is_load(e) and e.source.name in params else None)
 
-    def visit(e) -> None:
-        nonlocal ok
-        if not _is_load(e) or e.source.name not in params:
-            return
-        indices = [ana.simplify(i) for i in e.indices]
-        *outer, last = indices
+    def plain(load) -> bool:
+        *outer, last = indices = [ana.simplify(i) for i in load.indices]
         if not all(_affine(i, ivars) for i in indices):
-            ok = False
-        elif axis is not None and any(_uses(i, axis) for i in outer):
-            ok = False
-        elif axis is not None and _uses(last, axis) and _stride(last, axis) != 1:
-            ok = False
+            return False
+        if axis is None:
+            return True
+        return not any(_uses(i, axis) for i in outer) and (not _uses(last, axis) or _stride(last, axis) == 1)
 
-    _walk(store.value, visit)
-    return ok
+    return all(plain(ld) for ld in loads)
 
 
 def _uses(expr, var) -> bool:
@@ -227,9 +223,22 @@ def _stride(expr, var) -> int | None:
     return int(coef[0].value)
 
 
-def candidates(mod) -> list[tuple]:
-    """Every (function's global var, producer binding's var, consumer binding's var, argument index) of ``mod``
-    (after FuseOps) whose producer this pass merges, before the contiguity check."""
+class Candidate(NamedTuple):
+    """A producer this pass may merge into its reader (``candidates``)."""
+
+    func: object  # the global var of the Relax function that binds both
+    producer: object  # the producer binding's var
+    reader: object  # the reader binding's var
+    index: int  # the producer's output among the reader's arguments
+    prod: _Group
+    cons: _Group
+    key: tuple  # (producer callee, reader callee, index): one merged function per key
+    name: str  # the merged kernel's: ``fused_``, then the producer's operators and the reader's, as FuseOps names
+
+
+def candidates(mod) -> list[Candidate]:
+    """Every producer of ``mod`` (after FuseOps) that this pass merges into its reader, before the contiguity
+    check."""
     from tvm import relax
 
     found = []
@@ -254,42 +263,38 @@ def candidates(mod) -> list[tuple]:
             prod = _group_of(mod, b.value)
             if prod is None or not _is_injective_copy(mod, prod):
                 continue
-            cons = _group_of(mod, binds[readers[0]].value)
+            ccall = binds[readers[0]].value
+            cons = _group_of(mod, ccall)
             if cons is None or not _anchored(mod, cons):
                 continue
             index = [i for i, a in enumerate(cons.args) if a.same_as(var)]
             if len(index) == 1:
-                found.append((gv, var, readers[0], index[0]))
+                found.append(Candidate(gv, var, readers[0], index[0], prod, cons,
+                                       (_callee(b.value), _callee(ccall), index[0]),
+                                       f"fused_{_name(b.value)}_{_name(ccall)}"))
     return found
 
 
-def _merge(mod, chosen: list[tuple]):
-    """``mod`` with each chosen (function, producer var, consumer var, index) merged; [(a merged function's global
-    var, its name as ``_merged_base`` makes it)]. One merged function per distinct (producer callee, consumer
-    callee, index)."""
+def _merge(mod, chosen: list[Candidate]):
+    """``mod`` with each chosen candidate (at most one per reader) merged; [(a merged function's global var, its
+    candidate's name)]. One merged function per distinct ``Candidate.key``."""
     import tvm
     from tvm import relax
 
     bb = relax.BlockBuilder(tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs))
     made: dict = {}
     per_func: dict = {}
-    for gv, pvar, cvar, index in chosen:
-        per_func.setdefault(gv, {})[cvar] = (pvar, index)
+    for c in chosen:
+        per_func.setdefault(c.func, []).append(c)
     merged, plans = [], []
-    for gv, plan in per_func.items():
-        f = mod[gv]
-        binds = {b.var: b for block in f.body.blocks for b in block.bindings}
+    for gv, cs in per_func.items():
         calls = {}
-        for cvar, (pvar, index) in plan.items():
-            pcall, ccall = binds[pvar].value, binds[cvar].value
-            prod, cons = _group_of(mod, pcall), _group_of(mod, ccall)
-            key = (_callee(pcall), _callee(ccall), index)
-            func, args = _merged_function(prod, cons, index)
-            if key not in made:
-                name = _merged_base(pcall, ccall)
-                made[key] = bb.add_func(func, name)
-                merged.append((made[key], name))
-            calls[cvar] = relax.Call(made[key], args)
+        for c in cs:
+            func, args = _merged_function(c.prod, c.cons, c.index)
+            if c.key not in made:
+                made[c.key] = bb.add_func(func, c.name)
+                merged.append((made[c.key], c.name))
+            calls[c.reader] = relax.Call(made[c.key], args)
         plans.append((gv, calls))
     out = bb.get()
     for gv, calls in plans:
@@ -332,8 +337,8 @@ def producers_into_readers(mod):
     while True:
         per_reader: dict = {}
         for c in candidates(mod):
-            if _merged_name(mod, c) not in refused:
-                per_reader.setdefault((c[0], c[2]), c)
+            if c.name not in refused:
+                per_reader.setdefault((c.func, c.reader), c)
         pick = list(per_reader.values())
         if not pick:
             return mod
@@ -344,19 +349,8 @@ def producers_into_readers(mod):
                if gv.name_hint in have and not _reads_contiguously(fused[gv.name_hint])}
         refused |= bad
         if bad:
-            pick = [c for c in pick if _merged_name(mod, c) not in bad]
+            pick = [c for c in pick if c.name not in bad]
             if not pick:
                 continue
             trial, _ = _merge(mod, pick)
         mod = trial
-
-
-def _merged_name(mod, c) -> str:
-    gv, pvar, cvar, index = c
-    binds = {b.var: b for block in mod[gv].body.blocks for b in block.bindings}
-    return _merged_base(binds[pvar].value, binds[cvar].value)
-
-
-def _merged_base(pcall, ccall) -> str:
-    """The merged kernel's name: ``fused_``, then the producer's operators and the reader's, as FuseOps names."""
-    return f"fused_{_name(pcall)}_{_name(ccall)}"

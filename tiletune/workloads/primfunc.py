@@ -532,9 +532,9 @@ def is_mac(wl: PrimFuncWorkload) -> bool:
     def visit(e):
         if type(e).__name__ == "Mul":
             has = []
-            _walk(e.a, lambda x: has.append(1) if hasattr(x, "indices") and hasattr(x, "source") else None)
+            _walk(e.a, lambda x: has.append(1) if _is_load(x) else None)
             n_a = len(has)
-            _walk(e.b, lambda x: has.append(1) if hasattr(x, "indices") and hasattr(x, "source") else None)
+            _walk(e.b, lambda x: has.append(1) if _is_load(x) else None)
             if n_a and len(has) > n_a:
                 found.append(e)
 
