@@ -12,6 +12,9 @@ that no strategy imports another.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import numpy as np
 
 from ..cost_model.etir import Model, longest_reduction
@@ -41,7 +44,9 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     convolutions, whose reduction has a long channel axis and short window axes; the row order of a reduction
     made of a short window, NCHW depthwise convolution and pooling), those constructions come third (and
     fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ...; where the kernel reads a
-    model weight, the panel order of Gensor's and Roller's firsts (``panel_constructions``) comes after them."""
+    model weight, the panel order of Gensor's and Roller's firsts (``panel_constructions``) comes after them; where
+    the weight-block rule refuses every construction, the panel order of those made without it
+    (``_firsts_without_weight_rule``)."""
     if method not in METHODS:
         raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -72,11 +77,45 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
             out.insert(at, c)
             at += 1
     cpu = not mma and model.hw.kind == "cpu"  # on a GPU the parallel level is the thread blocks: no panel order
-    for c in (panel_constructions(space, [t[0] for t in tops if t], workload, model.hw.cores) if cpu else []):
+    firsts = [t[0] for t in tops if t]
+    if cpu and not firsts and getattr(space.constraint, "reuse", None) is not None:
+        firsts = _firsts_without_weight_rule(space, workload, hardware, target, rng)
+    for c in (panel_constructions(space, firsts, workload, model.hw.cores) if cpu else []):
         if c not in out:
             out.insert(at, c)
             at += 1
     return out[:k]
+
+
+def _firsts_without_weight_rule(space: Space, workload, hardware, target, rng) -> list[Config]:
+    """Gensor's and Roller's first constructions in ``space`` without its weight-block rule (``cpu.WeightReuse``),
+    which their model does not describe. Where the rule refuses every construction (they split the rows of a matmul
+    whose weight is larger than the L2 between the cores: gpt2's FFN down-projection, 3072 -> 768), their panel
+    orders, which the rule allows, are the constructive start."""
+    free = copy.copy(space)
+    free.constraint = dataclasses.replace(space.constraint, reuse=None)
+    try:
+        model = Model(free, workload, hardware, target)
+    except TiletuneError:
+        return []
+    ranked = [GensorWalk(free, model, rng).pool(), RollerTree(free, model).construct()]
+    return [r[0][1] for r in ranked if r]
+
+
+def _fit_weight_block(space: Space, config: Config) -> Config:
+    """``config`` with its column cache tile (S1) split further into the cores' column chunks (S0) until the weight
+    block that its row loops re-read fits the weight-block rule (``cpu.WeightReuse``; unchanged without the rule)."""
+    reuse = getattr(space.constraint, "reuse", None)
+    vals = list(config.values)
+    while reuse is not None and reuse.rereads(Config(tuple(vals))) > 1:
+        if reuse.block(Config(tuple(vals))) <= reuse.block_bytes:
+            break
+        f = vals[reuse.cols]
+        d = next((d for d in range(2, f[1] + 1) if f[1] % d == 0), None)
+        if d is None:
+            break
+        vals[reuse.cols] = (f[0] * d, f[1] // d, *f[2:])
+    return Config(tuple(vals))
 
 
 def panel_constructions(space: Space, tops: list[Config], workload, cores: int) -> list[Config]:
@@ -85,9 +124,10 @@ def panel_constructions(space: Space, tops: list[Config], workload, cores: int) 
     convolution's pixels): those axes' parallel (S0) factors moved into their cache tiles (S1), so that the cores
     split only the weight's own axes (the parallel factor of these raised from their S1 to at least ``cores``
     where it was lower) and each thread reads its part of the weight once, walking every row against it. The
-    register and L1 tiles (S2, S3) and the reduction stay as constructed; a configuration the space's constraint
-    refuses, or one already in ``tops``, is left out. [] for a kernel without weights, or whose other inputs are
-    larger than its weights (a convolution of a wide image: there the activation's reuse matters more).
+    register and L1 tiles (S2, S3) and the reduction stay as constructed, the column cache tile narrowed where the
+    re-read weight block would not fit the weight-block rule (``_fit_weight_block``); a configuration the space's
+    constraint refuses, or one already in ``tops``, is left out. [] for a kernel without weights, or whose other
+    inputs are larger than its weights (a convolution of a wide image: there the activation's reuse matters more).
 
     Why: the kernels are timed with their weights cold (docs/decisions/measure-cold-weights.md), and a parallel
     split of the rows makes every thread stream the whole weight from memory; the constructions build such splits
@@ -125,7 +165,7 @@ def panel_constructions(space: Space, tops: list[Config], workload, cores: int) 
             d = next((d for d in range(need, f[1] + 1) if f[1] % d == 0), f[1])
             vals[i] = (f[0] * d, f[1] // d, *f[2:])
             par *= d
-        cfg = Config(tuple(vals))
+        cfg = _fit_weight_block(space, Config(tuple(vals)))
         if par >= cores and cfg not in tops and cfg not in out and space.allows(cfg):
             out.append(cfg)
     return out
