@@ -414,3 +414,16 @@ def test_resume_of_a_directory_made_before_the_cutoff_existed(tmp_path):
     res = run_bench(s, out, measurer_factory=synthetic_factory, baselines=(), progress=False, plots=False,
                     resume=True, settings=MeasureSettings(cutoff=0.0))
     assert len(res.runs) == len(s.workloads) * len(s.strategies)
+
+
+def test_results_files_read_their_compressed_copy_first_then_what_a_resumed_run_appended(tmp_path):
+    import gzip
+
+    from tiletune.bench.results import read_jsonl
+
+    path = tmp_path / "traces.jsonl"
+    assert read_jsonl(path) == []
+    (tmp_path / "traces.jsonl.gz").write_bytes(gzip.compress(b'{"seed": 0}\n{"seed": 1}\n'))
+    assert read_jsonl(path) == [{"seed": 0}, {"seed": 1}]
+    path.write_text('{"seed": 2}\n{"seed": 3, "cut')  # the last line cut off by a crash
+    assert read_jsonl(path) == [{"seed": 0}, {"seed": 1}, {"seed": 2}]

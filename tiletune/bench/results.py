@@ -3,6 +3,7 @@
 summary, report and plots read them."""
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -15,16 +16,19 @@ from .machine import Peak
 from .suites import Suite
 
 def jsonl_lines(path: Path) -> Iterator[tuple[str, Any]]:
-    """(line, object) for every readable line of a JSONL results file (none if it is missing); a line cut
-    off by a crash is skipped."""
+    """(line, object) for every readable line of a JSONL results file: first those of its compressed copy
+    ``PATH.gz`` (a committed study's, benchmarks/out/README.md), then those of ``PATH`` (what a resumed run appended);
+    none if neither exists. A line cut off by a crash is skipped."""
     path = Path(path)
-    if not path.exists():
-        return
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            yield line, json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    packed = path.with_name(path.name + ".gz")
+    texts = [gzip.decompress(packed.read_bytes()).decode("utf-8")] if packed.exists() else []
+    texts += [path.read_text(encoding="utf-8")] if path.exists() else []
+    for text in texts:
+        for line in text.splitlines():
+            try:
+                yield line, json.loads(line)
+            except json.JSONDecodeError:
+                continue
 
 
 def read_jsonl(path: Path) -> list[Any]:

@@ -154,6 +154,7 @@ def run_bench(
     else:
         for name in ("records.jsonl", "traces.jsonl", "baselines.jsonl"):
             (out / name).unlink(missing_ok=True)  # a bench directory describes one run
+            (out / f"{name}.gz").unlink(missing_ok=True)  # a committed study's compressed copy (jsonl_lines)
     (out / "bench.json").write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
 
     res = BenchResult(suite=suite, strategies=list(strategies), seeds=seeds, budget=budget,
@@ -265,8 +266,9 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, 
         b.costs = tuple(b.costs)
         base.setdefault(b.workload, {})[b.name] = b
     rpath = out / "records.jsonl"
+    packed = out / "records.jsonl.gz"  # a committed study's records (jsonl_lines reads it first)
     starts, finishes = [], []
-    if rpath.exists():  # keep the records of finished runs only: cut-off runs start again
+    if rpath.exists() or packed.exists():  # keep the records of finished runs only: cut-off runs start again
         keep = []
         for line, d in jsonl_lines(rpath):
             if (d.get("workload"), d.get("strategy"), d.get("seed")) in runs:
@@ -276,6 +278,7 @@ def _load_previous(out: Path, manifest: dict) -> tuple[dict, dict, tuple[float, 
         tmp = rpath.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
         tmp.replace(rpath)
+        packed.unlink(missing_ok=True)  # its kept lines are in the plain file now
     return runs, base, ((min(starts), max(finishes)) if starts and finishes else None)
 
 
