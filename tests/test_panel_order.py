@@ -138,13 +138,13 @@ def test_the_confirmation_adds_the_panel_orders_of_the_candidates(tasks, tmp_pat
     assert len(m.calls) == 3
 
 
-
 def test_a_weight_the_block_rule_refuses_every_construction_of_gets_their_panel_order(monkeypatch):
     """gpt2's FFN down-projection (128 x 3072 -> 768, a 9 MiB weight; a 2 MiB L2 as on the Xeon): every construction
     of Gensor and Roller splits the rows between the cores, which the weight-block rule refuses; the start is then the
     panel order of the constructions made without the rule, its column block narrowed until the rule allows it.
     Constructions only: nothing is built."""
     import copy
+    import dataclasses
 
     import tiletune.schedules.cpu as cpu
 
@@ -160,7 +160,6 @@ def test_a_weight_the_block_rule_refuses_every_construction_of_gets_their_panel_
         assert space.allows(c) and space.to_dict(c)["tile_ax0"][0] == 1  # the cores split the columns only
     # the constructions themselves, made without the rule: all refused by it
     unruled = copy.copy(space)
-    unruled.constraint = space.constraint.__class__(space.constraint.registers, space.constraint.lanes,
-                                                    space.constraint.spatial, space.constraint.channel, None)
+    unruled.constraint = dataclasses.replace(space.constraint, reuse=None)
     made = constructions("construct", unruled, workload=wl, target=target, k=10, rng=np.random.default_rng(0))
     assert made and not any(space.allows(c) for c in made)
