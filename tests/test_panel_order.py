@@ -1,9 +1,13 @@
 """The panel order (tiletune.construct.panel_constructions): a kernel that reads a model weight heavier than its
 activations gets its constructions with the cores splitting only the weight's own axes; the constructive start
 measures them, and the confirmation adds the panel orders of a task's candidates."""
+import copy
+import dataclasses
+
 import numpy as np
 import pytest
 
+import tiletune.schedules.cpu as cpu
 from tiletune.construct import constructions, panel_constructions
 from tiletune.measure import FunctionMeasurer
 from tiletune.model.confirm import CONFIRM, confirm_task
@@ -11,6 +15,8 @@ from tiletune.records import Record, RecordWriter, load
 from tiletune.schedules import check, make_space
 from tiletune.space import Config
 from tiletune.target import host_target
+
+from .test_weight_block import _matmul
 
 pytestmark = pytest.mark.tvm
 torch = pytest.importorskip("torch")
@@ -143,13 +149,6 @@ def test_a_weight_the_block_rule_refuses_every_construction_of_gets_their_panel_
     of Gensor and Roller splits the rows between the cores, which the weight-block rule refuses; the start is then the
     panel order of the constructions made without the rule, its column block narrowed until the rule allows it.
     Constructions only: nothing is built."""
-    import copy
-    import dataclasses
-
-    import tiletune.schedules.cpu as cpu
-
-    from .test_weight_block import _matmul
-
     monkeypatch.setattr(cpu, "l2_bytes", lambda target: 2 * 1024 * 1024)
     wl = _matmul(128, 3072, 768)
     target = host_target()

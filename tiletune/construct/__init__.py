@@ -106,16 +106,13 @@ def _fit_weight_block(space: Space, config: Config) -> Config:
     """``config`` with its column cache tile (S1) split further into the cores' column chunks (S0) until the weight
     block that its row loops re-read fits the weight-block rule (``cpu.WeightReuse``; unchanged without the rule)."""
     reuse = getattr(space.constraint, "reuse", None)
-    vals = list(config.values)
-    while reuse is not None and reuse.rereads(Config(tuple(vals))) > 1:
-        if reuse.block(Config(tuple(vals))) <= reuse.block_bytes:
-            break
-        f = vals[reuse.cols]
-        d = next((d for d in range(2, f[1] + 1) if f[1] % d == 0), None)
-        if d is None:
-            break
-        vals[reuse.cols] = (f[0] * d, f[1] // d, *f[2:])
-    return Config(tuple(vals))
+    if reuse is None or reuse.rereads(config) <= 1:  # the column split does not change the re-reads
+        return config
+    i = reuse.cols
+    while reuse.block(config) > reuse.block_bytes and (f := config.values[i])[1] > 1:
+        d = next(d for d in range(2, f[1] + 1) if f[1] % d == 0)
+        config = Config(config.values[:i] + ((f[0] * d, f[1] // d, *f[2:]),) + config.values[i + 1:])
+    return config
 
 
 def panel_constructions(space: Space, tops: list[Config], workload, cores: int) -> list[Config]:
