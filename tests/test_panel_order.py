@@ -162,3 +162,26 @@ def test_a_weight_the_block_rule_refuses_every_construction_of_gets_their_panel_
     unruled.constraint = dataclasses.replace(space.constraint, reuse=None)
     made = constructions("construct", unruled, workload=wl, target=target, k=10, rng=np.random.default_rng(0))
     assert made and not any(space.allows(c) for c in made)
+
+
+@pytest.mark.parametrize("m, k, n", [(128, 6144, 1536), (97, 3001, 770)])
+def test_a_weight_no_column_block_fits_gets_a_start_the_rule_allows(monkeypatch, m, k, n):
+    """A reduction so long that one column tile over all of it is more than the rule's block (6144 fp32 steps x 48
+    columns: 1.1 MiB on a 2 MiB L2) had no constructive start: the constructions split the rows between the cores and
+    no narrowing of their columns fits the rule. The start is then their blocked order: no row loop above the
+    reduction block, the cores splitting the columns. An odd shape (97 rows, a prime reduction) whose construction
+    made without the rule is allowed by it starts from that construction. Constructions only: nothing is built."""
+    monkeypatch.setattr(cpu, "l2_bytes", lambda target: 2 * 1024 * 1024)
+    wl = _matmul(m, k, n)
+    target = host_target()
+    space = make_space(wl, None, target)
+    starts = constructions("construct", space, workload=wl, target=target, k=10, rng=np.random.default_rng(0))
+    assert starts, "no constructive start"
+    reuse = space.constraint.reuse
+    for c in starts:
+        assert space.allows(c) and reuse.row_chunks(c) == 1 and space.to_dict(c)["tile_ax1"][0] >= 2
+    if k == 6144:
+        for c in starts:
+            d = space.to_dict(c)
+            assert d["tile_ax0"][:2] == [1, 1] and 16 <= d["tile_k"][1] < k  # rows under a reduction block
+            assert reuse.block(c) > reuse.block_bytes  # no column block would have fitted

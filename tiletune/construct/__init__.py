@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 
 import numpy as np
 
@@ -45,8 +46,8 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     made of a short window, NCHW depthwise convolution and pooling), those constructions come third (and
     fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ...; where the kernel reads a
     model weight, the panel order of Gensor's and Roller's firsts (``panel_constructions``) comes after them; where
-    the weight-block rule refuses every construction, the panel order of those made without it
-    (``_firsts_without_weight_rule``)."""
+    the weight-block rule refuses every construction, those made without it (``_firsts_without_weight_rule``) that it
+    allows and their panel orders, or where it refuses all of these, their blocked order (``blocked_constructions``)."""
     if method not in METHODS:
         raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -78,9 +79,16 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
             at += 1
     cpu = not mma and model.hw.kind == "cpu"  # on a GPU the parallel level is the thread blocks: no panel order
     firsts = [t[0] for t in tops if t]
-    if cpu and not firsts and getattr(space.constraint, "reuse", None) is not None:
+    ruled_out = cpu and not firsts and getattr(space.constraint, "reuse", None) is not None
+    if ruled_out:
         firsts = _firsts_without_weight_rule(space, workload, hardware, target, rng)
-    for c in (panel_constructions(space, firsts, workload, model.hw.cores) if cpu else []):
+    ordered = panel_constructions(space, firsts, workload, model.hw.cores) if cpu else []
+    if ruled_out:  # the firsts made without the rule that it allows are starts as they are
+        ordered = [c for c in firsts if space.allows(c)] + ordered
+    if ruled_out and not ordered:
+        l1 = next((m.size_bytes for m in model.hw.caches if m.name.upper() == "L1"), None)
+        ordered = blocked_constructions(space, firsts, l1, model.hw.cores) if l1 else []
+    for c in ordered:
         if c not in out:
             out.insert(at, c)
             at += 1
@@ -100,6 +108,50 @@ def _firsts_without_weight_rule(space: Space, workload, hardware, target, rng) -
         return []
     ranked = [GensorWalk(free, model, rng).pool(), RollerTree(free, model).construct()]
     return [r[0][1] for r in ranked if r]
+
+
+def blocked_constructions(space: Space, configs: list[Config], l1_bytes: int, cores: int) -> list[Config]:
+    """``configs`` in the blocked order, GotoBLAS's, for a model matmul whose weight-block rule (``cpu.WeightReuse``)
+    refuses them and their panel orders: one column tile over the whole reduction is already more than the rule's block
+    (a reduction above about 5400 fp32 steps on a 2 MiB L2: 128 x 6144 -> 1536), so no narrowing of the columns fits it.
+    The rows' parallel and cache tiles (S0, S1) move into their register-tile loop (S2), under the reduction block (R0),
+    so that no row loop re-reads a block; the cores split the weight's columns (at least ``cores`` ways, as in the panel
+    order); the reduction block (R1) takes the most steps whose weight (R1 x the columns under S1, in the weight's
+    dtype) fits half of the L1 (``l1_bytes``), at least 16 (the accumulators go to memory after each block), else the
+    most that fit the rule's block of the L2 (a reduction of prime length: all of it). A configuration the space refuses
+    is left out. The register tiles then walk all the rows against one block of the weight in the L1.
+
+    Why this order and not none: without a start such a task's tuning begins from the search's random batch; the
+    blocked order of gpt2's matmuls ran 2-16% slower than their tuned kernels in the model (docs/results.md, "A weight
+    prefetch, tried and not kept"); measured: docs/decisions/panel-order.md, "A weight no column block fits"."""
+    reuse = getattr(space.constraint, "reuse", None)
+    reductions = [(i, k) for i, k in space.split_knobs if k.kind == "R" and k.extent > 1]
+    if reuse is None or len(reductions) != 1 or reductions[0][1].levels != 2 or not configs:
+        return []
+    ri, rk = reductions[0]
+    dtype_bytes = reuse.col_bytes // rk.extent
+    divisors = [d for d in range(1, rk.extent + 1) if rk.extent % d == 0]
+    out: list[Config] = []
+    for c in configs:
+        vals = list(c.values)
+        for i in reuse.rows:
+            f = vals[i]
+            vals[i] = (1, 1, math.prod(f[:-1]), f[-1])
+        f = vals[reuse.cols]
+        if f[0] < cores:  # the cores split the columns, as in the panel order
+            d = next((d for d in range(-(-cores // f[0]), f[1] + 1) if f[1] % d == 0), None)
+            if d is None:
+                continue
+            vals[reuse.cols] = f = (f[0] * d, f[1] // d, *f[2:])
+        step = dtype_bytes * math.prod(f[2:])  # bytes of the weight per reduction step under S1
+        fits = [d for d in divisors if d * step <= l1_bytes // 2]
+        if not fits or fits[-1] < 16:
+            fits = [d for d in divisors if d * step <= reuse.block_bytes] or [1]
+        vals[ri] = (rk.extent // fits[-1], fits[-1])
+        cfg = Config(tuple(vals))
+        if cfg not in out and space.allows(cfg):
+            out.append(cfg)
+    return out
 
 
 def _fit_weight_block(space: Space, config: Config) -> Config:
