@@ -1,26 +1,30 @@
 """A model built from records against ONNX Runtime at one and at two threads: whether a gap lies in the kernels
 (both thread counts) or in the second thread (not a test).
 
-    python benchmarks/research/threads_vs_ort.py --model resnet50 -r [LAYOUT[+padkernels][+direct][+spinN]=]RECORDS [-r ...] \
-        [--threads 1,2] [--alternate]
+    python benchmarks/research/threads_vs_ort.py --model resnet50 \
+        -r [LAYOUT[+padkernels][+direct][+spinN][+thp]=]RECORDS [-r ...] [--threads 1,2] \
+        [--alternate [--baselines torch,torch-compile,ort+thp] [--raw FILE.json]]
 
 Each side in a child process of its own, one after the other, ``--rounds`` times alternating: ours (the model
 built from the records in their layout, NHWC unless ``LAYOUT=`` names another, TVM_NUM_THREADS = the thread
 count; one side per ``-r``; ``+padkernels``: the pads left kernels of their own, ``scheduled_module``'s
 ``fuse_pads=False``; ``+direct``: the 3x3 convolutions direct, not by Winograd's transforms,
 ``tiletune.model.winograd.WINOGRAD`` off; ``+spinN``: TVM's pool threads spin N times after a parallel
-call before they sleep, ``TVM_THREAD_POOL_SPIN_COUNT=N``, TVM's default 300,000) and ONNX Runtime (intra-op threads = the
+call before they sleep, ``TVM_THREAD_POOL_SPIN_COUNT=N``, TVM's default 300,000; ``+thp``: glibc's allocations on
+transparent huge pages, ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``) and ONNX Runtime (intra-op threads = the
 thread count, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). A child times
 ``--calls`` single inferences after 10 warm ones and prints their min, 10th percentile, median and 90th
 percentile in ms: on a shared host the minimum is the kernels' speed and the upper percentiles are the
 neighbours'. The table goes to standard output. ``--alternate``: every side alive in its own process at once,
 taking turns of ``--calls`` inferences, ``--rounds`` turns each (so that a drift of the host's speed falls on all
 sides alike), with the speed ratio against ONNX Runtime per round; ``--baselines torch,torch-compile`` adds PyTorch
-eager and torch.compile as sides of their own (as ``model bench`` runs them).
+eager and torch.compile as sides of their own (as ``model bench`` runs them), ``ort+thp`` a second ONNX Runtime side
+with ``+thp``; ``--raw FILE.json`` keeps every inference's time, per side and round.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -144,6 +148,8 @@ def side_env(side: str, n: int, rec: str = "") -> dict:
     for mod in parse_side(rec)[1]:
         if mod.startswith("spin"):
             env["TVM_THREAD_POOL_SPIN_COUNT"] = mod[4:]
+        if mod == "thp":
+            env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
     if side != "ours":
         for v in UNSET_ENV:
             env.pop(v, None)
@@ -152,7 +158,9 @@ def side_env(side: str, n: int, rec: str = "") -> dict:
 
 def _name(side: str, rec: str) -> str:
     if side != "ours":
-        return {"ort": "ONNX Runtime", "torch": "PyTorch eager", "torch-compile": "torch.compile"}[side]
+        mods = parse_side(rec)[1]
+        return ({"ort": "ONNX Runtime", "torch": "PyTorch eager", "torch-compile": "torch.compile"}[side]
+                + "".join(f" +{m}" for m in mods))
     return f"ours ({rec.rpartition('=')[0] or 'NHWC'}, {Path(rec).name})"
 
 
@@ -161,11 +169,17 @@ def alternating(a, sides, n: int) -> None:
     rotating; per side the min and percentiles over all its inferences, and for each side but ONNX Runtime the speed
     ratio against it round by round (ORT's median over the side's, the median and range over the rounds)."""
     times = [[] for _ in sides]  # per side, per round, the turn's times
+    order: list[str] = []  # the sides in the order their turns ran
     with Turns([([sys.executable, __file__, "--model", a.model, "-r", rec, "--calls", str(a.calls), "--side", side,
                   "--n", str(n), "--serve"], side_env(side, n, rec)) for side, rec in sides]) as turns:
         for r in range(a.rounds):
             for i in (list(range(len(sides)))[r % len(sides):] + list(range(len(sides)))[:r % len(sides)]):
                 times[i].append([float(v) for v in turns.turn(i).split()])
+                order.append(_name(*sides[i]))
+    if a.raw:
+        raw = json.loads(Path(a.raw).read_text()) if Path(a.raw).exists() else {}
+        raw[str(n)] = {"turns": order, **{_name(side, rec): ts for (side, rec), ts in zip(sides, times)}}
+        Path(a.raw).write_text(json.dumps(raw))
     for (side, rec), ts in zip(sides, times):
         flat = [v for t in ts for v in t]
         stats = (min(flat), *np.percentile(flat, [10, 50, 90]))
@@ -189,6 +203,8 @@ def main() -> int:
     ap.add_argument("--alternate", action="store_true",
                     help="every side alive at once, taking turns of --calls inferences, --rounds turns each")
     ap.add_argument("--baselines", default="", help="with --alternate: more sides, of torch and torch-compile")
+    ap.add_argument("--raw", help="with --alternate: write every inference's time (ms) to this JSON file, per thread "
+                                  "count and side, per round, in the order the turns ran")
     ap.add_argument("--side", choices=("ours", "ort", "torch", "torch-compile"),
                     help=argparse.SUPPRESS)  # a child's side (ours: its one -r)
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # a child of --alternate
@@ -199,7 +215,9 @@ def main() -> int:
         return 0
     sides = [("ort", "-")] + [("ours", r) for r in a.records]
     if a.alternate:
-        sides += [(b, "-") for b in a.baselines.split(",") if b]
+        for b in filter(None, a.baselines.split(",")):  # NAME[+MOD...]: e.g. ort+thp, a second ONNX Runtime side
+            name, _, mods = b.partition("+")
+            sides.append((name, f"+{mods}=-" if mods else "-"))
         print(f"{a.rounds} alternating rounds of {a.calls} single inferences per side\n\n"
               "| threads | side | min ms | p10 | median | p90 | vs ONNX Runtime: per round (range); by the minima |\n"
               "|---:|---|---:|---:|---:|---:|---|")
