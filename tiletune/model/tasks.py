@@ -43,6 +43,7 @@ from . import gpu_default
 from .const_fold import fold_weights
 from .dims import bind, parse_shapes
 from .fast_math import fast_math
+from .pad_widths import pad_widths
 from .importer import to_relax
 from . import nchwc, winograd
 from .layout import DEFAULT_LAYOUT, check_layout_for, convert
@@ -119,6 +120,7 @@ def fuse(mod, target: dict, producers: bool = True):
         mod = fold_weights(mod)  # the weights' layout changes with numpy, not an LLVM build each in FoldConstant
         if not is_cuda(target):
             mod = winograd.rewrite(mod)  # 3x3 convolutions by Winograd's transforms: docs/decisions/winograd.md
+            mod = pad_widths(mod)  # weights of a width the vectors do not divide: docs/decisions/pad-widths.md
         merge = [] if is_cuda(target) or not producers else [  # docs/decisions/producer-fusion.md
             tvm.transform.module_pass(lambda m, _: producers_into_readers(m), opt_level=0, name="ProducersIntoReaders")]
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
