@@ -61,7 +61,7 @@ def construct(lib: str, binding: dict[str, int]) -> dict:
     source = load(spec)
     converted = convert(cast(to_relax(source), dtype), layout)
     imported = time.perf_counter() - t0
-    tasks = extract(fuse(bind(converted.mod, binding), target, producers=False), target, layout)
+    tasks = extract(fuse(bind(converted.mod, binding), target, static=False), target, layout)
     chosen = constructed_configs(tasks, METHOD, {})
     mod, how = scheduled_module(tasks, chosen)
     ex = compile_module(mod, target)

@@ -103,7 +103,7 @@ def shape_transfer(dyn, records: str, directory: str | None = None) -> dict[str,
             knobs[key] = knob_signature(make_space(wl, None, dyn.target))
     if not sigs:
         return {}
-    fused = fuse(dyn.symbolic, dyn.target, producers=False)
+    fused = fuse(dyn.symbolic, dyn.target, static=False)
     templates = [signature(f, {}, partial=True) for f in fused.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
     out: dict[str, Transfer] = {}
     if directory is None:

@@ -117,7 +117,7 @@ def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[d
         converted = convert(cast(to_relax(source), dtype), layout)
     shapes = []
     for b in bindings:
-        t = extract(fuse(bind(converted.mod, b), target, producers=False), target, layout)
+        t = extract(fuse(bind(converted.mod, b), target, static=False), target, layout)
         t.dtype = dtype
         shapes.append(ShapeTasks(b, t))
     by_hash: dict = {}
@@ -222,7 +222,7 @@ def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str
     if not static or not source.dims:
         return []
     converted = convert(cast(to_relax(source), dtype), check_layout(layout))
-    fused = fuse(converted.mod, target, producers=False)
+    fused = fuse(converted.mod, target, static=False)
     values: dict[str, set[int]] = {n: set() for n in source.dims}
     for f in fused.functions.values():
         if not isinstance(f, tvm.tirx.PrimFunc):
@@ -286,7 +286,7 @@ def fallback_modules(dyn: DynamicTasks, chosen: dict, check_at: list[dict[str, i
 
     if rule not in RULES:
         raise TiletuneError(f"unknown rule for untuned shapes {rule!r}; accepted: {', '.join(RULES)}")
-    fused = fuse(dyn.symbolic, dyn.target, producers=False)
+    fused = fuse(dyn.symbolic, dyn.target, static=False)
     cache: dict = {}
 
     def default(f, name: str = "kernel"):

@@ -115,7 +115,7 @@ def groups_of(dyn, states: list[TaskState]) -> tuple[list[Group], list[TaskState
     """(the groups of two or more shapes, the tasks in no such group); see the module docstring."""
     import tvm
 
-    fused = fuse(dyn.symbolic, dyn.target, producers=False)
+    fused = fuse(dyn.symbolic, dyn.target, static=False)
     templates = [signature(f, {}, partial=True) for f in fused.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
     templates = [t for t in templates if t is not None]
     buckets: dict[tuple, list[tuple[TaskState, tuple]]] = {}

@@ -104,11 +104,11 @@ class ModelTasks:
         return {k.workload.key for k in self.tasks}
 
 
-def fuse(mod, target: dict, producers: bool = True):
-    """``mod`` lowered to TIR kernels and fused (see the module docstring). ``producers``: merge layout copies into
-    the matmuls that read them (``producer_fusion``; LLVM targets). A dynamic model's paths pass False: its
-    symbolic module (the library's kernels) and each shape's static one have to fuse alike, and the merge's check
-    needs static extents."""
+def fuse(mod, target: dict, static: bool = True):
+    """``mod`` lowered to TIR kernels and fused (see the module docstring). ``static`` (LLVM targets): merge layout
+    copies into the matmuls that read them (``producer_fusion``) and pad weights of widths the vectors do not divide
+    (``pad_widths``). A dynamic model's paths pass False: its symbolic module (the library's kernels) and each shape's
+    static one have to fuse alike, and the merge's check needs static extents."""
     import tvm
     from tvm import relax
 
@@ -120,8 +120,8 @@ def fuse(mod, target: dict, producers: bool = True):
         mod = fold_weights(mod)  # the weights' layout changes with numpy, not an LLVM build each in FoldConstant
         if not is_cuda(target):
             mod = winograd.rewrite(mod)  # 3x3 convolutions by Winograd's transforms: docs/decisions/winograd.md
-            mod = pad_widths(mod)  # weights of a width the vectors do not divide: docs/decisions/pad-widths.md
-        merge = [] if is_cuda(target) or not producers else [  # docs/decisions/producer-fusion.md
+            mod = pad_widths(mod) if static else mod  # widths the vectors do not divide: decisions/pad-widths.md
+        merge = [] if is_cuda(target) or not static else [  # docs/decisions/producer-fusion.md
             tvm.transform.module_pass(lambda m, _: producers_into_readers(m), opt_level=0, name="ProducersIntoReaders")]
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)
             return tvm.transform.Sequential(library_dispatch_passes(tgt) + [
@@ -316,7 +316,7 @@ def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT,
     converted = convert(cast(to_relax(source), dtype), layout)
     if source.dynamic:
         converted.mod = bind(converted.mod, parse_shapes(None, source)[0])
-    tasks = extract(fuse(converted.mod, target, producers=not source.dynamic), target, layout)
+    tasks = extract(fuse(converted.mod, target, static=not source.dynamic), target, layout)
     tasks.notes = converted.notes
     tasks.dtype = check_dtype(dtype)
     return tasks
