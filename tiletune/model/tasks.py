@@ -2,6 +2,9 @@
 module, list every distinct kernel with its call count, and turn the tunable ones into tasks
 (``PrimFuncWorkload``).
 
+- Before it, on an LLVM target: the weights' layout changes folded with numpy (``const_fold``), 3x3 convolutions
+  by Winograd's transforms (``winograd``) and, in a static model, the weights of widths the vectors do not divide
+  padded, their matmuls' results sliced (``pad_widths``).
 - Fusion (under the target): TVM's CPU library dispatch (sort, scan and cumsum, sampling, as its
   default pipeline does first), ``fast_math`` (exp, tanh, erf and the activations built on them, GELU,
   sigmoid, SiLU, as vectorizable polynomials), then
@@ -43,10 +46,10 @@ from . import gpu_default
 from .const_fold import fold_weights
 from .dims import bind, parse_shapes
 from .fast_math import fast_math
-from .pad_widths import pad_widths
 from .importer import to_relax
 from . import nchwc, winograd
 from .layout import DEFAULT_LAYOUT, check_layout_for, convert
+from .pad_widths import pad_widths
 from .precision import cast, check_dtype
 from .producer_fusion import producers_into_readers
 from .source import ModelSource
