@@ -2,7 +2,7 @@
 module, list every distinct kernel with its call count, and turn the tunable ones into tasks
 (``PrimFuncWorkload``).
 
-- Before it, on an LLVM target: the weights' layout changes folded with numpy (``const_fold``), 3x3 convolutions
+- Before it: the weights' layout changes folded with numpy (``const_fold``); on an LLVM target, 3x3 convolutions
   by Winograd's transforms (``winograd``) and, in a static model, the weights of widths the vectors do not divide
   padded, their matmuls' results sliced (``pad_widths``).
 - Fusion (under the target): TVM's CPU library dispatch (sort, scan and cumsum, sampling, as its
