@@ -47,3 +47,15 @@ for f in raw30 rawthp rawthp2; do gzip -9c $f.json > "$here/$f.json.gz"; done
 # alternate-gpt2-hugepages-runtime.md (rawhp.json.gz): huge_pages() of benchmarks/research/huge_pages.py wrapped around
 # the tvm.compile call of tiletune.model.build.compile_module (ours with its constants on 2 MiB pages, and a side with
 # TILETUNE_HUGE_PAGES=0 that left them as they were); not kept, so not reproducible from this tree without that patch
+# fig9/: the four Fig. 9 builds of model_fig9.py's latest runs from no records (gpt2: ffn2-start/, bert-small: half/,
+# mobilenetv2 and resnet50: cnn/; xgb at 50 trials per task), each against ONNX Runtime, PyTorch eager and
+# torch.compile, every side alive in its own process taking turns (12 turns of 10 single inferences, two threads)
+zcat "$here/../half/bert-small-xgb.jsonl.gz" > bert.jsonl
+zcat "$here/../cnn/resnet50-xgb.jsonl.gz" > resnet50.jsonl
+mkdir -p "$here/fig9"
+for m in mobilenetv2:mobilenetv2.jsonl resnet50:resnet50.jsonl bert-small:bert.jsonl gpt2:gpt2-ffn2.jsonl; do
+    n=${m%%:*}
+    python "$repo/benchmarks/research/threads_vs_ort.py" --model "$n" -r "${m#*:}" --threads 2 --rounds 12 --calls 10 \
+        --alternate --baselines torch,torch-compile --raw "raw-$n.json" > "$here/fig9/$n.md"
+    gzip -9c "raw-$n.json" > "$here/fig9/raw-$n.json.gz"
+done
