@@ -130,7 +130,6 @@ def blocked_constructions(space: Space, configs: list[Config], l1_bytes: int, co
         return []
     ri, rk = reductions[0]
     dtype_bytes = reuse.col_bytes // rk.extent
-    divisors = [d for d in range(1, rk.extent + 1) if rk.extent % d == 0]
     out: list[Config] = []
     for c in configs:
         vals = list(c.values)
@@ -139,14 +138,13 @@ def blocked_constructions(space: Space, configs: list[Config], l1_bytes: int, co
             vals[i] = (1, 1, math.prod(f[:-1]), f[-1])
         f = vals[reuse.cols]
         if f[0] < cores:  # the cores split the columns, as in the panel order
-            d = next((d for d in range(-(-cores // f[0]), f[1] + 1) if f[1] % d == 0), None)
-            if d is None:
+            vals[reuse.cols] = f = _more_parallel(f, -(-cores // f[0]))
+            if f[0] < cores:
                 continue
-            vals[reuse.cols] = f = (f[0] * d, f[1] // d, *f[2:])
         step = dtype_bytes * math.prod(f[2:])  # bytes of the weight per reduction step under S1
-        fits = [d for d in divisors if d * step <= l1_bytes // 2]
+        fits = [d for d in rk.divisors if d * step <= l1_bytes // 2]
         if not fits or fits[-1] < 16:
-            fits = [d for d in divisors if d * step <= reuse.block_bytes] or [1]
+            fits = [d for d in rk.divisors if d * step <= reuse.block_bytes] or [1]
         vals[ri] = (rk.extent // fits[-1], fits[-1])
         cfg = Config(tuple(vals))
         if cfg not in out and space.allows(cfg):
@@ -162,9 +160,15 @@ def _fit_weight_block(space: Space, config: Config) -> Config:
         return config
     i = reuse.cols
     while reuse.block(config) > reuse.block_bytes and (f := config.values[i])[1] > 1:
-        d = next(d for d in range(2, f[1] + 1) if f[1] % d == 0)
-        config = Config(config.values[:i] + ((f[0] * d, f[1] // d, *f[2:]),) + config.values[i + 1:])
+        config = Config(config.values[:i] + (_more_parallel(f, 2),) + config.values[i + 1:])
     return config
+
+
+def _more_parallel(factors: tuple[int, ...], need: int) -> tuple[int, ...]:
+    """A split knob's ``factors`` with its cache tile (S1) giving its parallel chunks (S0) the smallest divisor of it
+    that is at least ``need``; all of it where none is."""
+    d = next((d for d in range(need, factors[1] + 1) if factors[1] % d == 0), factors[1])
+    return (factors[0] * d, factors[1] // d, *factors[2:])
 
 
 def panel_constructions(space: Space, tops: list[Config], workload, cores: int) -> list[Config]:
@@ -210,10 +214,8 @@ def panel_constructions(space: Space, tops: list[Config], workload, cores: int) 
             f = vals[i]
             if par >= cores:
                 break
-            need = -(-cores // par)
-            d = next((d for d in range(need, f[1] + 1) if f[1] % d == 0), f[1])
-            vals[i] = (f[0] * d, f[1] // d, *f[2:])
-            par *= d
+            vals[i] = _more_parallel(f, -(-cores // par))
+            par *= vals[i][0] // f[0]
         cfg = _fit_weight_block(space, Config(tuple(vals)))
         if par >= cores and cfg not in tops and cfg not in out and space.allows(cfg):
             out.append(cfg)

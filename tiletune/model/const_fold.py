@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dims import static_shape
 from .layout import rewrite_functions
 
 _UNARY = {"relax.negative": np.negative, "relax.sqrt": np.sqrt}  # not exp: the model computes TVM's fast_exp
@@ -38,12 +39,6 @@ def fold_weights(mod):
     def value(e):
         return e.value.numpy() if isinstance(e, tvm.ir.expr.Constant) else None
 
-    def ints(shape) -> tuple[int, ...] | None:
-        try:
-            return tuple(int(v) for v in shape)
-        except (TypeError, ValueError):  # a symbolic dimension
-            return None
-
     def compute(call) -> np.ndarray | None:
         name = call.op.name
         attrs = call.attrs
@@ -54,7 +49,7 @@ def fold_weights(mod):
             axes = None if attrs.axes is None else [int(a) for a in attrs.axes]
             return np.ascontiguousarray(np.transpose(x, axes))
         if name == "relax.reshape":
-            shape = ints(call.args[1].values) if isinstance(call.args[1], relax.ShapeExpr) else None
+            shape = static_shape(call.args[1].values) if isinstance(call.args[1], relax.ShapeExpr) else None
             return None if shape is None else x.reshape(shape)
         if name == "relax.expand_dims":
             return np.expand_dims(x, tuple(int(a) for a in attrs.axis))

@@ -12,6 +12,14 @@ from ..errors import TiletuneError
 from .source import ModelSource
 
 
+def static_shape(shape) -> tuple[int, ...] | None:
+    """``shape``'s extents as ints, or None where one of them is symbolic (or the shape is unknown)."""
+    try:
+        return tuple(int(v) for v in shape)
+    except (TypeError, ValueError):
+        return None
+
+
 def label(binding: dict[str, int]) -> str:
     """``seq=32`` (``batch=1,seq=32`` for several dimensions)."""
     return ",".join(f"{k}={v}" for k, v in binding.items())

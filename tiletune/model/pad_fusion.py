@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .dims import static_shape
+
 
 @dataclass(frozen=True)
 class PadSpec:
@@ -33,13 +35,6 @@ class PadSpec:
 
     def padded(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(n + b + a for n, b, a in zip(shape, self.before, self.after))
-
-
-def _ints(shape) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        return None
 
 
 def _blocks(stmt, out: list) -> None:
@@ -67,7 +62,7 @@ def _dt(e) -> str:
 
 
 def _shape(buf) -> tuple[int, ...] | None:
-    return _ints(buf.ty.shape)
+    return static_shape(buf.ty.shape)
 
 
 def _bound(t, ivars):

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from .dims import static_shape
 from .layout import rewrite_functions
 
 LANES = 16  # fp32 lanes of AVX-512: a width that is a multiple of them is left as it is
@@ -44,12 +45,6 @@ def pad_widths(mod):
     import tvm
     from tvm import relax
 
-    def static(shape) -> tuple[int, ...] | None:
-        try:
-            return tuple(int(v) for v in shape)
-        except (TypeError, ValueError):
-            return None
-
     @relax.expr_functor.mutator
     class Pad(relax.PyExprMutator):
         def visit_call_(self, call):
@@ -57,7 +52,7 @@ def pad_widths(mod):
             if getattr(call.op, "name", "") != "relax.matmul" or not isinstance(call.args[1], tvm.ir.expr.Constant):
                 return call
             w = call.args[1].value.numpy()
-            x_shape = static(getattr(getattr(call.args[0], "ty", None), "shape", None) or ())
+            x_shape = static_shape(getattr(getattr(call.args[0], "ty", None), "shape", None))
             if w.ndim != 2 or not x_shape or math.prod(x_shape[:-1]) < MIN_ROWS:
                 return call
             n = w.shape[1]
