@@ -51,14 +51,15 @@ def pad_widths(mod):
             call = super().visit_call_(call)
             if getattr(call.op, "name", "") != "relax.matmul" or not isinstance(call.args[1], tvm.ir.expr.Constant):
                 return call
-            w = call.args[1].value.numpy()
+            w_shape = tuple(int(v) for v in call.args[1].value.shape)  # the weight is copied out only to be padded
             x_shape = static_shape(getattr(getattr(call.args[0], "ty", None), "shape", None))
-            if w.ndim != 2 or not x_shape or math.prod(x_shape[:-1]) < MIN_ROWS:
+            if len(w_shape) != 2 or not x_shape or math.prod(x_shape[:-1]) < MIN_ROWS:
                 return call
-            n = w.shape[1]
+            n = w_shape[1]
             p = padded_width(n)
             if p is None:
                 return call
+            w = call.args[1].value.numpy()
             wide = relax.const(np.ascontiguousarray(np.pad(w, ((0, 0), (0, p - n)))), str(w.dtype))
             out = relax.op.matmul(call.args[0], wide, out_dtype=call.attrs.out_dtype)
             return relax.op.strided_slice(out, axes=[len(x_shape) - 1], begin=[0], end=[n])
