@@ -32,7 +32,7 @@ import numpy as np
 
 from ..alignment import PARAM_ALIGNMENT, with_param_alignment
 from ..api import c_compiler
-from ..errors import TiletuneError, one_line
+from ..errors import TiletuneError
 from ..measure.local import Prepacked, build_kernel
 from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
@@ -46,6 +46,7 @@ from . import gpu_default, pad_fusion
 from .confirm import chosen
 from .default_schedule import checked
 from .layout import unlowered_ops
+from .library_kernels import describe, reason, with_root_blocks
 from .tasks import Kernel, ModelTasks
 
 
@@ -262,7 +263,9 @@ def compile_module(mod, target: dict, cuda_graph: bool = False):
     lowering and finalization passes, or its CUDA pipeline's for a CUDA target. ``cuda_graph`` (a CUDA target):
     TVM's ``RewriteCUDAGraph`` lifts each function's kernels on static storage (the whole inference of a static
     shape, the model's input first copied into it) into a CUDA graph, captured at the first call and replayed at
-    the later ones: one launch instead of one per kernel (``model build --cuda-graph``)."""
+    the later ones: one launch instead of one per kernel (``model build --cuda-graph``). TVM's own sort, scan,
+    topk and scatter kernels get a root block first (``tiletune.model.library_kernels.with_root_blocks``: its
+    weight prepacking refused them); a failure names the kernel, its operators and the cause in one line."""
     import tvm
     from tvm import relax
 
@@ -283,29 +286,39 @@ def compile_module(mod, target: dict, cuda_graph: bool = False):
     pipeline = tvm.transform.Sequential(prepack + dataflow_lower_passes(tgt) + finalize_passes(tgt))
     if not is_cuda(target):  # numpy inputs pass without a copy (tiletune.alignment); GPU arrays are TVM's own
         mod = with_param_alignment(mod, PARAM_ALIGNMENT)
+    mod = with_root_blocks(mod)  # TVM's sort, scan, topk and scatter kernels: tiletune.model.library_kernels
     ctx = tvm.transform.PassContext.current()
     config = {**dict(ctx.config), "relax.backend.use_cuda_graph": bool(cuda_graph)}
     try:
         with quiet_tvm(), tvm.transform.PassContext(opt_level=ctx.opt_level, config=config):
             return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
     except Exception as e:  # noqa: BLE001
-        culprit = _failing_kernel(mod, tgt)
-        where = f"kernel {culprit[0]} does not compile: {culprit[1]}" if culprit else one_line(str(e), 300)
+        culprit = _failing_kernel(mod, tgt, prepack)
+        where = (f"{describe(culprit[0])} does not compile: {culprit[1]}" if culprit
+                 else f"TVM's lowering of the model failed: {reason(str(e), 300)}")
         raise TiletuneError(f"compiling the model failed ({where})") from None
 
 
-def _failing_kernel(mod, tgt) -> tuple[str, str] | None:
-    """(name, its error in one line) of the first kernel of ``mod`` that TVM cannot compile alone, or None when
-    each compiles (the failure is then in the model's own passes)."""
+def _failing_kernel(mod, tgt, prepack=()) -> tuple[str, str] | None:
+    """(name, why in one line) of the first kernel of ``mod`` that TVM cannot compile alone, or None when each
+    compiles (the failure is then in the model's own passes). Each kernel goes through the ``prepack`` passes
+    first, as in the model's pipeline (a kernel those passes refuse made the whole model fail), then through
+    TVM's build; the reason names the step, in our words, and TVM's explanation without its check text
+    (``tiletune.model.library_kernels.reason``)."""
     import tvm
 
     for gv, f in mod.functions.items():
         if isinstance(f, tvm.tirx.PrimFunc):
+            alone = tvm.IRModule({"main": f.with_attr("global_symbol", "main")})
+            step = "the weight prepacking"
             try:
                 with quiet_tvm():
-                    tvm.compile(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), target=tgt)
+                    if prepack:
+                        tvm.transform.Sequential(list(prepack))(alone)
+                    step = "TVM's build"
+                    tvm.compile(alone, target=tgt)
             except Exception as e:  # noqa: BLE001
-                return gv.name_hint, one_line(str(e), 300)
+                return gv.name_hint, f"{step} refuses it ({reason(str(e), 300)})"
     return None
 
 

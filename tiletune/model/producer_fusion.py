@@ -65,7 +65,8 @@ class _Group:
 
 def _group_of(mod, call):
     """The ``_Group`` of ``call`` (a call of a primitive Relax function or a ``call_tir``), or None for anything
-    else or a body this pass does not rewrite."""
+    else, a body this pass does not rewrite, or a ``call_tir`` of several outputs (topk's values and indices: no
+    layout copy, and a tuple of results is no matmul's operand)."""
     import tvm
     from tvm import relax
 
@@ -74,6 +75,8 @@ def _group_of(mod, call):
     if call.op.same_as(tvm.ir.Op.get("relax.call_tir")):
         args = list(call.args[1].fields) if isinstance(call.args[1], relax.Tuple) else None
         if args is None or not all(isinstance(a, (relax.Var, tvm.ir.expr.Constant)) for a in args):
+            return None
+        if not isinstance(call.ty_args[0], relax.TensorType):  # several outputs (topk's values and indices)
             return None
         params = [relax.Var(f"p{i}", a.ty) for i, a in enumerate(args)]
         out = relax.Var("gv", call.ty_args[0])

@@ -1,0 +1,126 @@
+"""TVM's hand-written kernels in a model (sort, argsort, topk, cumsum and the other scans, scatter), and what a
+kernel that fails to build says.
+
+- Form: TVM writes these kernels with its IR builder (``DispatchSortScan`` for sort and scan, the ``topi``
+  legalizations of topk and scatter_elements): the function's body is one opaque block (``cumsum_generic``,
+  ``topk_cpu``) holding plain loops or a packed call, with no compute block inside. TVM's
+  ``SplitLayoutRewritePreproc`` (``compile_module``'s weight prepacking, run over every kernel of the model)
+  expects every statement under a kernel's root block to hold a block ("There should be a compute block if
+  there is only one subtree under the root"), so a model with such a kernel did not compile, whatever its other
+  kernels were. ``with_root_blocks`` gives each such kernel a root block around its body (the opaque block then
+  is the root's one child, a compute block the pass accepts); the loops, their parallel annotation and the
+  packed calls are unchanged, and the lowering removes both blocks as before. Chosen over running the prepack
+  pass on the other kernels only: the module stays whole (its Relax calls keep every callee), and the kernel is
+  valid TIR before and after.
+- Failures: ``kernel_operators`` reads the operators of a kernel from its global name (TVM names a legalized
+  kernel after its operator and a fused one ``fused_`` + its operators' names, each with an optional number),
+  and ``reason`` turns TVM's error into one line without its internal check text (``Check failed: (...) is
+  false:``, the error class), so that a refusal names the operators and the cause in words a user can act on.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import one_line
+
+
+def _holds_block(stmt) -> bool:
+    """Whether ``stmt`` holds an SBlock anywhere inside it."""
+    from tvm import s_tir
+
+    if stmt is None:
+        return False
+    if isinstance(stmt, (s_tir.SBlockRealize, s_tir.SBlock)):
+        return True
+    for attr in ("seq", "body", "then_case", "else_case"):
+        sub = getattr(stmt, attr, None)
+        if sub is None or not hasattr(sub, "__class__") or isinstance(sub, (str, int, float)):
+            continue
+        subs = list(sub) if attr == "seq" else [sub]
+        if any(_holds_block(s) for s in subs):
+            return True
+    return False
+
+
+def needs_root(func) -> bool:
+    """Whether a PrimFunc's root block holds a statement with no block in it (TVM's IR-builder kernels: see the
+    module docstring)."""
+    from tvm import s_tir, tirx
+
+    body = getattr(func, "body", None)
+    if not isinstance(body, s_tir.SBlockRealize):
+        return False
+    inner = body.block.body
+    stmts = list(inner.seq) if isinstance(inner, tirx.SeqStmt) else [inner]
+    return not all(_holds_block(s) for s in stmts)
+
+
+def with_root_block(func):
+    """``func`` with a root block (no iterators, reads or writes) around its body."""
+    from tvm import s_tir, tirx
+
+    root = s_tir.SBlockRealize([], True, s_tir.SBlock([], [], [], "root", func.body))
+    return tirx.PrimFunc(func.params, root, func.ret_type, func.attrs)
+
+
+def with_root_blocks(mod):
+    """``mod`` with every kernel that ``needs_root`` given a root block (``with_root_block``); ``mod`` itself when
+    none needs one."""
+    import tvm
+
+    fix = {gv: with_root_block(f) for gv, f in mod.functions.items()
+           if isinstance(f, tvm.tirx.PrimFunc) and needs_root(f)}
+    if not fix:
+        return mod
+    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    for gv, f in fix.items():
+        out[gv] = f
+    return out
+
+
+_OPS: list[str] | None = None
+
+
+def _op_names() -> list[str]:
+    """Relax's operator names without their namespace (``conv2d``, ``scatter_elements``), longest first."""
+    global _OPS
+    if _OPS is None:
+        import tvm
+
+        names = {str(n).rsplit(".", 1)[-1] for n in tvm.ir.Op.list_op_names() if str(n).startswith("relax.")}
+        _OPS = sorted(names, key=len, reverse=True)
+    return _OPS
+
+
+def kernel_operators(name: str) -> list[str]:
+    """The operators of the kernel named ``name`` (``fused_matmul_add`` -> matmul, add; ``scatter_elements1`` ->
+    scatter_elements), read from the name as TVM forms it; a part that is no Relax operator is kept as it is."""
+    rest = name[len("fused_"):] if name.startswith("fused_") else name
+    out: list[str] = []
+    ops = _op_names()
+    while rest:
+        hit = next((op for op in ops if re.match(re.escape(op) + r"\d*(_|$)", rest)), None)
+        if hit is None:  # not an operator's name: the rest up to the next separator
+            part, _, rest = rest.partition("_")
+            out.append(re.sub(r"\d+$", "", part) or part)
+            continue
+        out.append(hit)
+        rest = re.sub(r"^" + re.escape(hit) + r"\d*_?", "", rest)
+    return list(dict.fromkeys(p for p in out if p))
+
+
+def describe(name: str) -> str:
+    """``kernel NAME (operators A, B)`` or ``kernel NAME (operator A)``."""
+    ops = kernel_operators(name)
+    what = f"operator{'s' if len(ops) > 1 else ''} {', '.join(ops)}" if ops else "no operator"
+    return f"kernel {name} ({what})"
+
+
+def reason(message: str, width: int = 240) -> str:
+    """TVM's error ``message`` in one line, without its internal check text: the ``Check failed: (...) is
+    false:`` condition and the error class are dropped, TVM's explanation kept."""
+    line = one_line(message, 1000)
+    line = re.sub(r"^.*?Check failed:\s*(\(.*?\)\s*is false|[^:]*?):\s*", "", line)
+    line = re.sub(r"^(\w+\.)*\w*(Error|Exception):\s*", "", line)
+    line = line.replace("Check failed", "check").strip() or "no message"
+    return line[:width]
