@@ -140,8 +140,11 @@ def extra_converters() -> dict:
     (a max or min over dimensions: global max pooling, masks); ``adaptive_max_pool2d`` where the output size
     divides the input's (a max pool of stride = window = input / output; the global pool included; overlapping
     cells are refused in one line); ``elu`` with its ``scale`` and ``input_scale`` (TVM ignores them, and
-    torch.export writes SELU as ``elu(x, alpha, scale)``: TVM's SELU was off by the factor 1.0507)."""
+    torch.export writes SELU as ``elu(x, alpha, scale)``: TVM's SELU was off by the factor 1.0507); ``scatter_add``,
+    ``scatter_reduce`` and ``scatter`` of a value or with ``reduce=`` (``tiletune.model.scatter_ops``)."""
     from tvm import relax
+
+    from .scatter_ops import scatter_converters
 
     def reduce(op):
         def convert(node, imp):
@@ -177,7 +180,7 @@ def extra_converters() -> dict:
         return imp.block_builder.emit(relax.op.multiply(out, c(scale)))
 
     return {"amax.default": reduce(relax.op.max), "amin.default": reduce(relax.op.min),
-            "adaptive_max_pool2d.default": adaptive_max_pool2d, "elu.default": elu}
+            "adaptive_max_pool2d.default": adaptive_max_pool2d, "elu.default": elu, **scatter_converters()}
 
 
 def _bool_compares_as_int8(mod):
