@@ -5,8 +5,20 @@ as ``Constant -> ... -> Concat -> Cast``, a ``Reshape``'s shape through ``Shape`
 ONNX frontend needs them as constants ("Dynamic pads are not supported yet"). ``fold_constants`` evaluates,
 in graph order, every node whose inputs are all known (initializers, ``Constant`` outputs, results folded
 before it) with ONNX's own reference implementation (``onnx.reference``) and replaces it by initializers.
-Kept as they are: nodes with subgraphs (If, Loop, Scan), random generators, nodes whose evaluation fails,
-and results larger than ``MAX_ELEMENTS`` (folding must not blow up the model; weights stay initializers).
+Kept as they are: nodes with subgraphs (Loop, Scan, an If whose condition is not known), random generators,
+nodes whose evaluation fails, and results larger than ``MAX_ELEMENTS`` (folding must not blow up the model;
+weights stay initializers).
+
+Two more things are known before the graph runs, and folded too:
+
+- ``Shape`` and ``Size`` of a tensor whose shape ONNX's shape inference gives in full (every dimension a
+  number): torch exports ``sort`` and ``argsort`` as a ``TopK`` whose ``k`` is ``Gather(Shape(x), axis)``, which
+  TVM's frontend refuses ("TopK k must be a constant"). A dimension that is a name (a dynamic model's) is not
+  known, and its ``Shape`` stays.
+- An ``If`` whose condition is known is replaced by the nodes of the branch it takes (each branch output
+  renamed to the If's output by an ``Identity``), which are then folded like the others: torch exports
+  ``scatter_reduce`` between two ``If(Size(Shape(x)) == 0)`` for a 0-d input, which TVM's frontend cannot
+  import (the condition's ``Size`` of a shape, then the If itself).
 """
 from __future__ import annotations
 
@@ -18,6 +30,63 @@ _KEEP = {"If", "Loop", "Scan", "RandomNormal", "RandomNormalLike", "RandomUnifor
          "Multinomial", "Bernoulli", "SequenceConstruct", "SequenceInsert", "SequenceAt"}
 
 
+def _static_shapes(model) -> dict[str, tuple[int, ...]]:
+    """{tensor name: shape} of every tensor of the main graph whose shape ONNX's shape inference gives in full."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001  (an operator inference does not know: no shapes, nothing folded by them)
+        return {}
+    out = {}
+    g = inferred.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+        if all(d is not None for d in dims):
+            out[vi.name] = tuple(int(d) for d in dims)
+    return out
+
+
+def _shape_of(node, shapes: dict, known: dict) -> np.ndarray | None:
+    """The value of a ``Shape`` or ``Size`` node whose input's shape is known in full, else None."""
+    src = node.input[0] if node.input else ""
+    shape = tuple(known[src].shape) if src in known else shapes.get(src)
+    if shape is None:
+        return None
+    if node.op_type == "Size":
+        return np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+    attrs = {a.name: a.i for a in node.attribute}
+    start, end = attrs.get("start", 0), attrs.get("end", len(shape))
+    return np.array(shape[slice(start, end)], dtype=np.int64)
+
+
+def _branch(node, cond: np.ndarray) -> list:
+    """The nodes an ``If`` with the known condition ``cond`` runs, its outputs renamed to the If's by an
+    ``Identity`` each; the branch's own initializers become ``Constant`` nodes."""
+    from onnx import helper
+
+    g = next(a.g for a in node.attribute if a.name == ("then_branch" if bool(np.asarray(cond).all()) else
+                                                          "else_branch"))
+    nodes = [helper.make_node("Constant", [], [t.name], value=t) for t in g.initializer]
+    nodes += list(g.node)
+    nodes += [helper.make_node("Identity", [o.name], [name]) for o, name in zip(g.output, node.output) if name]
+    return nodes
+
+
+def _names_read(nodes) -> set[str]:
+    """The names ``nodes`` read, those their subgraphs (a kept If's branches, a Loop's body) read included."""
+    out = set()
+    for n in nodes:
+        out.update(i for i in n.input if i)
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                out |= _names_read(g.node)
+    return out
+
+
 def fold_constants(model):
     """A copy of the ONNX ``model`` with its constant subexpressions folded (see the module docstring)."""
     import onnx
@@ -27,11 +96,24 @@ def fold_constants(model):
     model = onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    shapes = _static_shapes(model)
     known: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     folded: dict[str, np.ndarray] = {}
     kept = []
-    for node in graph.node:
+    inlined = False
+    todo = list(graph.node)[::-1]  # a stack: an If's branch runs in its place
+    while todo:
+        node = todo.pop()
         inputs = [i for i in node.input if i]
+        if node.domain in ("", "ai.onnx") and node.op_type == "If" and inputs and inputs[0] in known:
+            todo.extend(_branch(node, known[inputs[0]])[::-1])
+            inlined = True
+            continue
+        if node.domain in ("", "ai.onnx") and node.op_type in ("Shape", "Size"):
+            value = _shape_of(node, shapes, known)
+            if value is not None:
+                known[node.output[0]] = folded[node.output[0]] = value
+                continue
         if (node.domain not in ("", "ai.onnx") or node.op_type in _KEEP
                 or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
                 or not all(i in known for i in inputs)):
@@ -49,9 +131,9 @@ def fold_constants(model):
         for name, value in zip(node.output, outs):
             if name:
                 known[name] = folded[name] = value
-    if not folded:
+    if not folded and not inlined:
         return model
-    used = {i for n in kept for i in n.input} | {o.name for o in graph.output} | {i.name for i in graph.input}
+    used = _names_read(kept) | {o.name for o in graph.output} | {i.name for i in graph.input}
     del graph.node[:]
     graph.node.extend(kept)
     inits = [t for t in graph.initializer if t.name in used]

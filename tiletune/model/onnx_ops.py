@@ -1,5 +1,5 @@
 """ONNX ``LSTM``, ``GRU``, ``RNN`` and ``Celu`` for TVM 0.27's Relax ONNX frontend, which has no converter for
-them.
+them, and ``ScatterElements`` with a ``min`` or ``max`` reduction below opset 18 (``OVERRIDES``).
 
 Use ``with onnx_converters(): mod = from_onnx(...)``: inside the block the frontend's operator table
 (``onnx_frontend._get_convert_map``, which the importer calls when it checks for unsupported operators and
@@ -22,6 +22,9 @@ simply unused.
 from __future__ import annotations
 
 import contextlib
+import io
+import re
+import sys
 
 import numpy as np
 import tvm
@@ -260,14 +263,40 @@ class Celu(_Converter):
         return bb.emit(relax.op.add(relax.op.maximum(x, zero), relax.op.minimum(neg, zero)))
 
 
+class ScatterElements(_Converter):
+    """ONNX ScatterElements with any of its reductions (none, add, mul, min, max) at every opset: torch's
+    exporter writes ``scatter_reduce(..., "amax"/"amin")`` as ``min`` / ``max`` at opset 17 (ONNX Runtime runs
+    it), which TVM's converter takes from opset 18 only."""
+
+    @classmethod
+    def _impl_v11(cls, bb, inputs, attr, params):
+        reduction = _text(attr.get("reduction", "none"))
+        if reduction not in ("none", "add", "mul", "min", "max"):
+            raise TiletuneError(f"ONNX ScatterElements with reduction {reduction!r}: only none, add, mul, min and "
+                                "max are supported")
+        return bb.emit(relax.op.scatter_elements(inputs[0], inputs[1], inputs[2], axis=int(attr.get("axis", 0)),
+                                                 reduction="update" if reduction == "none" else reduction))
+
+
 CONVERTERS = {"LSTM": LSTM, "GRU": GRU, "RNN": RNN, "Celu": Celu}
+#: converters used instead of the frontend's own
+OVERRIDES = {"ScatterElements": ScatterElements}
+
+
+#: what TVM's ONNX frontend prints (to stdout, with every input's IR) before it re-raises a converter's error
+_CONVERTING = re.compile(r"^Error converting operator (\w+)")
 
 
 @contextlib.contextmanager
 def onnx_converters():
     """Within the block, TVM's Relax ONNX frontend also converts ``LSTM``, ``GRU``, ``RNN`` and ``Celu`` (its own
-    converter wins where it has one). Only the module function ``onnx_frontend._get_convert_map`` is
-    replaced, and put back on exit whatever happens; nested blocks restore in order."""
+    converter wins where it has one), and ``ScatterElements`` by ours (``OVERRIDES``). Only the module function
+    ``onnx_frontend._get_convert_map`` is replaced, and put back on exit whatever happens; nested blocks restore
+    in order.
+
+    The frontend's "Error converting operator OP, with inputs: ..." line (printed to stdout, inputs' IR and all)
+    is kept out of the terminal: the error that follows it names the operator instead (its message starts with
+    ``ONNX operator OP:``); anything else printed in the block is printed when it ends."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
     original = onnx_frontend._get_convert_map
@@ -276,10 +305,20 @@ def onnx_converters():
         table = original()
         for name, conv in CONVERTERS.items():
             table.setdefault(name, conv)
+        table.update(OVERRIDES)
         return table
 
     onnx_frontend._get_convert_map = extended
+    printed = io.StringIO()
     try:
-        yield
+        with contextlib.redirect_stdout(printed):
+            yield
+    except Exception as e:
+        op = next((m.group(1) for m in map(_CONVERTING.match, printed.getvalue().splitlines()) if m), None)
+        if op and e.args and isinstance(e.args[0], str) and not e.args[0].startswith("ONNX operator"):
+            e.args = (f"ONNX operator {op}: {e.args[0]}",) + tuple(e.args[1:])
+        raise
     finally:
         onnx_frontend._get_convert_map = original
+        rest = [ln for ln in printed.getvalue().splitlines(keepends=True) if not _CONVERTING.match(ln)]
+        sys.stdout.write("".join(rest))
