@@ -1,0 +1,232 @@
+"""The differential run of one generated model, in this process: import, fuse, build and run it through each
+import path and compare with PyTorch, the way ``tiletune.model.conformance.run_case`` does.
+
+Per path (``torch``: torch.export; ``onnx``: ``export_onnx`` then TVM's ONNX frontend; the reference is
+always the torch module) the outcome is one of
+
+- ``match``: built, and every output is within ``RTOL["float32"]`` of torch's on every input set;
+- ``refused``: tiletune raised a ``TiletuneError`` (``reason``: a short key of it, ``reason_key``);
+- ``mismatch``: built, and an output differs (value, shape or count): a silent wrong result;
+- ``crash``: any other exception (``tiletune.fuzz.worker`` also counts a dead or hung process);
+- ``skip``: torch rejects the generated model (eager run, ``torch.export``, non-finite outputs) or
+  ``torch.onnx.export`` fails: the generator's problem, not tiletune's.
+
+Design choices: ``torch.export`` is tried here before tiletune's import (which would wrap its failure in a
+TiletuneError), so that a generator bug is a skip and not a refusal. A static model is built with
+``model_tasks`` + ``scheduled_module`` (default schedules, or the records' best after ``tune`` trials); a model
+with a symbolic dimension is built as ``model build --shapes`` does (``shape_tasks`` at the example's size +
+``dynamic_library``) and compared at ``check_bindings`` (the example's size, the bounds, one between), so
+the kernels of the other sizes run too. The comparison is ``build.check`` where it has its stricter form
+(several input sets, each run twice), else ``compare``; a TiletuneError after the build succeeded is a
+mismatch, never a refusal.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..errors import TiletuneError
+from .generate import Spec, build
+
+PATHS = ("torch", "onnx")
+
+
+@dataclass
+class PathResult:
+    path: str
+    outcome: str  # match, refused, mismatch, crash, skip
+    reason: str = ""  # a short key: what refused, rejected or failed
+    detail: str = ""  # the message as raised (refusals must be one line)
+    stage: str = ""  # export, import, tune, build, run
+    max_error: float | None = None
+    seconds: float = 0.0
+
+
+def reason_key(message: str) -> str:
+    """A short key of a refusal message, for counting: the operator it names where it names one, else its
+    first words (numbers and names of the model removed)."""
+    msg = re.sub(r"^\S*fuzz-\d+(\.onnx)?: ", "", message.strip().splitlines()[0] if message.strip() else "")
+    patterns = [(r"TVM has no kernel for ([\w.]+)", "no-kernel:{}"),
+                (r"kernel (?:fused_)?([a-z_]+?)\d*(?:_\w+)? does not compile", "compile:{}"),
+                (r"Unsupported function types? \[?'?([\w.]+)", "import:{}"),
+                (r"[Uu]nsupported (?:op(?:erator)?s?:? ?)'?([\w.:]+)", "import:{}"),
+                (r"No converter for op type ([\w.]+)|op type ([\w.]+) is not supported", "import:{}"),
+                (r"tensor of unknown shape \(([\w.]+)", "unknown-shape:{}")]
+    for pat, fmt in patterns:
+        m = re.search(pat, msg)
+        if m:
+            return fmt.format(next(g for g in m.groups() if g).replace(".default", ""))
+    words = re.sub(r"\(.*", "", msg)
+    words = re.sub(r"\d+", "N", words)
+    return " ".join(words.split()[:5]) or "no message"
+
+
+def _inputs(source, torch_source, seeds) -> list[tuple[dict | None, list[np.ndarray]]]:
+    """(binding, inputs) to compare at: every seed, and for a symbolic model every ``check_bindings`` size."""
+    if not torch_source.dynamic:
+        return [(None, torch_source.random_inputs(s)) for s in seeds]
+    from ..model.shapes import check_bindings
+
+    out = []
+    for b in check_bindings(torch_source, [torch_source.example_binding()]):
+        out += [(b, torch_source.random_inputs(s, b)) for s in seeds[:2]]
+    return out
+
+
+def _compare(runner, source, torch_source, seeds, res: PathResult) -> float | None:
+    """Run ``runner`` against torch on every input set; a difference makes ``res`` a mismatch. With the
+    stricter ``tiletune.model.build.check`` (several input sets, each run twice: ``input_sets``) where the
+    build module has it, else ``compare`` on ``_inputs``. Returns the largest error (None on a mismatch)."""
+    from ..model import build as B
+
+    if hasattr(B, "input_sets"):
+        from ..model.shapes import check_bindings
+
+        bindings = check_bindings(torch_source, [torch_source.example_binding()]) if torch_source.dynamic else [None]
+        worst = 0.0
+        for b in bindings:
+            try:
+                worst = max(worst, B.check(torch_source, runner, seed=seeds[0], binding=b))
+            except TiletuneError as e:  # the build passed: a difference, never a refusal
+                msg = str(e)
+                res.outcome, res.detail = "mismatch", msg[:400]
+                res.reason = ("unstable" if "from one call to the next" in msg else
+                              "shape" if "outputs" in msg.split(":")[0] or "shape" in msg.split(";")[0] else "value")
+                return None
+        return worst
+    worst = 0.0
+    for binding, inputs in _inputs(source, torch_source, seeds):
+        try:
+            err = B.compare(runner(*inputs), torch_source.reference(inputs))
+        except TiletuneError as e:  # a different number or shape of outputs
+            res.outcome, res.reason, res.detail = "mismatch", "shape", str(e)[:300]
+            return None
+        if not err <= B.RTOL["float32"]:
+            at = f" at {binding}" if binding else ""
+            res.outcome, res.reason = "mismatch", "value"
+            res.detail = f"max error {err:.3g}{at} (allowed {B.RTOL['float32']:g})"
+            return None
+        worst = max(worst, err)
+    return worst
+
+
+def _tune(tasks, records: str, trials: int, pool) -> None:
+    from ..measure.base import MeasureSettings
+    from ..model.tuner import tune_model
+
+    if tasks.tasks:
+        tune_model(tasks, strategy="random", trials=trials * len(tasks.tasks), records=records,
+                   round_trials=trials, batch_size=trials, settings=MeasureSettings(repeat=1, min_repeat_ms=0,
+                                                                                   warmup_ms=0.0),
+                   seed=0, pool=pool, confirm=0)
+
+
+def _runner(source, binding: dict, target: dict, records: str, tune: int, pool, stage: list):
+    """The compiled model of ``source`` (see the module docstring; ``binding``: the example's size of a
+    symbolic model, which an ONNX source does not know); ``stage[0]`` follows where it is."""
+    from ..model.build import ModelRunner, best_configs, compile_module, scheduled_module
+    from ..model.tasks import model_tasks
+
+    stage[0] = "import"
+    if source.dynamic:
+        from ..model.shapes import dynamic_library, shape_tasks
+
+        dyn = shape_tasks(source, target, "NHWC", [binding])
+        if tune:
+            stage[0] = "tune"
+            _tune(dyn.merged, records, tune, pool)
+        records = records if os.path.exists(records) else None  # nothing tunable: no records
+        stage[0] = "build"
+        import inspect
+
+        quiet = {"check_output": False} if "check_output" in inspect.signature(dynamic_library).parameters else {}
+        return ModelRunner(dynamic_library(dyn, records, **quiet).ex)
+    tasks = model_tasks(source, target, "NHWC")
+    chosen = {}
+    if tune:
+        stage[0] = "tune"
+        _tune(tasks, records, tune, pool)
+        chosen = best_configs(tasks, records) if os.path.exists(records) else {}
+    stage[0] = "build"
+    mod, _ = scheduled_module(tasks, chosen)
+    return ModelRunner(compile_module(mod, target))
+
+
+def check_path(torch_source, path: str, *, workdir: str, tune: int = 0, pool=None,
+               seeds=(0, 1, 2)) -> PathResult:
+    """One path of one model (see the module docstring); every failure is caught into the result."""
+    from ..model.source import export_onnx
+    from ..model.source import load as load_source
+    from ..target import parse_target
+
+    t0 = time.perf_counter()
+    res = PathResult(path, "match")
+    stage = ["export"]
+    try:
+        source = torch_source
+        if path == "onnx":
+            onnx_path = os.path.join(workdir, f"{torch_source.name}.onnx")
+            try:
+                export_onnx(torch_source, onnx_path)
+            except Exception as e:  # noqa: BLE001  (torch.onnx's failure: not tiletune's)
+                res.outcome, res.reason, res.detail = "skip", "onnx-export", f"{type(e).__name__}: {e}"[:300]
+                return res
+            source = load_source(onnx_path)
+        runner = _runner(source, torch_source.example_binding(), parse_target("llvm"), os.path.join(workdir, f"{torch_source.name}-{path}.jsonl"),
+                         tune, pool, stage)
+        stage[0] = "run"
+        res.max_error = _compare(runner, source, torch_source, seeds, res)
+    except TiletuneError as e:
+        res.outcome, res.reason, res.detail = "refused", reason_key(str(e)), str(e)[:500]
+    except Exception as e:  # noqa: BLE001  (a crash: the fuzzer reports it)
+        res.outcome, res.reason = "crash", f"{stage[0]}:{type(e).__name__}"
+        res.detail = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+    finally:
+        res.stage = stage[0] if res.outcome != "match" else ""
+        res.seconds = time.perf_counter() - t0
+    return res
+
+
+def torch_check(module, example, dynamic_shapes) -> str | None:
+    """Why PyTorch rejects the generated model (``torch:``, ``nonfinite``, ``export:``), or None."""
+    import warnings
+
+    import torch
+
+    try:
+        with torch.no_grad():
+            out = module(*example)
+    except Exception as e:  # noqa: BLE001
+        return f"torch:{type(e).__name__}"
+    from ..model.source import _flatten
+
+    if not all(torch.isfinite(t).all() for t in _flatten(out) if t.is_floating_point()):
+        return "nonfinite"
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.export.export(module, example, dynamic_shapes=dynamic_shapes)
+    except Exception as e:  # noqa: BLE001
+        return f"export:{type(e).__name__}"
+    return None
+
+
+def run_model(spec: Spec, *, workdir: str, paths=PATHS, tune: int = 0, pool=None, seeds=(0, 1, 2)) -> dict:
+    """One model through ``paths``: a JSON-able row (seed, steps, description, dynamic, one result per path)."""
+    from ..model.source import _from_torch
+
+    gen = build(spec)
+    row = {**spec.to_json(), "description": gen.description, "dynamic": gen.dynamic, "tune": tune, "paths": {}}
+    module, example, dynamic = gen.load()
+    why = torch_check(module, example, dynamic)
+    name = f"fuzz-{spec.seed}"
+    source = None if why else _from_torch(name, name, module, example, dynamic)
+    for path in paths:
+        res = PathResult(path, "skip", why) if why else check_path(source, path, workdir=workdir, tune=tune,
+                                                                     pool=pool, seeds=seeds)
+        row["paths"][path] = asdict(res)
+    return row
