@@ -16,6 +16,8 @@ kernel that fails to build says.
   kernel after its operator and a fused one ``fused_`` + its operators' names, each with an optional number),
   and ``reason`` turns TVM's error into one line without its internal check text (``Check failed: (...) is
   false:``, the error class), so that a refusal names the operators and the cause in words a user can act on.
+  When the whole model's fusion fails, ``failing_operator`` runs it again on each operator call alone to find
+  the one that fails (only then: the model's fusion itself runs once).
 """
 from __future__ import annotations
 
@@ -124,3 +126,64 @@ def reason(message: str, width: int = 240) -> str:
     line = re.sub(r"^(\w+\.)*\w*(Error|Exception):\s*", "", line)
     line = line.replace("Check failed", "check").strip() or "no message"
     return line[:width]
+
+
+def _alone(call):
+    """A module whose ``main`` runs the Relax ``call`` alone, its free variables as parameters."""
+    from tvm import relax
+
+    params = {v: relax.Var(str(v.name), v.ty) for v in relax.analysis.free_vars(call)}
+
+    @relax.expr_functor.mutator
+    class Rename(relax.PyExprMutator):
+        def visit_var_(self, v):
+            return params.get(v, v)
+
+        def visit_dataflow_var_(self, v):
+            return params.get(v, v)
+
+    bb = relax.BlockBuilder()
+    with bb.function("main", list(params.values())):
+        with bb.dataflow():
+            out = bb.emit_output(Rename().visit_expr(call))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+#: the most distinct operator calls ``failing_operator`` tries alone
+MAX_TRIED = 200
+
+
+def failing_operator(mod, run) -> tuple[str, str] | None:
+    """(operator, why in one line) of the first operator call of ``mod``'s Relax functions for which ``run`` (a
+    module's fusion, say) fails on a module that holds that call alone, or None when each passes alone. Calls that
+    differ in nothing but their variables are tried once; at most ``MAX_TRIED`` are tried. Used to say which
+    operator a failure of the whole model's fusion comes from."""
+    import tvm
+    from tvm import relax
+
+    seen: set = set()
+    for f in mod.functions.values():
+        if not isinstance(f, relax.Function):
+            continue
+        for block in getattr(f.body, "blocks", ()):
+            for b in block.bindings:
+                call = b.value
+                if not (isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op)):
+                    continue
+                key = (str(call.op.name), tuple(str(getattr(a, "ty", type(a).__name__)) for a in call.args),
+                       str(call.attrs))
+                if key in seen:
+                    continue
+                seen.add(key)
+                if len(seen) > MAX_TRIED:
+                    return None
+                try:
+                    single = _alone(call)
+                except Exception:  # noqa: BLE001  (a call this helper cannot stand alone: not tried)
+                    continue
+                try:
+                    run(single)
+                except Exception as e:  # noqa: BLE001
+                    return str(call.op.name).rsplit(".", 1)[-1], reason(str(e))
+    return None

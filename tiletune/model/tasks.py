@@ -47,6 +47,7 @@ from .const_fold import fold_weights
 from .dims import bind, parse_shapes
 from .fast_math import fast_math
 from .importer import to_relax
+from .library_kernels import failing_operator, reason
 from . import nchwc, winograd
 from .layout import DEFAULT_LAYOUT, check_layout_for, convert
 from .pad_widths import pad_widths
@@ -107,11 +108,13 @@ class ModelTasks:
         return {k.workload.key for k in self.tasks}
 
 
-def fuse(mod, target: dict, static: bool = True):
+def fuse(mod, target: dict, static: bool = True, name_operator: bool = True):
     """``mod`` lowered to TIR kernels and fused (see the module docstring). ``static`` (LLVM targets): merge layout
     copies into the matmuls that read them (``producer_fusion``) and pad weights of widths the vectors do not divide
     (``pad_widths``). A dynamic model's paths pass False: its symbolic module (the library's kernels) and each shape's
-    static one have to fuse alike, and the merge's check needs static extents."""
+    static one have to fuse alike, and the merge's check needs static extents. A failure is one TiletuneError line;
+    with ``name_operator`` it names the operator that fails when fused alone
+    (``tiletune.model.library_kernels.failing_operator``), and never holds TVM's check text."""
     import tvm
     from tvm import relax
 
@@ -133,8 +136,14 @@ def fuse(mod, target: dict, static: bool = True):
                 relax.transform.FoldConstant(), relax.transform.FuseOps()] + merge + [
                 relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])(mod)
     except Exception as e:  # noqa: BLE001
-        line = next((s for s in str(e).splitlines()[::-1] if s.strip()), type(e).__name__)
-        raise TiletuneError(f"fusing the model's operators failed ({line.strip()[:300]})") from None
+        if not name_operator:
+            raise
+        why = reason(str(e), 300)
+        culprit = failing_operator(mod, lambda one: fuse(one, target, static, name_operator=False))
+        if culprit:
+            op, why = culprit
+            raise TiletuneError(f"fusing the model's operators failed at operator {op} ({why})") from None
+        raise TiletuneError(f"fusing the model's operators failed ({why}; each operator fuses alone)") from None
 
 
 def call_counts(mod) -> dict[str, int]:
