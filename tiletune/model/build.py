@@ -263,8 +263,8 @@ def compile_module(mod, target: dict, cuda_graph: bool = False):
     lowering and finalization passes, or its CUDA pipeline's for a CUDA target. ``cuda_graph`` (a CUDA target):
     TVM's ``RewriteCUDAGraph`` lifts each function's kernels on static storage (the whole inference of a static
     shape, the model's input first copied into it) into a CUDA graph, captured at the first call and replayed at
-    the later ones: one launch instead of one per kernel (``model build --cuda-graph``). TVM's own sort, scan,
-    topk and scatter kernels get a root block first (``tiletune.model.library_kernels.with_root_blocks``: its
+    the later ones: one launch instead of one per kernel (``model build --cuda-graph``). On a CPU, TVM's own sort,
+    scan, topk and scatter kernels get a root block first (``tiletune.model.library_kernels.with_root_blocks``: the
     weight prepacking refused them); a failure names the kernel, its operators and the cause in one line."""
     import tvm
     from tvm import relax
@@ -286,7 +286,8 @@ def compile_module(mod, target: dict, cuda_graph: bool = False):
     pipeline = tvm.transform.Sequential(prepack + dataflow_lower_passes(tgt) + finalize_passes(tgt))
     if not is_cuda(target):  # numpy inputs pass without a copy (tiletune.alignment); GPU arrays are TVM's own
         mod = with_param_alignment(mod, PARAM_ALIGNMENT)
-    mod = with_root_blocks(mod)  # TVM's sort, scan, topk and scatter kernels: tiletune.model.library_kernels
+    if prepack:  # TVM's sort, scan, topk and scatter kernels, which its prepacking refused: model/library_kernels.py
+        mod = with_root_blocks(mod)
     ctx = tvm.transform.PassContext.current()
     config = {**dict(ctx.config), "relax.backend.use_cuda_graph": bool(cuda_graph)}
     try:
