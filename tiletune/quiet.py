@@ -9,7 +9,9 @@ not known noise (``NOISE``): other warnings and errors still reach the user, onc
   exported or loaded;
 - ``Fast mode segfaults when there are out-of-bounds indices`` (topi ``take``): once per gather when a model
   with embeddings is legalized;
-- ``Detected pow(x, y) where y >= 3`` (tirx ``pow``): once per GELU-like ``pow(x, 3)`` when it is legalized.
+- ``Detected pow(x, y) where y >= 3`` (tirx ``pow``): once per GELU-like ``pow(x, 3)`` when it is legalized;
+- ``Unknown pragma pragma_scope`` (LLVM code generator): once per loop of TVM's hand-written scatter kernels
+  (``scatter_add``, ``scatter_reduce``) when they are compiled; the CPU code generator ignores the pragma.
 
 ``TILETUNE_VERBOSE=1`` in the environment (``tiletune --verbose`` sets it) turns the filter off: everything TVM
 prints goes to the terminal as it comes.
@@ -32,6 +34,7 @@ NOISE = (
     re.compile(r"Warning: Scope (Saving|Loaded):"),
     re.compile(r"Warning: Fast mode segfaults when there are out-of-bounds indices"),
     re.compile(r"Warning: Detected pow\(x, y\) where y >= 3"),
+    re.compile(r"Warning: Unknown pragma pragma_scope"),
 )
 
 
