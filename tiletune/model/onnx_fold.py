@@ -30,12 +30,32 @@ _KEEP = {"If", "Loop", "Scan", "RandomNormal", "RandomNormalLike", "RandomUnifor
          "Multinomial", "Bernoulli", "SequenceConstruct", "SequenceInsert", "SequenceAt"}
 
 
-def _static_shapes(model) -> dict[str, tuple[int, ...]]:
-    """{tensor name: shape} of every tensor of the main graph whose shape ONNX's shape inference gives in full."""
-    import onnx
+#: initializers with more elements than this go to shape inference as typed inputs, without their data
+SHAPES_ONLY = 4096
 
+
+def _static_shapes(model) -> dict[str, tuple[int, ...]]:
+    """{tensor name: shape} of every tensor of the main graph whose shape ONNX's shape inference gives in full.
+    Large initializers (weights) are given to the inference by their type alone (``SHAPES_ONLY``), so that it does
+    not copy a model's weights; the small ones (shapes, axes, pads) keep their values, which inference reads."""
+    import onnx
+    from onnx import helper
+
+    light = model
+    if model.graph.initializer:
+        light = onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import,
+                                functions=model.functions)
+        src = model.graph
+        light.graph.CopyFrom(onnx.GraphProto(name=src.name, node=src.node, input=src.input, output=src.output,
+                                             value_info=src.value_info))
+        inputs = {i.name for i in src.input}
+        for t in src.initializer:
+            if int(np.prod(t.dims, dtype=np.int64)) <= SHAPES_ONLY:
+                light.graph.initializer.append(t)
+            elif t.name not in inputs:  # (an old model lists its initializers among the inputs already)
+                light.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(light)
     except Exception:  # noqa: BLE001  (an operator inference does not know: no shapes, nothing folded by them)
         return {}
     out = {}
