@@ -11,7 +11,8 @@
   symbolic variables (torch names them ``s27``; ONNX by its ``dim_param``) are renamed to the dimensions'
   names, and ``main`` keeps TVM's ``tir_var_lower_bound`` / ``tir_var_upper_bound`` attributes under those
   names (``tiletune.model.shapes`` binds them to values).
-- Then, for both: comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
+- Then, for both: indices are made what the framework defines (a negative index counts from the end;
+  ``tiletune.model.indices``), comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
   ``_bool_compares_as_int8``), and BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
   is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
   elementwise epilogue of the convolution's kernel. Elementwise operators are moved before the reshapes
@@ -27,6 +28,7 @@ import copy
 import warnings
 
 from ..errors import TiletuneError
+from .indices import normalize_indices
 from .onnx_fold import fold_constants
 from .onnx_ops import onnx_converters
 from .reshape_hoist import hoist_over_reshapes
@@ -99,7 +101,7 @@ def _to_relax(source: ModelSource):
     _check_static(source, mod)
     if source.dynamic:
         mod = _name_symbolic_vars(source, mod)
-    return _bool_compares_as_int8(mod)
+    return _bool_compares_as_int8(normalize_indices(mod, source.spec))
 
 
 def _name_symbolic_vars(source: ModelSource, mod):
