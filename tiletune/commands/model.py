@@ -15,8 +15,8 @@ from ..model.gpu_default import has_gpu
 from ..model import pad_fusion
 from ..model.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
 from ..model.precision import DTYPES
-from ..model.build import (CHECK_WAITS, ModelRunner, best_configs, check, check_waits, compile_module,
-                           constructed_configs, export, export_database, foreign_workloads, kernel_latencies,
+from ..model.build import (CHECK_WAITS, input_sets, best_configs, check_waits, compile_module, constructed_configs,
+                           export_checked, export_database, foreign_workloads, kernel_latencies,
                            scheduled_module, untuned_reasons)
 from ..model.progress import ModelProgress
 from ..model.source import short_name
@@ -428,19 +428,18 @@ def run_build(args) -> int:
     made = len(chosen) - len(recorded)
     mod, how = scheduled_module(tasks, chosen)
     ex = compile_module(mod, tasks.target, args.cuda_graph)
-    err = None
     waits = not args.no_check and check_waits(tasks.target)
-    if not args.no_check and not waits:
-        err = check(source, ModelRunner(ex, tasks.target), dtype=tasks.dtype)
+    checked_against = None if args.no_check or waits else source
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "kernels": how, "tuned": len(recorded), "constructed": made, "tasks": len(tasks.tasks),
-            "check_error": err, "cuda_graph": args.cuda_graph, "seed": args.seed}
-    export(ex, args.output, meta)
+            "cuda_graph": args.cuda_graph, "seed": args.seed}
+    errors = export_checked(ex, args.output, meta, checked_against, dtype=tasks.dtype)
     print(f"wrote {args.output}: {len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels, "
           + (f"{made} constructed by {args.construct}, " if args.construct else "")
           + f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
-          + (f"; output matches the original (max error {err:.2g})" if err is not None else ""))
+          + (f"; {_checked_text(source, errors)}" if errors else "; output not checked (--no-check)"
+             if args.no_check else ""))
     if waits:
         print(CHECK_WAITS)
     for name, why in untuned_reasons(tasks, args.records, chosen).items():
@@ -458,27 +457,28 @@ def run_build(args) -> int:
 def _build_dynamic(args, source, tasks, dyn) -> int:
     """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
     shapes' functions and to the symbolic one (tiletune.model.shapes)."""
-    lib = dynamic_library(dyn, args.records, args.construct, check_output=not args.no_check,
-                          cuda_graph=args.cuda_graph, seed=args.seed)
-    ex, chosen, recorded, how, errors = lib.ex, lib.chosen, lib.recorded, lib.how, lib.errors
-    err = max(errors.values()) if errors else None
+    lib = dynamic_library(dyn, args.records, args.construct, cuda_graph=args.cuda_graph, seed=args.seed)
+    ex, chosen, recorded, how = lib.ex, lib.chosen, lib.recorded, lib.how
+    waits = not args.no_check and check_waits(tasks.target)
     meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
             "dims": {n: [d.lo, d.hi] for n, d in source.dims.items()},
             "shapes": [st.label for st in dyn.shapes], "other_shapes": other_shapes(tasks.target),
             "source": portable_spec(source.spec), "first_use": True,
             "kernels": how, "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
-            "tasks": len(tasks.tasks), "check_error": err, "check_errors": errors, "cuda_graph": args.cuda_graph,
-            "seed": args.seed}
-    export(ex, args.output, meta)
+            "tasks": len(tasks.tasks), "cuda_graph": args.cuda_graph, "seed": args.seed}
+    errors = export_checked(ex, args.output, meta, None if args.no_check or waits else source, lib.check_at,
+                            dtype=tasks.dtype)
     dims = ", ".join(f"{n} in {d.bounds}" for n, d in source.dims.items())
     print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "
           f"({len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels"
           + (f", {len(chosen) - len(recorded)} constructed by {args.construct}" if args.construct else "")
           + f"); every other shape: {other_shapes(tasks.target)}")
     if errors:
-        print(f"output matches the original at {', '.join(errors)} (max error {err:.2g})")
-    elif not args.no_check and check_waits(tasks.target):
+        print(_checked_text(source, errors))
+    elif args.no_check:
+        print("output not checked (--no-check)")
+    if waits:
         print(CHECK_WAITS)
     for name, why in untuned_reasons(tasks, args.records, chosen).items():
         print(f"default schedule: {name}: {why}")
@@ -486,6 +486,16 @@ def _build_dynamic(args, source, tasks, dyn) -> int:
         n = export_database(tasks, chosen, args.database)
         print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")
     return 0
+
+
+def _checked_text(source, errors: dict[str, float]) -> str:
+    """What ``model build`` says of a library that passed its check (``tiletune.model.build.export_checked``)."""
+    if any(errors):
+        where = f" at {', '.join(errors)} (on each shape's input sets)"
+    else:
+        where = f" on {len(input_sets(source))} input sets"
+    return (f"the written library, loaded as load_model() loads it, matches the original{where}, each called twice "
+            f"(max error {max(errors.values()):.2g})")
 
 
 def run_bench(args) -> int:

@@ -233,7 +233,7 @@ def run_shapes(job: dict) -> dict:
                 if not tuned:
                     raise TiletuneError("our build at several shapes needs the tuned shapes (none in the job)")
                 dyn = shape_tasks(source, target, job.get("layout", "NCHW"), tuned, dtype=dtype)
-                lib = dynamic_library(dyn, job.get("records"), job.get("construct"), check_output=False,
+                lib = dynamic_library(dyn, job.get("records"), job.get("construct"),
                                       cuda_graph=bool(job.get("cuda_graph")))
                 ex = lib.ex
                 base.update(layout=dyn.layout, tuned_tasks=len(lib.recorded), tasks=len(dyn.merged.tasks),

@@ -374,19 +374,100 @@ def check_waits(target: dict) -> bool:
     return is_cuda(target) and not has_gpu()
 
 
-def check(source, runner: ModelRunner, seed: int = 0, binding: dict[str, int] | None = None,
-          dtype: str = "float32") -> float:
-    """Run the compiled model and the original (in float32) on the same random inputs (a dynamic model's at
-    ``binding``, default the example's shape); TiletuneError when they differ by more than ``RTOL[dtype]`` of
-    the model's compute dtype (relative to the output's scale); returns the error."""
-    inputs = source.random_inputs(seed, binding) if binding else source.random_inputs(seed)
-    err = compare(runner(*inputs), source.reference(inputs))
+def input_sets(source, seed: int = 0, binding: dict[str, int] | None = None) -> list[tuple[str, list[np.ndarray]]]:
+    """(label, inputs) of every input set a build is checked on, at ``binding`` (default: the example's shape): the
+    example itself (a torch model, at its own shape), two random draws (``ModelSource.random_inputs``), and, when
+    the model takes integer inputs, a set whose integers differ position by position
+    (``ModelSource.distinct_inputs``), so that an output read from the wrong position, or from memory the model
+    does not own, cannot match by chance."""
+    at_example = not binding or all(source.example_binding().get(k) == v for k, v in binding.items())
+    sets = []
+    if source.kind == "torch" and at_example and source.example:
+        sets.append(("the example inputs", [np.ascontiguousarray(t.detach().numpy()) for t in source.example]))
+    sets += [(f"random inputs (seed {seed + k})", source.random_inputs(seed + k, binding)) for k in range(2)]
+    if any(np.issubdtype(np.dtype(i.dtype), np.integer) for i in source.inputs):
+        sets.append(("integer inputs that differ position by position", source.distinct_inputs(binding)))
+    return sets
+
+
+def first_difference(got: list[np.ndarray], want: list[np.ndarray]) -> tuple[float, str]:
+    """(largest error relative to the outputs' scale, where it is: "output I at INDEX: GOT against WANT" of the
+    output with the largest error); TiletuneError on a different number or shape of outputs (``compare``)."""
+    worst, where = compare(got, want), ""
+    for i, (g, w) in enumerate(zip(got, want)):
+        if not w.size:
+            continue
+        diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+        scale = max(1.0, float(np.max(np.abs(w))))
+        if np.isnan(diff).any() or float(np.max(diff)) / scale >= worst:
+            at = np.unravel_index(int(np.argmax(np.where(np.isnan(diff), np.inf, diff))), w.shape)
+            where = f"output {i} at {list(map(int, at))}: {float(g[at]):.6g} against {float(w[at]):.6g}"
+            break
+    return worst, where
+
+
+def check(source, run, seed: int = 0, binding: dict[str, int] | None = None, dtype: str = "float32") -> float:
+    """Check a built model against the original on every set of ``input_sets`` (a dynamic model's at ``binding``):
+    ``run(*inputs)`` (a ``ModelRunner``, or the exported library as ``tiletune.api.load_model`` loads it) is called
+    twice on each set and both calls are compared with the original's outputs in float32; TiletuneError, naming the
+    input set and the first output that differs, when an error exceeds ``RTOL[dtype]`` (relative to the output's
+    scale) or the two calls differ by more than a tenth of that (the kernels are deterministic: two calls on the same
+    inputs give the same result, unless one reads memory the model does not own). Returns the largest error."""
     allowed = RTOL[dtype]
-    if not err <= allowed:
-        at = f" at {', '.join(f'{k}={v}' for k, v in binding.items())}" if binding else ""
-        raise TiletuneError(f"the compiled model's output differs from the original's{at}: max error {err:.3g} "
-                            f"(relative to the output's scale; allowed {allowed:g} in {dtype})")
-    return err
+    at = f" at {', '.join(f'{k}={v}' for k, v in binding.items())}" if binding else ""
+    worst = 0.0
+    for what, inputs in input_sets(source, seed, binding):
+        want = source.reference(inputs)
+        first = [np.array(o, copy=True) for o in run(*inputs)]
+        second = [np.array(o, copy=True) for o in run(*inputs)]
+        for got in (first, second):
+            err, where = first_difference(got, want)
+            if not err <= allowed:
+                raise TiletuneError(f"the compiled model's output differs from the original's{at} on {what}: max "
+                                    f"error {err:.3g} (relative to the output's scale; allowed {allowed:g} in "
+                                    f"{dtype}); {where}")
+            worst = max(worst, err)
+        drift, where = first_difference(second, first)
+        if not drift <= allowed / 10:
+            raise TiletuneError(f"the compiled model's output changes from one call to the next{at} on {what} (by "
+                                f"{drift:.3g}; {where}): it reads memory it does not own")
+    return worst
+
+
+def export_checked(executable, path: str, meta: dict, source=None, bindings=(None,), dtype: str = "float32",
+                   ) -> dict[str, float]:
+    """Export ``executable`` to ``path`` (``export``) only if the library, loaded as a user loads it
+    (``tiletune.api.load_model``, no construction at first use), passes ``check`` at every binding of ``bindings``
+    (None: the example's shape): it is written under a temporary name beside ``path`` and moved into place when
+    it passes; a failing one is deleted and its TiletuneError raised. ``source`` None: no check (``--no-check``, or
+    a CUDA library built without a GPU: ``check_waits``). Returns {shape label ("" for the example's): error};
+    the description's ``check_error`` holds the largest."""
+    import os
+
+    from ..api import load_model
+
+    if source is None:
+        export(executable, path, {**meta, "check_error": None})
+        return {}
+    p = Path(path)
+    tmp = str(p.parent / f".{os.getpid()}.{p.name}")
+    export(executable, tmp, {**meta, "check_error": None})
+    try:
+        model = load_model(tmp, first_use=None)
+        errors = {",".join(f"{k}={v}" for k, v in (b or {}).items()): check(source, model, binding=b, dtype=dtype)
+                  for b in bindings}
+        del model
+        desc = {**json.loads(Path(tmp + ".json").read_text()), "check_error": max(errors.values())}
+        if any(errors):
+            desc["check_errors"] = errors
+        Path(tmp + ".json").write_text(json.dumps(desc, indent=1))
+        os.replace(tmp + ".json", path + ".json")
+        os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, tmp + ".json"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+    return errors
 
 
 def export(executable, path: str, meta: dict) -> None:

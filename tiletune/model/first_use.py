@@ -5,8 +5,9 @@ shape, and kept next to the library for later processes.
 ``python -m tiletune.model.first_use LIB NAME=V[,NAME=V...]`` imports the model named by the library's
 description (``LIB.json``: ``source``, its target and layout), binds the shape, fuses and extracts its kernels,
 constructs every task (``tiletune.model.build.constructed_configs``, Gensor), compiles, and writes ``path_for(LIB,
-binding)`` (``LIB.shapes/<tag>.so`` and its ``.json``) through a temporary name, so that a reader never sees half a
-file. ``tiletune.api.Model`` starts it and swaps the library in when it is there (see ``Model``); the library's
+binding)`` (``LIB.shapes/<tag>.so`` and its ``.json``) through a temporary name once the library, loaded, matches
+the original at that shape (``tiletune.model.build.export_checked``), so that a reader never sees half a file or a
+wrong one. ``tiletune.api.Model`` starts it and swaps the library in when it is there (see ``Model``); the library's
 own dispatch serves the shape meanwhile (``tiletune.model.shape_rule``). Why a construction at first use:
 [shape-rule](../../docs/decisions/shape-rule.md).
 """
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..errors import TiletuneError
-from .build import compile_module, constructed_configs, export, scheduled_module
+from .build import compile_module, constructed_configs, export_checked, scheduled_module
 from .dims import bind, tag
 from .importer import to_relax
 from .layout import convert
@@ -71,10 +72,7 @@ def construct(lib: str, binding: dict[str, int]) -> dict:
             "inputs": [{"name": i.name, "shape": list(i.resolve(binding)), "dtype": i.dtype} for i in source.inputs],
             "kernels": how, "constructed": len(chosen), "tasks": len(tasks.tasks), "import_s": imported,
             "construct_s": time.perf_counter() - t0 - imported}
-    tmp = str(Path(out).parent / f".{os.getpid()}.{Path(out).name}")
-    export(ex, tmp, desc)
-    os.replace(tmp + ".json", out + ".json")
-    os.replace(tmp, out)
+    export_checked(ex, out, desc, source, [binding], dtype)
     return desc
 
 

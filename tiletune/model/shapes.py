@@ -33,8 +33,8 @@ library that runs at every shape within the bounds.
   values.
 - ``dynamic_library(dyn, records, construct)``: the one assembly path of such a library (``model build --shapes``
   and ``model bench --shapes``): the records' best kernels per tuned shape of ``dyn`` (``--construct``: a
-  construction for the tasks without one), ``dispatch_module``, compiled, optionally checked at
-  ``check_bindings``.
+  construction for the tasks without one), ``dispatch_module``, compiled, with the bindings ``model build`` checks
+  it at (``check_bindings``).
 - ``recorded_shapes(source, target, layout, records)``: the shapes a records file holds tuned kernels of
   (``model bench --shapes`` takes its tuned shapes from the records, see its docstring).
 """
@@ -48,8 +48,7 @@ from ..records import load
 from ..target import is_cuda, target_key
 from ..workloads.primfunc import _walk
 from . import gpu_default
-from .build import (ModelRunner, best_configs, check, check_waits, compile_module, constructed_configs,
-                    scheduled_module)
+from .build import best_configs, compile_module, constructed_configs, scheduled_module
 from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
@@ -443,17 +442,17 @@ class DynamicLibrary:
     chosen: dict  # the kernel of every task by hash: the records' best, and the constructed ones
     recorded: dict  # those of the records
     how: dict  # {shape label, "near LABEL" or "any": {kernel: how}} (dispatch_module)
-    errors: dict  # {shape label: max output error} at check_at (empty when not checked)
+    check_at: list  # the bindings to check it at (``check_bindings``)
 
 
 def dynamic_library(dyn: DynamicTasks, records: str | None, construct: str | None = None,
-                    check_output: bool = True, cuda_graph: bool = False, seed: int = 0) -> DynamicLibrary:
+                    cuda_graph: bool = False, seed: int = 0) -> DynamicLibrary:
     """The library that dispatches between ``dyn``'s shapes, tuned from ``records`` (``construct``: the tasks
     without a record get that method's top construction, ``model build --construct``), and runs every other shape
     within the bounds by the rule of ``dispatch_module`` (``seed``: of the constructions' walks,
-    ``constructed_configs``); compiled (``cuda_graph``: see ``compile_module``), and
-    with ``check_output`` run against the original at ``check_bindings`` (TiletuneError when they differ).
-    ``model build --shapes`` exports it, ``model bench --shapes`` times it."""
+    ``constructed_configs``); compiled (``cuda_graph``: see ``compile_module``), with the bindings it is to be
+    checked at (``check_bindings``). ``model build --shapes`` checks and exports it
+    (``tiletune.model.build.export_checked``), ``model bench --shapes`` times it."""
     chosen = recorded = best_configs_shaped(dyn, records)
     if construct:
         chosen = constructed_configs(dyn.merged, construct, recorded, seed=seed)
@@ -461,9 +460,4 @@ def dynamic_library(dyn: DynamicTasks, records: str | None, construct: str | Non
     check_at = check_bindings(dyn.source, tuned)
     mod, how = dispatch_module(dyn, chosen, [b for b in check_at if b not in tuned])
     ex = compile_module(mod, dyn.target, cuda_graph)
-    errors = {}
-    if check_output and not check_waits(dyn.target):
-        runner = ModelRunner(ex, dyn.target)
-        for b in check_at:
-            errors[label(b)] = check(dyn.source, runner, binding=b, dtype=dyn.merged.dtype)
-    return DynamicLibrary(ex, chosen, recorded, how, errors)
+    return DynamicLibrary(ex, chosen, recorded, how, check_at)

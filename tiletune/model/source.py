@@ -11,7 +11,8 @@ bounds (``Dim``); ``random_inputs(seed, binding)`` takes a value per name (defau
 
 ``load(spec)`` gives a ``ModelSource``: the torch module and its example inputs, or the ONNX file and its
 input shapes; ``random_inputs(seed)`` draws new inputs of the same shapes and dtypes (floats from a normal
-distribution; integer inputs, such as token ids, uniformly below the largest example value + 1) and
+distribution; integer inputs, such as token ids, uniformly below the largest example value + 1, and from the
+smallest when it is negative: an index input may hold negative indices) and
 ``reference(inputs)`` runs the original framework (PyTorch, or ONNX Runtime for an ``.onnx`` file) on them.
 """
 from __future__ import annotations
@@ -36,6 +37,7 @@ class InputSpec:
     shape: tuple[int | str, ...]  # a str: a symbolic dimension (its name in ``ModelSource.dims``)
     dtype: str
     high: int = 0  # integer inputs: values drawn below this
+    low: int = 0  # and from this up (the example's smallest value: an index input may hold negative indices)
 
     def resolve(self, binding: dict[str, int]) -> tuple[int, ...]:
         """The shape with each symbolic dimension replaced by its value in ``binding``."""
@@ -92,9 +94,22 @@ class ModelSource:
         for s in self.inputs:
             shape = s.resolve(values)
             if np.issubdtype(np.dtype(s.dtype), np.integer):
-                out.append(rng.integers(0, max(1, s.high), size=shape).astype(s.dtype))
+                out.append(rng.integers(s.low, max(s.low + 1, s.high), size=shape).astype(s.dtype))
             else:
                 out.append(rng.standard_normal(shape).astype(s.dtype))
+        return out
+
+    def distinct_inputs(self, binding: dict[str, int] | None = None) -> list[np.ndarray]:
+        """Inputs of the shapes of ``random_inputs`` whose integer inputs hold values that differ from one position
+        to the next (every value of the input's range in turn, from the top, in a stride coprime to the range), so
+        that a result taken from the wrong position differs from the right one; float inputs as ``random_inputs``
+        with a seed of their own."""
+        out = self.random_inputs(7919, binding)
+        for k, (s, x) in enumerate(zip(self.inputs, out)):
+            if np.issubdtype(np.dtype(s.dtype), np.integer):
+                span = max(1, s.high - s.low)
+                stride = next(p for p in (7919, 104729, 1299709) if span % p)
+                out[k] = (s.high - 1 - (np.arange(x.size) * stride) % span).reshape(x.shape).astype(s.dtype)
         return out
 
     def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -115,13 +130,17 @@ def export_onnx(source: ModelSource, path: str) -> None:
     """``torch.onnx.export`` of a torch ``ModelSource`` to ``path`` (opset 17, the TorchScript exporter), with
     ``nn.MultiheadAttention``'s inference fast path off (as one exports it: its fused ATen kernel has no ONNX
     form). A model with symbolic dimensions keeps them (``dynamic_axes`` named as in ``dims``), so that one
-    session runs every shape. Used by the ONNX Runtime baseline and the conformance suite's ONNX path."""
+    session runs every shape. Used by the ONNX Runtime baseline and the conformance suite's ONNX path.
+
+    ``narrow`` is exported by ``_onnx_narrow``: the exporter's own writes ``narrow(d, -k, k)`` (the last k) as a
+    ``Slice`` from -k to 0, which in ONNX selects nothing."""
     import warnings
 
     import torch
 
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
+    torch.onnx.register_custom_op_symbolic("aten::narrow", _onnx_narrow, 17)
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -131,7 +150,21 @@ def export_onnx(source: ModelSource, path: str) -> None:
             torch.onnx.export(source.module, source.example, path, opset_version=17, dynamo=False,
                               **({"input_names": names, "dynamic_axes": axes} if axes else {}))
     finally:
+        torch.onnx.unregister_custom_op_symbolic("aten::narrow", 17)
         torch.backends.mha.set_fastpath_enabled(fastpath)
+
+
+def _onnx_narrow(g, x, dim, start, length):
+    """``narrow(x, dim, start, length)`` as an ONNX ``Slice`` from ``start`` to ``start + length``, except that a
+    negative ``start`` whose slice reaches the end of the axis ends at the largest int64 (``-k + k`` is 0, the
+    start of the axis in ONNX). Constant arguments only, as TorchScript's export of a static-shaped narrow has."""
+    import sys
+
+    from torch.onnx import symbolic_helper as sh
+
+    d, s, n = (sh._get_const(v, "i", name) for v, name in ((dim, "dim"), (start, "start"), (length, "length")))
+    end = sys.maxsize if s < 0 and s + n == 0 else s + n
+    return sh._slice_helper(g, x, axes=[d], starts=[s], ends=[end])
 
 
 def onnx_session(path: str, threads: int | None = None):
@@ -234,8 +267,10 @@ def _from_torch(spec: str, name: str, module, example: tuple, dynamic_shapes=Non
         if not isinstance(x, torch.Tensor):
             raise TiletuneError(f"{spec}: example input {i} is a {type(x).__name__}, not a torch.Tensor")
         dtype = str(x.dtype).replace("torch.", "")
-        high = int(x.max()) + 1 if not x.is_floating_point() and x.numel() else 0
-        inputs.append(InputSpec(f"input{i}", tuple(x.shape), dtype, high))
+        integer = not x.is_floating_point() and x.numel() and x.dtype != torch.bool
+        high = int(x.max()) + 1 if integer else 0
+        low = min(0, int(x.min())) if integer else 0
+        inputs.append(InputSpec(f"input{i}", tuple(x.shape), dtype, high, low))
     dims = _torch_dims(spec, module, inputs, dynamic_shapes) if dynamic_shapes is not None else {}
     return ModelSource(spec, name, "torch", inputs, module=module.eval(), example=tuple(example), dims=dims,
                        dynamic_shapes=dynamic_shapes if dims else None)
