@@ -125,6 +125,23 @@ def test_scatter_reduce_forms_onnx_cannot_express_build_from_torch(name, tmp_pat
     _check(name, fn, with_index, "torch", tmp_path)
 
 
+@pytest.mark.parametrize("descending", [False, True])
+def test_a_stable_sort_keeps_ties_in_order(descending, tmp_path):
+    """``sort(stable=True)`` (ATen's ``sort.stable``; torch's ONNX exporter refuses it) on integers with ties:
+    the indices of equal values in their input order, as torch gives them."""
+    from tiletune.model.source import _from_torch
+
+    class Ties(nn.Module):
+        def forward(self, m):
+            return torch.sort(m * 3, dim=-1, descending=descending, stable=True)
+
+    src = _from_torch("ties", "ties", Ties().eval(), (torch.randint(0, 3, (2, 10)),))
+    run = _build(src)
+    inputs = src.random_inputs(0)
+    assert len(np.unique(inputs[0])) < inputs[0].size  # ties
+    _assert_matches(run(*inputs), src.reference(inputs))
+
+
 def test_an_unsupported_scatter_reduction_is_refused_in_one_line(tmp_path):
     from tiletune.model.importer import to_relax
 

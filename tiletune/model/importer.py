@@ -143,7 +143,9 @@ def extra_converters() -> dict:
     divides the input's (a max pool of stride = window = input / output; the global pool included; overlapping
     cells are refused in one line); ``elu`` with its ``scale`` and ``input_scale`` (TVM ignores them, and
     torch.export writes SELU as ``elu(x, alpha, scale)``: TVM's SELU was off by the factor 1.0507); ``scatter_add``,
-    ``scatter_reduce`` and ``scatter`` of a value or with ``reduce=`` (``tiletune.model.scatter_ops``)."""
+    ``scatter_reduce`` and ``scatter`` of a value or with ``reduce=`` (``tiletune.model.scatter_ops``); ``sort``
+    with ``stable=True`` (``sort.stable``, whose arguments after the tensor are keywords) by TVM's own ``sort``
+    converter, which reads them as keywords: its argsort keeps equal elements in their order (a stable sort)."""
     from tvm import relax
 
     from .scatter_ops import scatter_converters
@@ -182,7 +184,8 @@ def extra_converters() -> dict:
         return imp.block_builder.emit(relax.op.multiply(out, c(scale)))
 
     return {"amax.default": reduce(relax.op.max), "amin.default": reduce(relax.op.min),
-            "adaptive_max_pool2d.default": adaptive_max_pool2d, "elu.default": elu, **scatter_converters()}
+            "adaptive_max_pool2d.default": adaptive_max_pool2d, "elu.default": elu,
+            "sort.stable": lambda node, imp: imp._sort(node), **scatter_converters()}
 
 
 def _bool_compares_as_int8(mod):
