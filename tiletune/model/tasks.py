@@ -47,7 +47,7 @@ from .const_fold import fold_weights
 from .dims import bind, parse_shapes
 from .fast_math import fast_math
 from .importer import to_relax
-from .library_kernels import failing_operator, reason
+from .library_kernels import failing_operator, needs_root, reason
 from .indices import normalize_indices
 from . import nchwc, winograd
 from .layout import DEFAULT_LAYOUT, check_layout_for, convert
@@ -302,6 +302,8 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
                 pass  # not a row reduction: the reason above stands
         if not k.tunable and (kind := winograd.transform(f)):
             k.reason = f"Winograd's {kind} transform (a schedule of its own)"
+        elif not k.tunable and needs_root(f):
+            k.reason = "TVM's own kernel (sort, scan, topk, scatter: loops without a compute block), kept as written"
         if not k.tunable:
             k.flops = block_flops(f)
             if is_cuda(target):
