@@ -245,3 +245,64 @@ def test_integer_inputs_get_a_set_that_differs_position_by_position():
     assert len(set(ids.ravel().tolist())) == 10  # every value of the range, none twice in a row
     assert all(a != b for a, b in zip(ids.ravel(), ids.ravel()[1:]))
     assert src.random_inputs(0)[0].min() >= -5
+
+
+ADVANCED = {  # PyTorch's advanced indexing with several index tensors, negative ones among them
+    "adjacent": lambda y: y[:, torch_arange(6), torch_tensor([-1, -2, -3, 0, 1, 2])],
+    "apart": lambda y: y[torch_tensor([0, -1]), :, torch_tensor([[1], [-2]])],
+    "leading": lambda y: y[torch_tensor([1, 0]), torch_tensor([-1, 3])],
+}
+
+
+def torch_arange(n):
+    import torch
+
+    return torch.arange(n)
+
+
+def torch_tensor(v):
+    import torch
+
+    return torch.tensor(v)
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("case", list(ADVANCED))
+def test_advanced_indexing_with_several_index_tensors_matches_torch(tmp_path, case):
+    import torch
+
+    from tiletune.model.source import _from_torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return ADVANCED[case](self.lin(x))
+
+    torch.manual_seed(0)
+    src = _from_torch(case, case, M(), (torch.randn(2, 6, 8),))
+    assert _relative_error(_build(src, tmp_path, case), src) <= 1e-5
+
+
+@pytest.mark.tvm
+def test_run_time_index_tensors_wrap_and_a_boolean_mask_is_refused(tmp_path):
+    import torch
+
+    from tiletune.model.source import _from_torch
+
+    class M(torch.nn.Module):
+        def forward(self, x, i, j):
+            return x[:, i, j] * 2
+
+    src = _from_torch("rt", "rt", M(), (torch.randn(2, 6, 8), torch.tensor([0, 5, -1]), torch.tensor([[7], [-8]])))
+    assert src.inputs[1].low == -1 and src.inputs[2].low == -8  # the checks draw negative indices too
+    assert _relative_error(_build(src, tmp_path, "rt"), src) <= 1e-6
+
+    class Mask(torch.nn.Module):
+        def forward(self, x):
+            return x[x > 0]
+
+    with pytest.raises(TiletuneError, match=r"boolean mask \(x\[mask\]\)"):
+        _build(_from_torch("mask", "mask", Mask(), (torch.randn(2, 3),)), tmp_path, "mask")

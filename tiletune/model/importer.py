@@ -145,9 +145,11 @@ def extra_converters() -> dict:
     torch.export writes SELU as ``elu(x, alpha, scale)``: TVM's SELU was off by the factor 1.0507); ``scatter_add``,
     ``scatter_reduce`` and ``scatter`` of a value or with ``reduce=`` (``tiletune.model.scatter_ops``); ``sort``
     with ``stable=True`` (``sort.stable``, whose arguments after the tensor are keywords) by TVM's own ``sort``
-    converter, which reads them as keywords: its argsort keeps equal elements in their order (a stable sort)."""
+    converter, which reads them as keywords: its argsort keeps equal elements in their order (a stable sort);
+    advanced indexing with several index tensors (``index.Tensor``, ``tiletune.model.advanced_index``)."""
     from tvm import relax
 
+    from .advanced_index import index_tensor
     from .scatter_ops import scatter_converters
 
     def reduce(op):
@@ -185,7 +187,7 @@ def extra_converters() -> dict:
 
     return {"amax.default": reduce(relax.op.max), "amin.default": reduce(relax.op.min),
             "adaptive_max_pool2d.default": adaptive_max_pool2d, "elu.default": elu,
-            "sort.stable": lambda node, imp: imp._sort(node), **scatter_converters()}
+            "sort.stable": lambda node, imp: imp._sort(node), "index.Tensor": index_tensor, **scatter_converters()}
 
 
 def _bool_compares_as_int8(mod):

@@ -12,7 +12,8 @@ module, before anything else sees it:
   ``i mod n`` (a ``take`` of them in ``clip`` mode, which changes no index in range); a constant outside
   ``[-n, n)`` along a static axis is refused in one line (PyTorch and ONNX Runtime reject it too);
 - run-time indices (an input, or computed) are wrapped where they are read: ``take`` in TVM's ``wrap`` mode,
-  ``gather_elements`` / ``gather_nd`` on ``floor_mod(i, n)``. An index in ``[-n, n)`` gets the framework's
+  ``gather_elements`` / ``gather_nd`` on ``floor_mod(i, n)`` (``gather_nd`` column by column, each by its axis'
+  size as a scalar). An index in ``[-n, n)`` gets the framework's
   element; one outside it, which the framework rejects at run time, reads an element of the tensor instead of
   memory outside it (no kernel here can raise). ``clip`` and ``nan`` modes the importer chose are kept.
 
@@ -113,10 +114,12 @@ def normalize_indices(mod, where: str = "the model"):
                     raise TiletuneError(f"{where}: gather_nd has an index outside its tensor ({v.tolist()} for axes "
                                         f"of sizes {sizes})")
                 return relax.op.gather_nd(x, relax.const(np.mod(v, sz), str(v.dtype)), batch_dims=batch)
-            return relax.op.gather_nd(x, _wrapped(idx, np.array(sizes)), batch_dims=batch)
+            cols = [_wrapped(relax.op.strided_slice(idx, [len(ishape) - 1], [j], [j + 1]), n, str(idx.ty.dtype))
+                    for j, n in enumerate(sizes)]  # one scalar each: a constant vector would be a kernel's argument
+            return relax.op.gather_nd(x, relax.op.concat(cols, axis=-1), batch_dims=batch)
 
-    def _wrapped(idx, n):
-        dtype = str(idx.ty.dtype)
+    def _wrapped(idx, n, dtype=None):
+        dtype = dtype or str(idx.ty.dtype)
         return relax.op.floor_mod(idx, relax.const(np.asarray(n).astype(dtype), dtype))
 
     def _fold(idx, n, what):
