@@ -261,7 +261,8 @@ def test_onnx_frontend_errors_name_the_operator_and_print_nothing():
 
 def test_onnx_fold_takes_static_shapes_and_known_branches():
     """Shape/Size of a statically shaped tensor become constants (a sort's TopK k), and an If whose condition is
-    known is replaced by its branch; a shape with a named dimension is left to run."""
+    known is replaced by its branch; a shape with a named dimension is left to run, its numbered dimensions
+    gathered from it fold."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
@@ -293,4 +294,7 @@ def test_onnx_fold_takes_static_shapes_and_known_branches():
     onnx.checker.check_model(folded)
     a = np.random.default_rng(0).standard_normal((2, 8)).astype("float32")
     np.testing.assert_array_equal(ReferenceEvaluator(folded).run(None, {"x": a})[0], np.sort(a, -1))
-    assert "Shape" in [n.op_type for n in fold_constants(model("batch")).graph.node]
+    dynamic = fold_constants(model("batch"))  # the batch is a name: its Shape stays, the sorted axis' length folds
+    assert "Shape" in [n.op_type for n in dynamic.graph.node]
+    k = next(n.input[1] for n in dynamic.graph.node if n.op_type == "TopK")
+    assert numpy_helper.to_array(next(t for t in dynamic.graph.initializer if t.name == k)).tolist() == [8]

@@ -12,9 +12,9 @@ weights stay initializers).
 Two more things are known before the graph runs, and folded too:
 
 - ``Shape`` and ``Size`` of a tensor whose shape ONNX's shape inference gives in full (every dimension a
-  number): torch exports ``sort`` and ``argsort`` as a ``TopK`` whose ``k`` is ``Gather(Shape(x), axis)``, which
-  TVM's frontend refuses ("TopK k must be a constant"). A dimension that is a name (a dynamic model's) is not
-  known, and its ``Shape`` stays.
+  number), and a ``Gather`` of numbered dimensions from a shape known in part: torch exports ``sort`` and
+  ``argsort`` as a ``TopK`` whose ``k`` is ``Gather(Shape(x), axis)``, which TVM's frontend refuses ("TopK k must
+  be a constant"). A dimension that is a name (a dynamic model's) is not known, and what reads it stays.
 - An ``If`` whose condition is known is replaced by the nodes of the branch it takes (each branch output
   renamed to the If's output by an ``Identity``), which are then folded like the others: torch exports
   ``scatter_reduce`` between two ``If(Size(Shape(x)) == 0)`` for a 0-d input, which TVM's frontend cannot
@@ -34,8 +34,9 @@ _KEEP = {"If", "Loop", "Scan", "RandomNormal", "RandomNormalLike", "RandomUnifor
 SHAPES_ONLY = 4096
 
 
-def _static_shapes(model) -> dict[str, tuple[int, ...]]:
-    """{tensor name: shape} of every tensor of the main graph whose shape ONNX's shape inference gives in full.
+def _static_shapes(model) -> dict[str, tuple[int | None, ...]]:
+    """{tensor name: shape} of every tensor of the main graph whose rank ONNX's shape inference gives (None for a
+    dimension it does not know as a number).
     Large initializers (weights) are given to the inference by their type alone (``SHAPES_ONLY``), so that it does
     not copy a model's weights; the small ones (shapes, axes, pads) keep their values, which inference reads."""
     import onnx
@@ -64,23 +65,40 @@ def _static_shapes(model) -> dict[str, tuple[int, ...]]:
         t = vi.type.tensor_type
         if not t.HasField("shape"):
             continue
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-        if all(d is not None for d in dims):
-            out[vi.name] = tuple(int(d) for d in dims)
+        out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in t.shape.dim)
     return out
 
 
-def _shape_of(node, shapes: dict, known: dict) -> np.ndarray | None:
-    """The value of a ``Shape`` or ``Size`` node whose input's shape is known in full, else None."""
+def _shape_of(node, shapes: dict, known: dict, partial: dict) -> np.ndarray | None:
+    """The value of a ``Shape`` or ``Size`` node whose input's shape is known in full, else None; a ``Shape`` of a
+    shape known in part goes to ``partial`` (its output's name -> the dimensions, None where unknown)."""
     src = node.input[0] if node.input else ""
     shape = tuple(known[src].shape) if src in known else shapes.get(src)
     if shape is None:
         return None
     if node.op_type == "Size":
-        return np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+        return None if None in shape else np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
     attrs = {a.name: a.i for a in node.attribute}
-    start, end = attrs.get("start", 0), attrs.get("end", len(shape))
-    return np.array(shape[slice(start, end)], dtype=np.int64)
+    dims = shape[slice(attrs.get("start", 0), attrs.get("end", len(shape)))]
+    if None in dims:
+        partial[node.output[0]] = dims
+        return None
+    return np.array(dims, dtype=np.int64)
+
+
+def _gathered_dims(node, partial: dict, known: dict) -> np.ndarray | None:
+    """The value of a ``Gather`` (axis 0) of known dimensions from a shape known in part (``_shape_of``): a sort's
+    ``k``, the length of the sorted axis, in a model whose batch is dynamic."""
+    if len(node.input) < 2 or node.input[0] not in partial or node.input[1] not in known:
+        return None
+    if any(a.name == "axis" and a.i != 0 for a in node.attribute):
+        return None
+    dims = partial[node.input[0]]
+    idx = np.asarray(known[node.input[1]])
+    picked = [dims[int(i)] for i in idx.reshape(-1)]
+    if None in picked:
+        return None
+    return np.array(picked, dtype=np.int64).reshape(idx.shape)
 
 
 def _branch(node, cond: np.ndarray) -> list:
@@ -117,6 +135,7 @@ def fold_constants(model):
     graph = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
     shapes = _static_shapes(model)
+    partial: dict[str, tuple[int | None, ...]] = {}  # Shape outputs known in part
     known: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     folded: dict[str, np.ndarray] = {}
     kept = []
@@ -129,8 +148,9 @@ def fold_constants(model):
             todo.extend(_branch(node, known[inputs[0]])[::-1])
             inlined = True
             continue
-        if node.domain in ("", "ai.onnx") and node.op_type in ("Shape", "Size"):
-            value = _shape_of(node, shapes, known)
+        if node.domain in ("", "ai.onnx") and node.op_type in ("Shape", "Size", "Gather"):
+            value = (_gathered_dims(node, partial, known) if node.op_type == "Gather"
+                     else _shape_of(node, shapes, known, partial))
             if value is not None:
                 known[node.output[0]] = folded[node.output[0]] = value
                 continue
