@@ -306,3 +306,56 @@ def test_run_time_index_tensors_wrap_and_a_boolean_mask_is_refused(tmp_path):
 
     with pytest.raises(TiletuneError, match=r"boolean mask \(x\[mask\]\)"):
         _build(_from_torch("mask", "mask", Mask(), (torch.randn(2, 3),)), tmp_path, "mask")
+
+
+def _onnx_cases():
+    """(node, extra inputs {name: (shape, run-time value)}, initializers) of ONNX's indexing operators, each with
+    negative and boundary indices, on a 3x5 input ``x``."""
+    from onnx import helper as h
+
+    return {
+        "Gather const": (h.make_node("Gather", ["x", "i"], ["y"], axis=1), {}, {"i": np.array([-1, 0, -5, 4])}),
+        "Gather": (h.make_node("Gather", ["x", "i"], ["y"], axis=1), {"i": np.array([-1, 4, -5, 0])}, {}),
+        "GatherElements": (h.make_node("GatherElements", ["x", "i"], ["y"], axis=1),
+                           {"i": np.array([[-1, 0], [4, -5], [2, -3]])}, {}),
+        "GatherND": (h.make_node("GatherND", ["x", "i"], ["y"]), {"i": np.array([[-1, -1], [0, -5], [2, 4], [-3, 0]])},
+                     {}),
+        "GatherND const": (h.make_node("GatherND", ["x", "i"], ["y"]), {}, {"i": np.array([[-1, -1], [0, -5]])}),
+        "ScatterND": (h.make_node("ScatterND", ["x", "i", "u"], ["y"]), {"i": np.array([[-1, -1], [0, -5]])},
+                      {"u": np.ones(2, "float32")}),
+        "ScatterElements": (h.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1),
+                            {"i": np.array([[-1], [-5], [4]])}, {"u": np.ones((3, 1), "float32")}),
+        "Slice negative step": (h.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"]), {},
+                                {"s": np.array([-1]), "e": np.array([-100]), "a": np.array([1]), "st": np.array([-2])}),
+        "Slice out of range": (h.make_node("Slice", ["x", "s", "e", "a"], ["y"]), {},
+                               {"s": np.array([-100, 1]), "e": np.array([100, 1000]), "a": np.array([0, -1])}),
+    }
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("case", ["Gather const", "Gather", "GatherElements", "GatherND", "GatherND const", "ScatterND",
+                                  "ScatterElements", "Slice negative step", "Slice out of range"])
+def test_onnx_indexing_operators_match_onnx_runtime_on_negative_and_boundary_indices(tmp_path, case):
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper as h, numpy_helper
+
+    from tiletune.model.build import ModelRunner, compare, compile_module, scheduled_module
+    from tiletune.model.source import load
+    from tiletune.model.tasks import model_tasks
+    from tiletune.target import parse_target
+
+    node, runtime, inits = _onnx_cases()[case]
+    inputs = [h.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])] + [
+        h.make_tensor_value_info(k, TensorProto.INT64, list(v.shape)) for k, v in runtime.items()]
+    graph = h.make_graph([node], "g", inputs, [h.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                         initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    source, target = load(path), parse_target("llvm")
+    mod, _ = scheduled_module(model_tasks(source, target, "NHWC"), {})
+    run = ModelRunner(compile_module(mod, target))
+    x = [np.random.default_rng(0).standard_normal((3, 5)).astype("float32"), *runtime.values()]
+    assert compare(run(*x), source.reference(x)) == 0.0

@@ -52,11 +52,19 @@ def fold_batchnorm(module):
         return module
 
 
+#: warnings of TVM's frontends that announce a result other than the model's (here they refuse the import):
+#: an ONNX Softmax, LogSoftmax or Hardmax of opset 12 or below (which flattens the tensor from ``axis`` on) on a
+#: tensor of unknown rank is imported as the operator along ``axis`` alone
+WRONG_IMPORT = (r".*opset<=12 fallback: static rank/shape is unavailable",)
+
+
 def to_relax(source: ModelSource, *, hoist: bool = True):
     """The Relax IRModule of ``source`` (``main`` takes the inputs, weights are constants). ``hoist=False``
     leaves elementwise operators after their reshapes (``benchmarks/fusion_gain.py`` measures what it costs)."""
     with warnings.catch_warnings():  # torch's export and TVM's frontends warn about their own internals
         warnings.simplefilter("ignore")
+        for message in WRONG_IMPORT:  # except where they announce a wrong result: an error (the import refused)
+            warnings.filterwarnings("error", message=message)
         mod = split_as_slices(_to_relax(source))
     return hoist_over_reshapes(mod) if hoist else mod
 
