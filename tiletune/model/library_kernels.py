@@ -27,21 +27,16 @@ from ..errors import one_line
 
 
 def _holds_block(stmt) -> bool:
-    """Whether ``stmt`` holds an SBlock anywhere inside it."""
-    from tvm import s_tir
+    """Whether ``stmt`` holds an SBlock anywhere inside it (through sequences, loops, conditions and the other
+    statements with a ``body``)."""
+    from tvm import s_tir, tirx
 
-    if stmt is None:
-        return False
     if isinstance(stmt, (s_tir.SBlockRealize, s_tir.SBlock)):
         return True
-    for attr in ("seq", "body", "then_case", "else_case"):
-        sub = getattr(stmt, attr, None)
-        if sub is None or not hasattr(sub, "__class__") or isinstance(sub, (str, int, float)):
-            continue
-        subs = list(sub) if attr == "seq" else [sub]
-        if any(_holds_block(s) for s in subs):
-            return True
-    return False
+    if isinstance(stmt, tirx.SeqStmt):
+        return any(_holds_block(s) for s in stmt.seq)
+    subs = [getattr(stmt, a, None) for a in ("body", "then_case", "else_case")]
+    return any(isinstance(s, tirx.Stmt) and _holds_block(s) for s in subs)
 
 
 def needs_root(func) -> bool:
