@@ -78,7 +78,11 @@ def scatter_converters() -> dict:
     """ATen scatter operators -> converters for ``from_exported_program``'s ``custom_convert_map``."""
 
     def arg(node, imp, args, i, name, default=None):
-        return args[i] if len(node.args) > i else node.kwargs.get(name, default)
+        """Argument ``i`` (positional) or ``name`` (keyword; a tensor's fx node read from the importer's values)."""
+        if len(node.args) > i:
+            return args[i]
+        value = node.kwargs.get(name, default)
+        return imp.env[value] if value is not None and type(value).__name__ == "Node" else value
 
     def scatter_add(node, imp):
         args = imp.retrieve_args(node)
