@@ -76,15 +76,19 @@ def test_reducer_shrinks_a_planted_failure_to_its_one_op(op, tmp_path):
     assert source.kind == "torch" and source.reference(source.random_inputs(0))
 
 
-def test_reason_keys_name_the_operator_or_the_first_words():
+def test_reason_keys_name_the_stage_and_the_operator_or_the_cause():
     assert reason_key("compiling the model failed (TVM has no kernel for relax.foo (its legalization ...))") == \
-        "no-kernel:relax.foo"
+        "compile:relax.foo"
     assert reason_key("compiling the model failed (kernel fused_cumsum_add3 does not compile: x)") == "compile:cumsum"
     assert reason_key("fuzz-3: TVM's PyTorch frontend cannot import it (AssertionError: Unsupported function "
                       "types ['scatter_add.default'])") == "import:scatter_add"
+    assert reason_key("/tmp/w/fuzz-12.onnx: TVM's ONNX frontend cannot import it (AttributeError: ONNX operator "
+                      "Expand: 'Var' object has no attribute 'value')") == "import:Expand"
     assert reason_key("/tmp/w/fuzz-12.onnx: the imported model computes a tensor of unknown shape "
                       "(relax.dynamic_strided_slice); only static") == "unknown-shape:relax.dynamic_strided_slice"
-    assert reason_key("fusing the model's operators failed (Check failed: x)") == "fusing the model's operators failed"
+    assert reason_key("compiling the model failed (TVM's lowering of the model failed: Literal value 5533 exceeds "
+                      "range of int64)") == "compile:Literal value N exceeds range"
+    assert reason_key("the model is odd 12 here (x)") == "the model is odd"
 
 
 def test_a_hung_worker_is_a_crash_and_is_replaced(tmp_path):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .generate import Spec, generate
 from .reduce import reduce_spec, still_fails, write_reproducer
-from .run import PATHS
+from .run import PATHS, reason_key
 from .worker import Worker
 
 FAILURES = ("mismatch", "crash")
@@ -97,12 +97,16 @@ def line(row: dict) -> str:
 def reduce_all(d: Path, rows: list[dict], worker: Worker, log=print) -> None:
     """Reduce every failure of ``rows`` that ``d/reduced.jsonl`` does not hold yet."""
     done = {(r["seed"], r["path"]) for r in read_rows(d / "reduced.jsonl")}
+    smaller = {r["seed"]: Spec(r["seed"], tuple(map(tuple, r["steps"]))) for r in read_rows(d / "reduced.jsonl")}
     for row in rows:
         for path, r in row.get("paths", {}).items():
             if r["outcome"] not in FAILURES or (row["seed"], path) in done:
                 continue
             spec = Spec.from_json(row)
-            small = reduce_spec(spec, still_fails(worker, path, r["outcome"], r["reason"], row.get("tune", 0)))
+            fails = still_fails(worker, path, r["outcome"], r["reason"], row.get("tune", 0))
+            other = smaller.get(row["seed"])  # the other path's reduction: the same failure, most often
+            small = reduce_spec(other if other and fails(other) else spec, fails)
+            smaller[row["seed"]] = small
             note = f"{r['outcome']} on the {path} path: {r['reason']}: {r['detail']}".replace("\n", " ")[:300]
             repro = write_reproducer(small, str(d / "repro" / f"seed-{row['seed']}-{path}.py"), note)
             rec = {"seed": row["seed"], "path": path, "outcome": r["outcome"], "reason": r["reason"],
@@ -118,13 +122,21 @@ def _describe(spec: Spec) -> str:
     return build(spec).description
 
 
+def _reason(res: dict) -> str:
+    """A result's reason key; a refusal's from its message by the current ``reason_key`` (so that the rows of an
+    older run count with the new ones)."""
+    return reason_key(res["detail"]) if res["outcome"] == "refused" and res.get("detail") else res["reason"]
+
+
 def summary(rows: list[dict], reduced: list[dict], seed: int = 0) -> str:
     """The campaign's Markdown summary (see the module docstring)."""
-    paths = sorted({p for r in rows for p in r.get("paths", {})}, key=lambda p: (PATHS.index(p) if p in PATHS else len(PATHS), p))
+    paths = sorted({p for r in rows for p in r.get("paths", {})},
+                   key=lambda p: (PATHS.index(p) if p in PATHS else len(PATHS), p))
     lines = [f"# Fuzz campaign: {len(rows)} models (seeds from {seed})", "",
              f"{sum(r.get('dynamic', False) for r in rows)} with a symbolic dimension, "
              f"{sum(bool(r.get('tune')) for r in rows)} tuned.", "",
-             "| path | models | match | refused | mismatch | crash | skip | s/model (median) |", "|---|---|---|---|---|---|---|---|"]
+             "| path | models | match | refused | mismatch | crash | skip | s/model (median) |",
+             "|---|---|---|---|---|---|---|---|"]
     for p in paths:
         rs = [r["paths"][p] for r in rows if p in r.get("paths", {})]
         c = Counter(r["outcome"] for r in rs)
@@ -133,13 +145,13 @@ def summary(rows: list[dict], reduced: list[dict], seed: int = 0) -> str:
         lines.append(f"| {p} | {len(rs)} | {c['match']} | {c['refused']} | {c['mismatch']} | {c['crash']} | "
                      f"{c['skip']} | {med} |")
     for title, outcome in (("Refused, by reason", "refused"), ("Skipped (the generator's problem), by reason", "skip")):
-        c = Counter((p, r["paths"][p]["reason"]) for r in rows for p in r.get("paths", {})
+        c = Counter((p, _reason(r["paths"][p])) for r in rows for p in r.get("paths", {})
                     if r["paths"][p]["outcome"] == outcome)
         if c:
             lines += ["", f"## {title}", "", "| path | reason | models | first seed |", "|---|---|---|---|"]
             for (p, why), k in sorted(c.items(), key=lambda x: (-x[1], x[0])):
-                first = min(r["seed"] for r in rows if r.get("paths", {}).get(p, {}).get("reason") == why
-                            and r["paths"][p]["outcome"] == outcome)
+                first = min(r["seed"] for r in rows if p in r.get("paths", {}) and r["paths"][p]["outcome"] == outcome
+                            and _reason(r["paths"][p]) == why)
                 lines.append(f"| {p} | {why.replace('|', '/')} | {k} | {first} |")
     repro = {(r["seed"], r["path"]): r for r in reduced}
     fails = [(r, p) for r in rows for p in r.get("paths", {}) if r["paths"][p]["outcome"] in FAILURES]
@@ -147,7 +159,8 @@ def summary(rows: list[dict], reduced: list[dict], seed: int = 0) -> str:
     if not fails:
         lines.append("None.")
     else:
-        lines += ["| seed | path | outcome | reason | detail | reduced to | reproducer |", "|---|---|---|---|---|---|---|"]
+        lines += ["| seed | path | outcome | reason | detail | reduced to | reproducer |",
+                  "|---|---|---|---|---|---|---|"]
         for r, p in fails:
             res, red = r["paths"][p], repro.get((r["seed"], p), {})
             lines.append(f"| {r['seed']} | {p} | {res['outcome']} | {res['reason']} | "

@@ -211,7 +211,7 @@ def reshape(m: Model, r: Rng) -> None:
     t = m.pick(r)
     if t is None:
         return
-    n, x = len(t.shape), t.var
+    n = len(t.shape)
     if SYM not in t.shape:
         shape = _factor(m.numel(t.shape), r.randint(1, 4), r)
         if shape == t.shape:
@@ -244,7 +244,7 @@ def permute(m: Model, r: Rng) -> None:
     t = m.pick(r)
     if t is None:
         return
-    n, x = len(t.shape), t.var
+    n = len(t.shape)
     ones = [a for a, d in enumerate(t.shape) if d == 1]
     pick = r.choice(["permute", "transpose", "unsqueeze", "squeeze" if ones and n > 1 else "permute"])
     if pick == "unsqueeze" and n < 5:
@@ -270,7 +270,7 @@ def reduce(m: Model, r: Rng) -> None:
     t = m.pick(r)
     if t is None:
         return
-    n, x = len(t.shape), t.var
+    n = len(t.shape)
     fn = r.choice(["sum", "mean", "amax", "amin", "max"])
     keep = r.random() < 0.4
     axes = sorted(r.sample(range(n), 1 if fn == "max" else r.randint(1, n)))
@@ -335,7 +335,8 @@ def expand(m: Model, r: Rng) -> None:
     elif pick == "ones":
         a = r.choice(ones)
         shape = _with(t.shape, a, e)
-        expr, desc = f"{x}.expand({', '.join(str(e) if i == a else '-1' for i in range(n))})", f"expand(axis {a} to {e})"
+        sizes = ", ".join(str(e) if i == a else "-1" for i in range(n))
+        expr, desc = f"{x}.expand({sizes})", f"expand(axis {a} to {e})"
     elif pick == "repeat":
         reps = [1] * n
         a = r.randrange(n)

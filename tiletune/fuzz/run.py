@@ -46,23 +46,35 @@ class PathResult:
     seconds: float = 0.0
 
 
+#: the head of a refusal message -> its short tag (``reason_key``)
+HEADS = {"TVM's PyTorch frontend cannot import it": "import", "TVM's ONNX frontend cannot import it": "import",
+         "fusing the model's operators failed": "fuse", "compiling the model failed": "compile",
+         "the imported model computes a tensor of unknown shape": "unknown-shape", "torch.export failed": "export"}
+#: what names the operator inside a refusal message
+OPERATOR = [r"TVM has no kernel for ([\w.]+)",
+            r"kernel (?:fused_)?([a-z]+(?:_[a-z]+)*?)(?:_?\d+)?(?:_\w+)? does not compile",
+            r"Unsupported function types? \[?'([\w.]+)", r"ONNX operator (\w+)", r'GlobalVar\("(\w+)"\)',
+            r"No converter for op type ([\w.]+)", r"^\(?(relax\.[\w.]+)\)"]
+
+
 def reason_key(message: str) -> str:
-    """A short key of a refusal message, for counting: the operator it names where it names one, else its
-    first words (numbers and names of the model removed)."""
-    msg = re.sub(r"^\S*fuzz-\d+(\.onnx)?: ", "", message.strip().splitlines()[0] if message.strip() else "")
-    patterns = [(r"TVM has no kernel for ([\w.]+)", "no-kernel:{}"),
-                (r"kernel (?:fused_)?([a-z_]+?)\d*(?:_\w+)? does not compile", "compile:{}"),
-                (r"Unsupported function types? \[?'?([\w.]+)", "import:{}"),
-                (r"[Uu]nsupported (?:op(?:erator)?s?:? ?)'?([\w.:]+)", "import:{}"),
-                (r"No converter for op type ([\w.]+)|op type ([\w.]+) is not supported", "import:{}"),
-                (r"tensor of unknown shape \(([\w.]+)", "unknown-shape:{}")]
-    for pat, fmt in patterns:
-        m = re.search(pat, msg)
+    """A short key of a refusal message, for counting: ``STAGE:OPERATOR`` where the message names an operator,
+    else ``STAGE:`` and the first words of its cause (numbers as N); the stage from the message's head
+    (``HEADS``), else its first words."""
+    msg = message.strip().splitlines()[0] if message.strip() else ""
+    msg = re.sub(r"^\S*fuzz-\d+(\.onnx)?: ", "", msg)
+    head = next((h for h in HEADS if msg.startswith(h)), None)
+    rest = msg[len(head):].strip(" (") if head else msg
+    tag = HEADS[head] if head else " ".join(re.sub(r"\(.*", "", msg).split()[:4])
+    for pat in OPERATOR:
+        m = re.search(pat, rest)
         if m:
-            return fmt.format(next(g for g in m.groups() if g).replace(".default", ""))
-    words = re.sub(r"\(.*", "", msg)
-    words = re.sub(r"\d+", "N", words)
-    return " ".join(words.split()[:5]) or "no message"
+            return f"{tag}:{m.group(1).replace('.default', '')}"
+    if not head:
+        return re.sub(r"\d+", "N", tag) or "no message"
+    cause = re.sub(r"^[^:(]* failed: ", "", rest)  # "X's lowering failed: CAUSE"
+    cause = re.sub(r"\d+", "N", re.sub(r"\(.*", "", cause)).rstrip(" )")
+    return f"{tag}:{' '.join(cause.split()[:5])}".rstrip(":")
 
 
 def _inputs(source, torch_source, seeds) -> list[tuple[dict | None, list[np.ndarray]]]:
@@ -176,7 +188,8 @@ def check_path(torch_source, path: str, *, workdir: str, tune: int = 0, pool=Non
                 res.outcome, res.reason, res.detail = "skip", "onnx-export", f"{type(e).__name__}: {e}"[:300]
                 return res
             source = load_source(onnx_path)
-        runner = _runner(source, torch_source.example_binding(), parse_target("llvm"), os.path.join(workdir, f"{torch_source.name}-{path}.jsonl"),
+        records = os.path.join(workdir, f"{torch_source.name}-{path}.jsonl")
+        runner = _runner(source, torch_source.example_binding(), parse_target("llvm"), records,
                          tune, pool, stage)
         stage[0] = "run"
         res.max_error = _compare(runner, source, torch_source, seeds, res)

@@ -16,9 +16,13 @@ from .generate import Spec
 from .run import PATHS
 
 
-def _serve(conn, workdir: str) -> None:
-    """The worker process: rows for the specs it receives until it receives None."""
+def _serve(conn, workdir: str, log: str) -> None:
+    """The worker process: rows for the specs it receives until it receives None; its stderr (TVM's log, and
+    the last words of a process that dies) goes to ``log``."""
     os.environ.setdefault("TVM_NUM_THREADS", "1")
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
     from .run import run_model
 
     pool = None
@@ -47,11 +51,12 @@ class Worker:
     def __init__(self, workdir: str, timeout: float = 120.0):
         self.workdir, self.timeout = workdir, timeout
         self.proc = self.conn = None
+        self.log = os.path.join(workdir, f"worker-{os.getpid()}-{id(self):x}.log")
 
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.workdir), daemon=False)
+        self.proc = ctx.Process(target=_serve, args=(child, self.workdir, self.log), daemon=False)
         self.proc.start()
         child.close()
 
@@ -66,6 +71,7 @@ class Worker:
         """The row of ``spec`` (``tiletune.fuzz.run.run_model``), or a crash row when the process died or hung."""
         if self.proc is None or not self.proc.is_alive():
             self._start()
+        start = os.path.getsize(self.log) if os.path.exists(self.log) else 0
         try:
             self.conn.send((spec.to_json(), {"paths": tuple(paths), "tune": tune, "seeds": tuple(seeds)}))
             if self.conn.poll(self.timeout):
@@ -78,7 +84,7 @@ class Worker:
             code = self.proc.exitcode
             why = f"died:{signal.Signals(-code).name}" if code and code < 0 else f"died:exit {code}"
         self._kill()
-        return crash_row(spec, paths, why, tune)
+        return crash_row(spec, paths, why, tune, last_words(self.log, start))
 
     def close(self) -> None:
         if self.proc is not None and self.proc.is_alive():
@@ -96,12 +102,26 @@ class Worker:
         self.close()
 
 
-def crash_row(spec: Spec, paths, why: str, tune: int = 0) -> dict:
-    """The row of a model whose process died or hung: every path a crash."""
+def last_words(log: str, start: int = 0) -> str:
+    """The last line of ``log`` after offset ``start`` that says something (not a stack frame, not a warning)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("  ")
+             and "Warning" not in ln and "warn" not in ln and not set(ln.strip()) <= set("!")]
+    return lines[-1][:200] if lines else ""
+
+
+def crash_row(spec: Spec, paths, why: str, tune: int = 0, words: str = "") -> dict:
+    """The row of a model whose process died or hung: every path a crash (``words``: the process's last)."""
     from .generate import build
 
     gen = build(spec)
-    res = {"outcome": "crash", "reason": why, "detail": f"the worker process {why.replace(':', ' ')}",
+    detail = f"the worker process {why.replace(':', ' ')}" + (f" ({words})" if words else "")
+    res = {"outcome": "crash", "reason": why, "detail": detail,
            "stage": "", "max_error": None, "seconds": 0.0}
     return {**spec.to_json(), "description": gen.description, "dynamic": gen.dynamic, "tune": tune,
             "paths": {p: {"path": p, **res} for p in paths}}
