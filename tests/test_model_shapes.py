@@ -178,6 +178,17 @@ def test_tune_two_lengths_add_one_build_once_and_run_any_length(spec, home, tmp_
     np.testing.assert_allclose(again(*x)[0], source.reference(x)[0], rtol=1e-4, atol=1e-4)
     assert list(again._shapes) == ["seq=27"] and not again._jobs  # loaded, not constructed again
 
+    # built without --shapes: the shapes the records were tuned at, said so
+    lib2 = tmp_path / "seq2.so"
+    assert main(["model", "build", spec, "-r", str(rec), "-o", str(lib2)]) == 0
+    out = capsys.readouterr().out
+    assert f"note: building the shapes {rec} was tuned at: seq=16; seq=32; seq=48" in out, out
+    assert json.loads((tmp_path / "seq2.so.json").read_text())["shapes"] == ["seq=16", "seq=32", "seq=48"]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["model", "build", spec, "-r", str(empty), "-o", str(tmp_path / "seq3.so")]) == 0
+    assert "holds no tuned shape of this model: building at the example's shape seq=16" in capsys.readouterr().out
+
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_a_cuda_library_tuned_shapes_and_dlight_for_the_others(spec, tmp_path, capsys, dtype):

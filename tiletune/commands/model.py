@@ -21,7 +21,8 @@ from ..model.build import (CHECK_WAITS, input_sets, best_configs, check_waits, c
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
-from ..model.shapes import best_configs_shaped, dynamic_library, other_shapes, parse_shapes, shape_tasks
+from ..model.shapes import (best_configs_shaped, dynamic_library, label, other_shapes, parse_shapes, recorded_shapes,
+                             shape_tasks)
 from ..model.first_use import portable_spec
 from ..model.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
 from ..model.shared_search import shared_search
@@ -187,15 +188,29 @@ def _layout(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _load(args) -> tuple:
+def _load(args, from_records: bool = False) -> tuple:
     """(source, its tasks, the DynamicTasks of a model with symbolic dimensions else None): a dynamic model's
-    tasks are those of every shape of --shapes (tiletune.model.shapes), merged."""
+    tasks are those of every shape of --shapes (tiletune.model.shapes), merged. ``from_records`` (``model build``):
+    without --shapes, the shapes that --records holds tuned kernels of (``recorded_shapes``), said in a note; the
+    example's shape when it holds none (said too)."""
     target = parse_target(args.target)
     if args.dtype != "float32" and not is_cuda(target):
         raise TiletuneError(f"--dtype {args.dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model "
                             "computes in float32")
     source = load_source(args.model)
     bindings = parse_shapes(getattr(args, "shapes", None), source)  # a bad --shapes: one line before the import
+    records = getattr(args, "records", None)
+    if from_records and source.dynamic and not getattr(args, "shapes", None) and records:
+        if not os.path.exists(records):
+            raise TiletuneError(f"records file {records!r} does not exist")
+        tuned = recorded_shapes(source, target, args.layout, records, dtype=args.dtype)
+        if tuned:
+            bindings = tuned
+            print(f"note: building the shapes {records} was tuned at: {'; '.join(label(b) for b in tuned)} "
+                  "(--shapes picks others)")
+        else:
+            print(f"note: {records} holds no tuned shape of this model: building at the example's shape "
+                  f"{label(bindings[0])} (tune with model tune --shapes, or give --shapes)")
     dyn = None
     if source.dynamic:
         dyn = shape_tasks(source, target, args.layout, bindings, dtype=args.dtype)
@@ -419,7 +434,7 @@ def run_tune(args) -> int:
 def run_build(args) -> int:
     check_output(args.output, "model library", parents=False)
     check_output(args.output + ".json", "model description", parents=False)
-    source, tasks, dyn = _load(args)
+    source, tasks, dyn = _load(args, from_records=True)
     if dyn is not None:
         return _build_dynamic(args, source, tasks, dyn)
     chosen = recorded = best_configs(tasks, args.records)
