@@ -10,7 +10,7 @@ import pytest
 from tiletune.construct import choice_sweep, constructions, direct_constructions, is_direct, is_row
 from tiletune.construct.gensor import GensorWalk
 from tiletune.construct.roller import RollerTree
-from tiletune.cost_model.etir import Model
+from tiletune.analytic.etir import Model
 from tiletune.cost_model.prior import analytic_prior, background_weight
 from tiletune.errors import TiletuneError
 from tiletune.hardware import preset

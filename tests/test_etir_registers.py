@@ -9,7 +9,7 @@ import numpy as np
 
 from tiletune.construct import constructions
 from tiletune.construct.gensor import GensorWalk
-from tiletune.cost_model.etir import Model
+from tiletune.analytic.etir import Model
 from tiletune.hardware import HardwareSpec, MemoryLevel, preset
 from tiletune.space import Config, Space
 from tiletune.workloads import parse

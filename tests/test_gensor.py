@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from tiletune.cost_model.etir import ETIR, Model
+from tiletune.analytic.etir import ETIR, Model
 from tiletune.errors import TiletuneError
 from tiletune.hardware import HardwareSpec, MemoryLevel, preset
 from tiletune.measure import FunctionMeasurer

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tiletune.construct import constructions
-from tiletune.construct.mma import MmaGensorWalk, MmaModel, MmaRollerTree
+from tiletune.analytic.mma import MmaModel
+from tiletune.construct.mma import MmaGensorWalk, MmaRollerTree
 from tiletune.features.analytical import FEATURE_NAMES, AnalyticalExtractor
 from tiletune.measure.synthetic import FunctionMeasurer
 from tiletune.schedules import build, make_space

@@ -4,7 +4,8 @@
 - ``roller.RollerTree``: Roller's rTile construction tree (Zhu et al., OSDI'22).
 - ``mma``: both methods on the tensor-core template's space, with an analytic model of its kernel.
 
-Both rank their configurations with Gensor's analytic model (``tiletune.cost_model.etir.Model``). The
+Both rank their configurations with Gensor's analytic model (``tiletune.analytic.etir.Model``; on the tensor-core
+template's space, ``tiletune.analytic.mma.MmaModel``). The
 strategies ``gensor`` and ``roller`` measure the top constructions; ``constructions`` below gives the top-k
 of either, or of both alternating ("construct", with constructions in the direct loop orders where those
 apply: ``direct_constructions``), to the local searches (their ``start=gensor|roller|construct`` option), so
@@ -18,13 +19,14 @@ import math
 
 import numpy as np
 
-from ..cost_model.etir import Model, longest_reduction
+from ..analytic.etir import Model, longest_reduction
+from ..analytic.mma import MmaModel
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
 from ..workloads.access import tensor_accesses
 from ..schedules import cuda_mma, starts
 from .gensor import GensorWalk
-from .mma import MmaGensorWalk, MmaModel, MmaRollerTree
+from .mma import MmaGensorWalk, MmaRollerTree
 from .roller import RollerTree
 
 METHODS = ("gensor", "roller", "construct")
@@ -234,7 +236,7 @@ def row_starts(space: Space, workload=None, target=None) -> list[tuple[float, Co
 
 
 def direct_constructions(space: Space, *, workload=None, hardware=None, target=None) -> list[Config]:
-    """Roller's top construction in each direct loop order of the space (``tiletune.cost_model.etir.Model.
+    """Roller's top construction in each direct loop order of the space (``tiletune.analytic.etir.Model.
     direct_orders``: the longest reduction axis whole in R1, the others whole in R0; then the same with the
     vectorised axis' window axis in R1 too; Roller's tree builds the spatial tiles), then in the row order where
     that applies (``Model.row_order``: a reduction made of a short window, as in an NCHW depthwise convolution;
@@ -278,7 +280,7 @@ def is_direct(space: Space, config: Config) -> bool:
 
 
 def is_row(space: Space, config: Config) -> bool:
-    """Is ``config`` in the row order (``tiletune.cost_model.etir.Model.row_order``): in a space whose reduction
+    """Is ``config`` in the row order (``tiletune.analytic.etir.Model.row_order``): in a space whose reduction
     is a 2-D window (two or more reduction axes, none longest: the spaces the row order applies to, told apart
     without building their model), the vectorised (last spatial) axis whole in one factor between S0 and S2 (no
     S0, S2, S3 split), every reduction axis whole in its last level? Other spatial tiles are not looked at (the

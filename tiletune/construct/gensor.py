@@ -15,7 +15,7 @@ results of ``walks`` (default 4) independent walks from the initial state (our c
 spends only a few steps per memory level, and a few walks stay within the paper's "milliseconds to
 seconds" budget).
 
-ETIR (the state) and the analytic model, shared with Roller, live in ``tiletune.cost_model.etir``: per loop
+ETIR (the state) and the analytic model, shared with Roller, live in ``tiletune.analytic.etir``: per loop
 axis and scheduled memory level the cumulative tile size, the current level c, the virtual-thread count V;
 footprints, traffic, the analytic (roofline) time of a state, and the map of a state to a Config.
 
@@ -78,7 +78,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..cost_model.etir import ETIR, Model
+from ..analytic.etir import ETIR, Model
 from ..space import Config, Space
 
 #: the construction's defaults (the strategy ``gensor`` declares them as its options)

@@ -19,7 +19,7 @@ Roller builds an rTile per memory level, from the registers outwards, with no se
 Roller keeps several rPrograms, not one: at every scale-up step the ``branch`` best-scoring enlargements
 (over all tiles being grown) are kept, besides the pure greedy path from every start; the finished tiles
 of a level (at most 2 x branch, the fastest by the model) each start the next level; the leaves are
-ranked by the same analytic (roofline) performance model as Gensor's (tiletune.cost_model.etir.
+ranked by the same analytic (roofline) performance model as Gensor's (tiletune.analytic.etir.
 Model.time, standing in for Roller's micro-performance model), and only the top ``k`` are measured
 (Roller measures its top 10 by default; the tree often has fewer distinct leaves than that). The
 ETIR -> Config map is Gensor's (register tile -> S3 / R1 level, L1 -> S2, L2 -> S1, cores -> S0).
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 
-from ..cost_model.etir import ETIR, Model
+from ..analytic.etir import ETIR, Model
 from ..space import Config, Space
 
 #: enlargements kept per scale-up step besides the greedy path (the strategy ``roller``'s default)

@@ -7,10 +7,8 @@
 - ``transfer.load_transfer``: training data from the records of other workloads (Zheng 4.3).
 - ``surrogate.Surrogate``: features + XGBCostModel trained on normalised throughput, with the analytic prior
   and transfer data as background rows: the model of xgb, evo and dgd (AutoTVM, Ansor, TVM-AF-DS).
-- ``etir.Model``: Gensor's ETIR state and analytic (roofline) model of a space, no learning; Gensor and
-  Roller construct configurations with it (``tiletune.construct``).
-- ``prior.analytic_prior``: pseudo-measurements from that analytic model, the ``prior=analytic`` option of
-  the learned cost models (xgb, evo, dgd).
+- ``prior.analytic_prior``: pseudo-measurements from the analytic models of ``tiletune.analytic``, the
+  ``prior=analytic`` option of the learned cost models (xgb, evo, dgd).
 """
 from .xgb import LOSSES, XGBCostModel, average_recall
 

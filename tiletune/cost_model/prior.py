@@ -3,7 +3,7 @@ analytic model, so that a model has something to say before the first measuremen
 
 ``analytic_prior(space, context, rng, n)`` labels ``n`` uniform configurations plus Roller's constructed
 leaves (so that the fast end of the space is represented) with the analytic model's normalised throughput,
-t_min / t(c), t = ``tiletune.cost_model.etir.Model.config_time`` (the roofline time of the tiling, the
+t_min / t(c), t = ``tiletune.analytic.etir.Model.config_time`` (the roofline time of the tiling, the
 model Gensor and Roller construct with). The learned model trains on them as one extra group of rows
 weighted ``background_weight(n_measured, decay)`` = 1 / 2^(n_measured / decay), the discount AutoTVM gives
 transferred data, and dropped once that weight falls under 0.05: a prior until enough measurements exist.
@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..construct.mma import MmaModel, MmaRollerTree
+from ..analytic.etir import Model
+from ..analytic.mma import MmaModel
+from ..construct.mma import MmaRollerTree
 from ..construct.roller import RollerTree
 from ..schedules import cuda_mma
 from ..errors import TiletuneError
 from ..space import Config, Space
-from .etir import Model
 
 PRIORS = ("none", "analytic")
 MIN_WEIGHT = 0.05
@@ -40,7 +41,7 @@ def background_weight(n_measured: int, decay: float) -> float:
 
 def analytic_prior(space: Space, context, rng: np.random.Generator, n: int = 256) -> PriorData:
     """``n`` uniform configurations and Roller's leaves, labelled by the analytic model (see above)."""
-    mma = cuda_mma.owns(space)  # the tensor-core template's space: its own model (tiletune.construct.mma)
+    mma = cuda_mma.owns(space)  # the tensor-core template's space: its own model (tiletune.analytic.mma)
     try:
         model = (MmaModel if mma else Model)(space, getattr(context, "workload", None),
                                              getattr(context, "hardware", None), getattr(context, "target", None))

@@ -106,7 +106,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..construct.mma import MmaModel
+from ..analytic.mma import MmaModel
 from ..errors import TiletuneError
 from ..hardware import HardwareSpec, detect_cpu, for_target
 from ..schedules import cuda_mma
@@ -378,7 +378,7 @@ def gpu_features(acc: Sequence[TensorAccess], axes: Sequence[Axis], lv: Levels, 
 
 def mma_features(model: MmaModel, config: Config) -> np.ndarray:
     """The seven features of a tensor-core configuration (``tiletune.schedules.cuda_mma``), from the quantities of
-    its analytic model (``tiletune.construct.mma``): OI_Global_Mem = FLOPs per 128-byte global->shared
+    its analytic model (``tiletune.analytic.mma``): OI_Global_Mem = FLOPs per 128-byte global->shared
     transaction of the block tiles; OI_Shared_Mem = FLOPs per 128-byte shared->register transaction of the warps'
     ldmatrix fragment loads (bank-conflict free: the template pads the staged rows); Reg_Reuse_Factor = FLOPs per
     element loaded into registers (2 wm wn / (wm + wn) per k step); ILP = independent m16n8k16 MMAs per warp and
@@ -386,7 +386,7 @@ def mma_features(model: MmaModel, config: Config) -> np.ndarray:
     per SM; Estimated_Occupancy = min(resident blocks, blocks per SM of the grid) x warps / max warps;
     Wave_Efficiency = (m / n) / ceil(m / n), m blocks on n SMs."""
     d = dict(zip(model.names, config.values))
-    flops = 2.0 * model.gemm.S * math.prod(model._padded(d))
+    flops = 2.0 * model.gemm.S * math.prod(model.padded(d))
     info = cuda_mma.tile_info(model.workload, model.space, config, model.gemm)
     hw = model.hw
     oi_global = flops / max(model.traffic(d, 1) / 128, 1.0)
@@ -398,7 +398,7 @@ def mma_features(model: MmaModel, config: Config) -> np.ndarray:
     resident = min(GPU_MAX_BLOCKS_PER_SM, (hw.max_threads_per_sm or 2048) // info.threads,
                    (hw.registers_per_sm or 65536) // (regs * info.threads),
                    (hw.shared_mem_per_sm or 49152) // max(1, info.smem_bytes))
-    ip, jp, _ = model._padded(d)
+    ip, jp, _ = model.padded(d)
     m = model.gemm.S * (ip // d["block_m"]) * (jp // d["block_n"])
     sms = max(1, hw.cores)
     max_warps = max(1, (hw.max_threads_per_sm or 2048) // 32)

@@ -8,7 +8,7 @@ checks, the top-k options of the constructive strategies), ``starts`` (the start
 steered by a learned cost model), ``torch_support``; ``tiletune.construct`` (Gensor's walk and Roller's tree:
 the constructions of the strategies gensor and roller and of the constructive starts),
 ``tiletune.cost_model.surrogate`` (features + XGBoost + background rows for xgb, evo and dgd) and
-``tiletune.cost_model.etir`` (Gensor's eTIR state and analytic model, also Roller's).
+``tiletune.analytic.etir`` (Gensor's eTIR state and analytic model, also Roller's).
 """
 from __future__ import annotations
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..analytic.etir import Model
+from ..analytic.mma import MmaModel
 from ..construct import row_starts
 from ..construct.gensor import MAX_VTHREAD, T0, THRESHOLD, WALKS, GensorWalk
-from ..construct.mma import MmaGensorWalk, MmaModel
-from ..cost_model.etir import Model
+from ..construct.mma import MmaGensorWalk
 from ..schedules import cuda_mma
 from ..space import Config, Space
 from .base import Strategy, Trial, register

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..analytic.etir import Model
+from ..analytic.mma import MmaModel
 from ..construct import row_starts
-from ..construct.mma import MmaModel, MmaRollerTree
+from ..construct.mma import MmaRollerTree
 from ..construct.roller import BRANCH, RollerTree
-from ..cost_model.etir import Model
 from ..schedules import cuda_mma
 from ..space import Config, Space
 from .base import Strategy, Trial, register

@@ -37,7 +37,7 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.construct.gensor import GensorWalk  # noqa: E402
-from tiletune.cost_model import etir  # noqa: E402
+from tiletune.analytic import etir  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
 from tiletune.model.build import constructed_configs  # noqa: E402
 from tiletune.model.shapes import parse_shapes, shape_tasks  # noqa: E402

@@ -102,7 +102,7 @@ def measure(files: list[Path], out: Path, rounds: int) -> list[dict]:
 def rank(paths: list[Path], top: int) -> list[dict]:
     from scipy.stats import spearmanr
 
-    from tiletune.cost_model.etir import Model
+    from tiletune.analytic.etir import Model
     from tiletune.records import load as load_records
 
     tgt = host_target()

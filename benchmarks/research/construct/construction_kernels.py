@@ -32,7 +32,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.api import set_threads  # noqa: E402
-from tiletune.cost_model.etir import Model  # noqa: E402
+from tiletune.analytic.etir import Model  # noqa: E402
 from tiletune.measure.base import MeasureSettings  # noqa: E402
 from tiletune.measure.local import build_kernel, run_kernel  # noqa: E402
 from tiletune.model.build import constructed_configs, kernel_latencies  # noqa: E402

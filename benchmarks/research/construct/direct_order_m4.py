@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.construct.roller import RollerTree  # noqa: E402
-from tiletune.cost_model.etir import Model  # noqa: E402
+from tiletune.analytic.etir import Model  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402
 from tiletune.space import parse_levels  # noqa: E402
 from tiletune.target import host_target  # noqa: E402

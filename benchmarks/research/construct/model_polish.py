@@ -3,7 +3,7 @@ in tiletune uses it).
 
     python benchmarks/research/model_polish.py --model resnet50 [--task PREFIX ...] [--json]
 
-Per task: the analytic time (``tiletune.cost_model.etir.Model.config_time``) of the best of the ``construct`` start's
+Per task: the analytic time (``tiletune.analytic.etir.Model.config_time``) of the best of the ``construct`` start's
 four constructions (Gensor's, Roller's and the direct orders' tops), and of a steepest descent on that model from
 each of the first two: a move takes one prime factor of one split knob from one level to another, keeps the
 configurations the space allows that fit the model's memory levels, and the descent stops where no move lowers the
@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.construct import constructions  # noqa: E402
-from tiletune.cost_model.etir import Model  # noqa: E402
+from tiletune.analytic.etir import Model  # noqa: E402
 from tiletune.model.tasks import load_model_tasks  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402
 from tiletune.space import ChoiceKnob, Config  # noqa: E402
