@@ -11,7 +11,7 @@ from tiletune.construct import choice_sweep, constructions, direct_constructions
 from tiletune.construct.gensor import GensorWalk
 from tiletune.construct.roller import RollerTree
 from tiletune.analytic.etir import Model
-from tiletune.cost_model.prior import analytic_prior, background_weight
+from tiletune.strategies.prior import analytic_prior, background_weight
 from tiletune.errors import TiletuneError
 from tiletune.hardware import preset
 from tiletune.measure import FunctionMeasurer

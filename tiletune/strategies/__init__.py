@@ -5,10 +5,11 @@ module name to ``base.MODULES``. The conformance suite (tests/test_strategy_conf
 Pieces that several strategies share live outside the strategy modules: ``options`` (``Option``, the value
 checks, the top-k options of the constructive strategies), ``starts`` (the start of the local searches),
 ``sampling`` (uniform samples of unvisited configurations), ``learned`` (the options and base of the searches
-steered by a learned cost model), ``torch_support``; ``tiletune.construct`` (Gensor's walk and Roller's tree:
-the constructions of the strategies gensor and roller and of the constructive starts),
-``tiletune.cost_model.surrogate`` (features + XGBoost + background rows for xgb, evo and dgd) and
-``tiletune.analytic.etir`` (Gensor's eTIR state and analytic model, also Roller's).
+steered by a learned cost model), ``surrogate`` (their model: features + XGBoost + background rows for xgb, evo
+and dgd), ``prior`` (the analytic prior among those background rows), ``torch_support``; below the strategies,
+``tiletune.construct`` (Gensor's walk and Roller's tree: the constructions of the strategies gensor and roller and
+of the constructive starts), ``tiletune.analytic`` (Gensor's eTIR state and analytic model, also Roller's, and
+the tensor-core kernel's) and ``tiletune.cost_model`` (XGBoost, simulated annealing, transfer).
 """
 from __future__ import annotations
 

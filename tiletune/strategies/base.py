@@ -218,8 +218,8 @@ class GeneratorStrategy(Strategy):
             self._resume(list(trials))
 
 
-#: strategy modules, loaded on first use of the registry (options, starts, sampling, learned and torch_support
-#: are shared pieces, not strategies)
+#: strategy modules, loaded on first use of the registry (options, starts, sampling, learned, surrogate, prior and
+#: torch_support are shared pieces, not strategies)
 MODULES = ("random_search", "grid", "gensor", "roller", "gbfs", "na2c", "rnn", "xgb", "ga", "dgd", "evo")
 _REGISTRY: dict[str, type[Strategy]] = {}
 _loaded = False

@@ -61,7 +61,7 @@ Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo
   conformance suite); ``analytical`` (default for ``dgd-af``, the paper's Ansor-AF-DS) = the seven
   features of ``tiletune.features.analytical``, also falling back on the knob features without a workload.
   The model is ``tiletune.cost_model.xgb.XGBCostModel`` (reg loss on normalised throughput), see
-  ``tiletune.cost_model.surrogate``.
+  ``tiletune.strategies.surrogate``.
 
 - The start (``tiletune.strategies.starts``; the paper's is ``random``: the initial sample of
   ``sample_size`` random configurations, every descent from a random point): a constructive start's
@@ -71,8 +71,8 @@ Mapping onto ask/tell and details the pseudo-code leaves open (the notes' pseudo
   that state.
 
 - Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
-  ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the
-  model (``tiletune.cost_model.surrogate``), so that the first windows are ranked before much is measured.
+  ``tiletune.strategies.prior``) and records of other workloads (``--transfer``) are background rows of the
+  model (``tiletune.strategies.surrogate``), so that the first windows are ranked before much is measured.
 
 ``self.events`` keeps the trajectory for inspection: ("start", config), ("window", [configs]),
 ("move", config), ("local_min", config).

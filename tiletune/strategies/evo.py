@@ -45,7 +45,7 @@ Choices where Ansor or the paper leaves a detail open here:
   (``tiletune.features``) when TuneContext.workload is set, the knob features (``tiletune.features.knob``)
   when it is not (synthetic spaces, the conformance suite); ``analytical`` = the seven TVM-AF-DS
   features (``tiletune.features.analytical``), also falling back on the knob features without a workload;
-  ``knob``, ``itervar``, ``curve``, ``curve1`` by name (``tiletune.cost_model.surrogate``).
+  ``knob``, ``itervar``, ``curve``, ``curve1`` by name (``tiletune.strategies.surrogate``).
 - Population: Ansor's 2048 for cheap features (knob, analytical); ``population=0`` (auto) gives 128 for
   features that lower every configuration with TVM (Ansor's C++ extraction is far cheaper), so that a
   round's extraction (about population x (num_iters + 1) new configurations) stays comparable to its
@@ -54,8 +54,8 @@ Choices where Ansor or the paper leaves a detail open here:
   population): its configurations are measured first, as a round of their own, and the measured ones seed
   the next populations (``use_measured_ratio``).
 - Warm starts: ``prior=analytic`` (pseudo-measurements from Gensor's analytic model,
-  ``tiletune.cost_model.prior``) and records of other workloads (``--transfer``) are background rows of the
-  model (``tiletune.cost_model.surrogate``); with either, the model's scores are used from the first round
+  ``tiletune.strategies.prior``) and records of other workloads (``--transfer``) are background rows of the
+  model (``tiletune.strategies.surrogate``); with either, the model's scores are used from the first round
   instead of random ones until ``warmup``. ``prior=analytic`` is the default (docs/decisions/prior.md): without
   it the first round is the start and a random-scored evolution. Where the analytic model cannot apply (a space
   without tile knobs) the default falls back on ``prior=none`` with a warning; ``prior=none`` is Ansor's (the
@@ -71,13 +71,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..cost_model.surrogate import TVM_FEATURES
 from ..space import ChoiceKnob, Config, Space, divisors
 from .base import Trial, register
 from .learned import EVO_PRIOR, SurrogateStrategy, surrogate_options
 from .options import NONNEGATIVE, POSITIVE, PROBABILITY, Option, with_default
 from .sampling import sample_unvisited
 from .starts import start_options, start_seeds
+from .surrogate import TVM_FEATURES
 
 
 # ---- Ansor's mutation and crossover ------------------------------------------------------------------

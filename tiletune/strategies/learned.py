@@ -1,16 +1,16 @@
 """The searches steered by a learned cost model (xgb, evo, dgd and their -af variants): their shared options and
-``SurrogateStrategy``, which holds the model (``tiletune.cost_model.surrogate.Surrogate``: features, XGBoost,
+``SurrogateStrategy``, which holds the model (``tiletune.strategies.surrogate.Surrogate``: features, XGBoost,
 the analytic prior and the records of other workloads as background rows)."""
 from __future__ import annotations
 
 import math
 from typing import Any, Sequence
 
-from ..cost_model.prior import PRIORS
-from ..cost_model.surrogate import FEATURES, Surrogate, resolve_feature
 from ..space import Config, Space
 from .base import Strategy, Trial
 from .options import NONNEGATIVE, POSITIVE, Option
+from .prior import PRIORS
+from .surrogate import FEATURES, Surrogate, resolve_feature
 
 #: the default prior of xgb and dgd; evo's is "analytic": docs/decisions/prior.md
 DEFAULT_PRIOR = "none"
@@ -25,7 +25,7 @@ TRANSFER_DECAY_OPTION = Option("transfer_decay", 64.0, "transfer data (--transfe
 
 
 def prior_options(default: str) -> tuple[Option, ...]:
-    """``prior`` / ``prior_decay``: the analytic prior of a learned cost model (``tiletune.cost_model.prior``)."""
+    """``prior`` / ``prior_decay``: the analytic prior of a learned cost model (``tiletune.strategies.prior``)."""
     return (
         Option("prior", default, "cost-model prior before measurements: none, or analytic (pseudo-measurements "
                "from Gensor's analytic model, weight 1/2^(n/prior_decay) with n measured)", str, choices=PRIORS),

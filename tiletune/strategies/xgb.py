@@ -29,13 +29,13 @@ schedule (``cooling=exp``) and restarts (``restarts``) as options. ``sa_chains``
 TVM (AutoTVM paid the same, Zheng's table 3), so that extraction stays a fraction of the measurement time.
 
 The cost model with its features, the transfer data and the analytic prior is the one evo and dgd use
-(``tiletune.cost_model.surrogate.Surrogate``), here with AutoTVM's losses and retraining schedule:
+(``tiletune.strategies.surrogate.Surrogate``), here with AutoTVM's losses and retraining schedule:
 
 - Transfer learning (Zheng 4.3): TuneContext.transfer lists records files of other workloads; their
   configurations become training data (one group per workload, normalised within it; see
   tiletune.cost_model.transfer for which features transfer), weighted by AutoTVM's base-model discount
   1 / 2^(n / transfer_decay) with n local results and dropped once the weight falls under 0.05.
-- Analytic prior (option ``prior=analytic``, ``tiletune.cost_model.prior``): pseudo-measurements of Gensor's
+- Analytic prior (option ``prior=analytic``, ``tiletune.strategies.prior``): pseudo-measurements of Gensor's
   analytic model, one more training group weighted 1 / 2^(n / prior_decay).
 - With either, the model exists before the first measurement, so the first batch after the start already
   comes from the annealing.
@@ -56,7 +56,6 @@ from typing import Sequence
 import numpy as np
 
 from ..cost_model.sa import COOLINGS, SimulatedAnnealing
-from ..cost_model.surrogate import TVM_FEATURES, Surrogate
 from ..cost_model.xgb import LOSSES, XGBCostModel
 from ..features import FEATURE_TYPES
 from ..space import Config
@@ -65,6 +64,7 @@ from .learned import DEFAULT_PRIOR, NTHREAD_OPTION, TRANSFER_DECAY_OPTION, WORKE
 from .options import NONNEGATIVE, POSITIVE, PROBABILITY, Option
 from .sampling import sample_unvisited
 from .starts import start_options, start_seeds
+from .surrogate import TVM_FEATURES, Surrogate
 
 
 @register

@@ -26,14 +26,14 @@ from typing import Sequence
 
 import numpy as np
 
+from ..cost_model.transfer import check_dim, load_transfer
+from ..cost_model.xgb import XGBCostModel
 from ..errors import TiletuneError
 from ..features import make_extractor
 from ..schedules import cuda_mma
 from ..space import Config, Space
-from ..strategies.base import Trial, TuneContext
+from .base import Trial, TuneContext
 from .prior import analytic_prior, background_weight
-from .transfer import check_dim, load_transfer
-from .xgb import XGBCostModel
 
 FEATURES = ("program", "analytical", "knob", "itervar", "curve", "curve1")
 TVM_FEATURES = ("itervar", "curve", "curve1")  # lower every configuration with TVM (slow)
