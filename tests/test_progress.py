@@ -7,7 +7,8 @@ from rich.console import Console
 
 from tests.conftest import bowl_cost, bowl_space
 from tiletune.measure.synthetic import FunctionMeasurer
-from tiletune.progress import Progress, summary
+from tiletune.commands.tune import summary
+from tiletune.progress import Progress
 from tiletune.strategies import create
 from tiletune.tune import tune
 

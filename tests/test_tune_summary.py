@@ -10,7 +10,7 @@ from tests.test_gensor import make
 from tiletune.bench.results import BaselineResult
 from tiletune.cli import main
 from tiletune.measure.synthetic import FunctionMeasurer
-from tiletune.progress import summary
+from tiletune.commands.tune import summary
 from tiletune.measure.factory import measured_here
 from tiletune.strategies import create
 from tiletune.tune import tune

@@ -9,9 +9,9 @@ In a terminal it draws rich bars: the current run's trials (best GFLOPS so far, 
 recalled from the records, elapsed time) and, for a series, the runs done out of N. Elsewhere (a log
 file, a pipe) it prints plain lines instead: for one run, a line every 5% of its trial budget (every 16
 trials when it has none); for a series, nothing per trial; in both modes, one line when a run ends.
-``note(text)`` prints a line (above the bars in a terminal). ``summary(run)`` is the text that
-``tiletune tune`` prints at the end. Errors are shown as what they mean: "failed" (build, run or check
-failures) apart from "invalid skipped" (configurations the template refuses, never built).
+``note(text)`` prints a line (above the bars in a terminal). Errors are shown as what they mean (``failures``):
+"failed" (build, run or check failures) apart from "invalid skipped" (configurations the template refuses,
+never built). The text ``tiletune tune`` prints at the end is ``tiletune.commands.tune.summary``.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichBars
 
-from .bench.results import BaselineResult
 from .records import Record
 from .tune import TuneRun
 
@@ -98,48 +97,3 @@ def failures(run: TuneRun) -> str:
     """'N failed' and, when there are any, 'M invalid (skipped)': the error count in a user's words."""
     failed = run.errors - run.skipped
     return f"{failed} failed" + (f", {run.skipped} invalid skipped" if run.skipped else "")
-
-
-def summary(run: TuneRun, *, vendor: BaselineResult | None = None, flops: int = 0, records: str | None = None) -> str:
-    """The text ``tiletune tune`` prints at the end: the run, its best result, why it stopped, what failed;
-    with ``vendor`` (and the workload's ``flops``), the vendor library's figure and our ratio to it; with
-    ``records``, the records file and how to build the best kernel from it."""
-    lines = [f"workload  {run.workload}", f"strategy  {run.strategy}",
-             f"trials    {run.trials} ({run.measured} measured, {run.recalled} from records, {failures(run)})",
-             f"time      {run.elapsed:.1f} s ({run.trials / max(run.elapsed, 1e-9):.2f} trials/s)",
-             f"stopped   {run.stopped}" + (f": {run.stop_reason}" if run.stop_reason else "")]
-    if run.best is not None:
-        b = run.best
-        lines += [f"best      {b.gflops:.2f} GFLOPS, {b.median_s * 1e3:.4f} ms (trial {b.trial})",
-                  f"config    {b.config}"]
-    else:
-        lines.append("best      none: every trial failed")
-    if vendor is not None:
-        lines.append(_vendor_line(run, vendor, flops))
-    if run.skipped:
-        lines.append(f"skipped   {run.skipped} configuration{'s' * (run.skipped > 1)} invalid for this template "
-                     "(refused before building: not failures)")
-    errs: dict[str, int] = {}
-    for r in run.history:
-        if r.error and r.error != "invalid":
-            errs[r.error] = errs.get(r.error, 0) + 1
-    if errs:
-        lines.append("failed    " + ", ".join(f"{k}: {v}" for k, v in sorted(errs.items())))
-        first = next(r for r in run.history if r.error and r.error != "invalid")
-        lines.append(f"first failure message: {first.message[:300]}")
-    if records is not None:
-        lines.append(f"records   {records}")
-        if run.best is not None:
-            lines.append(f"next      tiletune build {records} -o kernel.so  (the best kernel as a shared library; "
-                         "needs a C compiler)")
-    return "\n".join(lines)
-
-
-def _vendor_line(run: TuneRun, vendor: BaselineResult, flops: int) -> str:
-    if not vendor.ok:
-        return f"vendor    {vendor.label or 'vendor library'}: not timed ({vendor.error}: {vendor.message[:200]})"
-    g = vendor.gflops(flops)
-    line = f"vendor    {g:.2f} GFLOPS, {vendor.median_s * 1e3:.4f} ms: {vendor.label}"
-    if run.best is not None and g > 0:
-        line += f"; ours is {run.best.gflops / g:.2f}x its speed"
-    return line

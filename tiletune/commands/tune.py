@@ -7,11 +7,12 @@ from ..bench.vendor import NUMPY_OPS, TORCH_OPS, vendor
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.factory import measured_here
-from ..progress import Progress, summary
+from ..progress import Progress, failures
 from ..session import DEFAULT_STRATEGY, RunSpec
 from ..session import run as run_session
 from ..space import parse_levels
 from ..target import parse_target
+from ..tune import TuneRun
 from ..workloads import parse
 from ..workloads.base import Workload
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
@@ -92,3 +93,48 @@ def run(args) -> int:
         base = vendor_baseline(wl, settings, int(target.get("num-cores") or 0) or None)
     print(summary(result, vendor=base, flops=wl.flops, records=records))
     return 0 if result.best is not None else 1
+
+
+def summary(run: TuneRun, *, vendor: BaselineResult | None = None, flops: int = 0, records: str | None = None) -> str:
+    """The text ``tiletune tune`` prints at the end: the run, its best result, why it stopped, what failed;
+    with ``vendor`` (and the workload's ``flops``), the vendor library's figure and our ratio to it; with
+    ``records``, the records file and how to build the best kernel from it."""
+    lines = [f"workload  {run.workload}", f"strategy  {run.strategy}",
+             f"trials    {run.trials} ({run.measured} measured, {run.recalled} from records, {failures(run)})",
+             f"time      {run.elapsed:.1f} s ({run.trials / max(run.elapsed, 1e-9):.2f} trials/s)",
+             f"stopped   {run.stopped}" + (f": {run.stop_reason}" if run.stop_reason else "")]
+    if run.best is not None:
+        b = run.best
+        lines += [f"best      {b.gflops:.2f} GFLOPS, {b.median_s * 1e3:.4f} ms (trial {b.trial})",
+                  f"config    {b.config}"]
+    else:
+        lines.append("best      none: every trial failed")
+    if vendor is not None:
+        lines.append(_vendor_line(run, vendor, flops))
+    if run.skipped:
+        lines.append(f"skipped   {run.skipped} configuration{'s' * (run.skipped > 1)} invalid for this template "
+                     "(refused before building: not failures)")
+    errs: dict[str, int] = {}
+    for r in run.history:
+        if r.error and r.error != "invalid":
+            errs[r.error] = errs.get(r.error, 0) + 1
+    if errs:
+        lines.append("failed    " + ", ".join(f"{k}: {v}" for k, v in sorted(errs.items())))
+        first = next(r for r in run.history if r.error and r.error != "invalid")
+        lines.append(f"first failure message: {first.message[:300]}")
+    if records is not None:
+        lines.append(f"records   {records}")
+        if run.best is not None:
+            lines.append(f"next      tiletune build {records} -o kernel.so  (the best kernel as a shared library; "
+                         "needs a C compiler)")
+    return "\n".join(lines)
+
+
+def _vendor_line(run: TuneRun, vendor: BaselineResult, flops: int) -> str:
+    if not vendor.ok:
+        return f"vendor    {vendor.label or 'vendor library'}: not timed ({vendor.error}: {vendor.message[:200]})"
+    g = vendor.gflops(flops)
+    line = f"vendor    {g:.2f} GFLOPS, {vendor.median_s * 1e3:.4f} ms: {vendor.label}"
+    if run.best is not None and g > 0:
+        line += f"; ours is {run.best.gflops / g:.2f}x its speed"
+    return line
