@@ -1,10 +1,10 @@
-"""benchmarks/cnn_layers.py without measuring: resume (finished layers skipped), table and geometric mean."""
+"""benchmarks/goals/cnn_layers.py without measuring: resume (finished layers skipped), table and geometric mean."""
 import importlib.util
 import json
 import math
 from pathlib import Path
 
-spec = importlib.util.spec_from_file_location("cnn_layers", Path(__file__).resolve().parents[1] / "benchmarks" / "cnn_layers.py")
+spec = importlib.util.spec_from_file_location("cnn_layers", Path(__file__).resolve().parents[1] / "benchmarks" / "goals" / "cnn_layers.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 

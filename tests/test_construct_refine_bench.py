@@ -1,4 +1,4 @@
-"""The settings of benchmarks/construct_refine.py (no measuring): what each setting directory pins."""
+"""The settings of benchmarks/defaults/construct_refine.py (no measuring): what each setting directory pins."""
 import importlib.util
 from pathlib import Path
 
@@ -8,7 +8,7 @@ from tiletune.errors import TiletuneError
 from tiletune.strategies import get
 
 spec = importlib.util.spec_from_file_location(
-    "construct_refine", Path(__file__).resolve().parents[1] / "benchmarks" / "construct_refine.py")
+    "construct_refine", Path(__file__).resolve().parents[1] / "benchmarks" / "defaults" / "construct_refine.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 

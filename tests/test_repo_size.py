@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "out"
 MB = 1024 * 1024
 
-spec = importlib.util.spec_from_file_location("construct_refine", ROOT / "benchmarks" / "construct_refine.py")
+spec = importlib.util.spec_from_file_location("construct_refine", ROOT / "benchmarks" / "defaults" / "construct_refine.py")
 construct_refine = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(construct_refine)
 

@@ -1,4 +1,4 @@
-"""benchmarks/retime_best.py on two fake cnn_layers runs of a tiny NHWC layer: both kernels re-timed in rounds,
+"""benchmarks/goals/retime_best.py on two fake cnn_layers runs of a tiny NHWC layer: both kernels re-timed in rounds,
 one line per layer, resumed (a layer done is skipped); a config outside today's register rule still measured."""
 import importlib.util
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-spec = importlib.util.spec_from_file_location("retime_best", Path(__file__).resolve().parents[1] / "benchmarks" / "retime_best.py")
+spec = importlib.util.spec_from_file_location("retime_best", Path(__file__).resolve().parents[1] / "benchmarks" / "goals" / "retime_best.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 

@@ -1,10 +1,10 @@
-"""The comparisons of benchmarks/tvm_af_ds.py on hand-made traces (no measuring)."""
+"""The comparisons of benchmarks/papers/tvm_af_ds.py on hand-made traces (no measuring)."""
 import importlib.util
 from pathlib import Path
 
 import pytest
 
-spec = importlib.util.spec_from_file_location("tvm_af_ds", Path(__file__).resolve().parents[1] / "benchmarks" / "tvm_af_ds.py")
+spec = importlib.util.spec_from_file_location("tvm_af_ds", Path(__file__).resolve().parents[1] / "benchmarks" / "papers" / "tvm_af_ds.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 

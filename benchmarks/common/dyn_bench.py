@@ -1,11 +1,11 @@
 """What the dynamic-shape figures (model_fig11.py, model_fig12.py) share: timing children, each method in its own
 process, results appended as they come.
 
-- ``python benchmarks/dyn_bench.py ours JOB``: loads every library of the job (``tiletune.api.load_model``,
+- ``python benchmarks/common/dyn_bench.py ours JOB``: loads every library of the job (``tiletune.api.load_model``,
   ``first_use=None``: the library as built), runs each (library, shape) item on random inputs (checked against
   torch) and times it by ``tiletune.measure.timing.time_callable``; items in the job's order (the caller
   interleaves methods).
-- ``python benchmarks/dyn_bench.py torch JOB``: PyTorch eager (``inference_mode``) or ``torch.compile(dynamic=
+- ``python benchmarks/common/dyn_bench.py torch JOB``: PyTorch eager (``inference_mode``) or ``torch.compile(dynamic=
   True)`` on the job's shapes, the first call (compilation) timed apart; started by ``run`` without
   ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` (``tiletune.bench.vendor.UNSET_ENV``: the vendor's own kernels) and
   naming the kernel torch dispatches to.
@@ -15,7 +15,7 @@ process, results appended as they come.
   either takes the host's float32 input and returns the host's output, so each waits for the device.
 - ``clock`` "cpu" in a job: one thread (``TVM_NUM_THREADS=1``, ``torch.set_num_threads(1)``) timed by the calling
   thread's CPU time (``time.thread_time``), which leaves out the time other processes hold the core: the work of
-  one core, for a machine that others load (as ``benchmarks/api_overhead.py --clock cpu``); "wall" (the
+  one core, for a machine that others load (as ``benchmarks/goals/api_overhead.py --clock cpu``); "wall" (the
   default): every core, the wall clock.
 
 A child prints one ``RESULT <json list>`` line; ``run(kind, job, out_file)`` starts it, appends its rows to

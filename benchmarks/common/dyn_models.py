@@ -1,4 +1,4 @@
-"""Models with changing shapes for the dynamic-shape benchmarks (model specs ``benchmarks/dyn_models.py:NAME``).
+"""Models with changing shapes for the dynamic-shape benchmarks (model specs ``benchmarks/common/dyn_models.py:NAME``).
 
 - ``bert_small``: Bert-small's encoder (4 layers, hidden 512, 8 heads, intermediate 2048, token and position
   embeddings, post-LayerNorm, GELU) written in ``torch.nn`` with random weights; token ids [batch, seq] with
@@ -6,7 +6,7 @@
   a symbolic sequence length to a Relax module of known shapes (its position and token-type buffers are sliced),
   so the same computation is written out. Returns the last hidden state.
 - ``bert_mini``: the same with 2 layers, hidden 256, 4 heads, intermediate 1024 and seq in 16..256, batch 1:
-  small enough to tune at several shapes in minutes (``benchmarks/shape_rule.py``, ``benchmarks/shape_transfer.py``).
+  small enough to tune at several shapes in minutes (``benchmarks/defaults/shape_rule.py``, ``benchmarks/defaults/shape_transfer.py``).
 - ``mobilenetv2(width)``: the built-in MobileNetV2 (``tiletune.model.zoo``, its channels rounded as torchvision does),
   1x3x224x224; ``mobilenetv2_075`` etc. name the widths of Fig. 12.
 """

@@ -1,4 +1,4 @@
-"""Construct, then refine (issue 21): every local search at small budgets, with its paper's start and with
+"""Construct, then refine: every local search at small budgets, with its paper's start and with
 the constructive default, against random search and against the best found in 900 trials. Not a test.
 
 The ``construct-refine`` suite runs through the benchmark harness (``tiletune.bench.run_bench``: real
@@ -29,10 +29,10 @@ the 900-trial best; both judged for the setting whose pinned options are this ch
 for the papers' starts (``paper/``, and ``paper-random/`` when there is one), dotted for ``default/`` when it
 is not the current defaults (other variants are in the report, not the plot).
 
-    python benchmarks/construct_refine.py --out cr                       # the whole suite: ~3.5 h (Zen 5)
-    python benchmarks/construct_refine.py --out cr --workloads 1 --seeds 2 --budget 48 --no-reference
-    python benchmarks/construct_refine.py --analyze cr                   # the report from what is there
-    python benchmarks/construct_refine.py --tiny --out /tmp/cr-tiny      # minutes: proves the pipeline
+    python benchmarks/defaults/construct_refine.py --out cr                       # the whole suite: ~3.5 h (Zen 5)
+    python benchmarks/defaults/construct_refine.py --out cr --workloads 1 --seeds 2 --budget 48 --no-reference
+    python benchmarks/defaults/construct_refine.py --analyze cr                   # the report from what is there
+    python benchmarks/defaults/construct_refine.py --tiny --out /tmp/cr-tiny      # minutes: proves the pipeline
 """
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # gzjsonl
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # gzjsonl
 
 from gzjsonl import existing, read_lines, unpack  # noqa: E402
 from tiletune.bench.results import RunResult  # noqa: E402
@@ -334,7 +334,7 @@ def confirmed_section(conf: dict, current: str) -> list[str]:
     at = next(iter(conf.values()))["at"]
     met_rnd, met_ref, met_any = confirmed_goals(conf)
     lines = ["## Confirmed: the goals on re-measured kernels", "",
-             f"`confirm.jsonl` (benchmarks/retime_construct_refine.py --confirm): every run's best kernel within {at} "
+             f"`confirm.jsonl` (benchmarks/defaults/retime_construct_refine.py --confirm): every run's best kernel within {at} "
              "trials, the long runs' best kernels and the best kernels of any run, re-measured together in one warm "
              "pool per workload (the fastest of the rounds after the first). Per workload: the seed mean of the best "
              f"local search of the current defaults (`/{current}`) against the reference and against the best of any "

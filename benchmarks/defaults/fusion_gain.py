@@ -1,6 +1,6 @@
-"""What moving elementwise operators before reshapes gains end to end (tiletune.model.reshape_hoist; issue 39).
+"""What moving elementwise operators before reshapes gains end to end (tiletune.model.reshape_hoist).
 
-    python benchmarks/fusion_gain.py --model bert-small --out benchmarks/out/fusion-gain [--per-task 4] [--rounds 5]
+    python benchmarks/defaults/fusion_gain.py --model bert-small --out benchmarks/out/fusion-gain [--per-task 4] [--rounds 5]
 
 Builds MODEL twice, with the hoist (GELU fused into the FFN matmul) and without it (GELU a kernel of its own),
 each with its tasks constructed by Gensor (``--per-task`` trials per task; kernels shared by both builds are
@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gzjsonl import unpack  # benchmarks/gzjsonl.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # gzjsonl
+from gzjsonl import unpack  # noqa: E402  (benchmarks/common/gzjsonl.py)
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.model.build import best_configs, compile_module, export, scheduled_module
@@ -36,7 +37,6 @@ TIMER = r"""
 import json, sys, time
 import numpy as np
 from tiletune.api import load_model
-from gzjsonl import unpack  # benchmarks/gzjsonl.py
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import time_callable
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
                   f"plain {times['plain'][-1] * 1e3:.3f} ms", file=sys.stderr, flush=True)
     ratios = [p / h for p, h in zip(times["plain"], times["hoisted"])]
     lines = [f"# Fusion gain: {args.model}", "",
-             f"`python benchmarks/fusion_gain.py --model {args.model} --out {args.out} --per-task {args.per_task} "
+             f"`python benchmarks/defaults/fusion_gain.py --model {args.model} --out {args.out} --per-task {args.per_task} "
              f"--rounds {args.rounds} --repeat {args.repeat}`", "",
              "| build | kernels | tasks | tuning s | median ms | rounds (ms) |", "|---|---:|---:|---:|---:|---|"]
     for name, b in builds.items():

@@ -1,4 +1,4 @@
-"""Construct, then refine on whole models (issue 21): which start should `tiletune model tune` give every
+"""Construct, then refine on whole models: which start should `tiletune model tune` give every
 task? Per model, tuned with a small budget per task (``--per-task``, default 10) once per start of
 ``--starts`` (default: roller, the single-workload default, and construct, Gensor's and Roller's tops
 alternating), against the constructed models themselves (``-s gensor`` / ``-s roller`` at
@@ -16,11 +16,11 @@ runs every setting with the top 3 confirmed and again without (``-confirm0``); w
 start from the records of an earlier run, so their tuning is recalled, not measured again, and the two builds
 choose among the same measured kernels.
 
-    python benchmarks/model_start.py --out benchmarks/out/model-start
-    python benchmarks/model_start.py --out /tmp/ms-quick --models tiny --per-task 3     # minutes: a check
-    python benchmarks/model_start.py --out benchmarks/out/model-sweep --per-task 20 \
+    python benchmarks/defaults/model_start.py --out benchmarks/out/model-start
+    python benchmarks/defaults/model_start.py --out /tmp/ms-quick --models tiny --per-task 3     # minutes: a check
+    python benchmarks/defaults/model_start.py --out benchmarks/out/model-sweep --per-task 20 \
         --starts construct,construct/start_sweep=0 --constructive gensor   # the choice-knob sweep on models
-    python benchmarks/model_start.py --out benchmarks/out/model-confirm --records-from benchmarks/out/model-start-2 \
+    python benchmarks/defaults/model_start.py --out benchmarks/out/model-confirm --records-from benchmarks/out/model-start-2 \
         --starts construct --constructive gensor --confirm 3,0
 """
 from __future__ import annotations
@@ -38,8 +38,9 @@ from tiletune.model.source import short_name
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import host_target
 
-from cli_run import tiletune  # benchmarks/cli_run.py
-from gzjsonl import existing, plain_copy, unpack  # benchmarks/gzjsonl.py: records committed as .jsonl.gz
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
+from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
+from gzjsonl import existing, plain_copy, unpack  # benchmarks/common/gzjsonl.py: records committed as .jsonl.gz
 
 
 

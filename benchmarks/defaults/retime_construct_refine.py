@@ -3,7 +3,7 @@
 - top (default): per workload, the top ``--top`` runs of every setting in ``--out`` by recorded GFLOPS,
   measured ``--rounds`` times in one warm pool; answers whether a run's best was a timing fluke. Writes
   ``OUT/retime.jsonl``.
-- ``--confirm SETTING[,SETTING...]``: the goals of issue 21 judged on kernels re-measured in one period. Per
+- ``--confirm SETTING[,SETTING...]``: the suite's goals judged on kernels re-measured in one period. Per
   workload, in one warm pool: the best kernel of every reference run (the long runs), the ``--top`` best
   kernels of any run ("best any"), and the best kernel within the first ``--at`` trials (48) of every
   (strategy, seed) run of each SETTING and of random search (from any setting that has it), so that settings
@@ -17,8 +17,8 @@ more than a 48-trial run's; runs made days apart also differ by the machine's pe
 sides together removes both: on znver5 the 900-trial GEMM bests re-measured 5-9% below their records, while
 the seed means of the 48-trial bests of ``sweep2`` (a slow period) re-measured 1-7% above theirs.
 
-    python benchmarks/retime_construct_refine.py --out benchmarks/out/construct-refine-zen5 --workloads 4,5,6
-    python benchmarks/retime_construct_refine.py --out benchmarks/out/construct-refine-128 --confirm sweep2
+    python benchmarks/defaults/retime_construct_refine.py --out benchmarks/out/construct-refine-zen5 --workloads 4,5,6
+    python benchmarks/defaults/retime_construct_refine.py --out benchmarks/out/construct-refine-128 --confirm sweep2
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # gzjsonl
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # gzjsonl
 
 from gzjsonl import existing, read_lines  # noqa: E402
 from tiletune.bench.suites import load  # noqa: E402

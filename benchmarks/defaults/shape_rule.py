@@ -1,7 +1,7 @@
-"""Which kernels run a dynamic model at a shape it was not tuned at (issue 38): the candidates measured on one
+"""Which kernels run a dynamic model at a shape it was not tuned at: the candidates measured on one
 model, against a build tuned at that very shape.
 
-The model (default ``benchmarks/dyn_models.py:bert_mini``) is tuned at ``--tuned`` shapes into one records file
+The model (default ``benchmarks/common/dyn_models.py:bert_mini``) is tuned at ``--tuned`` shapes into one records file
 and, as the reference, at each ``--test`` shape alone (same trials per task) into another. Per test shape, the
 latency of:
 
@@ -16,7 +16,7 @@ latency of:
 Libraries are built in this process and timed in a child process each round (``--rounds``), the methods
 interleaved; results (median per round) are appended to ``OUT/results.jsonl`` and a re-run skips what is there.
 
-    python benchmarks/shape_rule.py --out benchmarks/out/shape-rule
+    python benchmarks/defaults/shape_rule.py --out benchmarks/out/shape-rule
 """
 from __future__ import annotations
 
@@ -44,11 +44,12 @@ from tiletune.model.tasks import extract, fuse
 from tiletune.schedules import make_space
 from tiletune.target import host_target
 
-from cli_run import tiletune  # benchmarks/cli_run.py
-from dyn_bench import latencies, steps  # benchmarks/dyn_bench.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
+from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
+from dyn_bench import latencies, steps  # benchmarks/common/dyn_bench.py
 
 HERE = Path(__file__).resolve().parent
-MODEL = f"{HERE / 'dyn_models.py'}:bert_mini"
+MODEL = f"{HERE.parent / 'common' / 'dyn_models.py'}:bert_mini"
 
 
 def shapes_arg(name: str, values: list[int]) -> str:

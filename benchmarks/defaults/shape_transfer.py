@@ -1,7 +1,7 @@
-"""Transfer across shapes (issue 38): a new shape tuned with half the trials, learning from the records of the
+"""Transfer across shapes: a new shape tuned with half the trials, learning from the records of the
 same kernels at the shapes tuned before, against tuning it alone with the full budget.
 
-Reads ``benchmarks/shape_rule.py``'s output (``--base``): ``tuned.jsonl`` (the model tuned at the ``--tuned``
+Reads ``benchmarks/defaults/shape_rule.py``'s output (``--base``): ``tuned.jsonl`` (the model tuned at the ``--tuned``
 shapes, the neighbours) and ``ref.jsonl`` (each ``--test`` shape tuned alone at ``--trials-per-task``: the
 reference). Per test shape it tunes, with ``--trials-per-task // 2`` trials per task:
 
@@ -14,7 +14,7 @@ then builds each at that shape (and the reference from ``ref.jsonl``) and times 
 round, interleaved (``shape_rule.py``'s timing). ``OUT/summary.md``: latency ratio to the reference and the
 measurements spent. Resumable like shape_rule.py.
 
-    python benchmarks/shape_transfer.py --base benchmarks/out/shape-rule --out benchmarks/out/shape-transfer
+    python benchmarks/defaults/shape_transfer.py --base benchmarks/out/shape-rule --out benchmarks/out/shape-transfer
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from tiletune.model.source import load
 from tiletune.records import load as load_records
 from tiletune.target import host_target, target_key
 
-from cli_run import tiletune  # benchmarks/cli_run.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
+from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
 from dyn_bench import latencies, steps, timing_rounds
 from shape_rule import MODEL, shapes_arg
 
@@ -65,7 +66,7 @@ def main() -> int:
     p.add_argument("--variant", action="append", default=[], metavar="NAME:OPTION,...",
                    help="also tune with transfer and these strategy options (-O), e.g. k2:start_k=2")
     p.add_argument("--clock", choices=("wall", "cpu"), default="cpu",
-                   help="cpu: one thread, its CPU time (benchmarks/dyn_bench.py; for a machine others load)")
+                   help="cpu: one thread, its CPU time (benchmarks/common/dyn_bench.py; for a machine others load)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--min-repeat-ms", type=int, default=100)

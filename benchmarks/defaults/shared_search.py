@@ -1,7 +1,7 @@
-"""Shared search across shapes (issue 38, DietCode-like): one search per kernel for all the tuned shapes of a dynamic
+"""Shared search across shapes (DietCode-like): one search per kernel for all the tuned shapes of a dynamic
 model, with half the measurements, against tuning each shape alone.
 
-The model (default ``benchmarks/dyn_models.py:bert_mini``) at the ``--shapes`` values of ``--dim`` (default seq
+The model (default ``benchmarks/common/dyn_models.py:bert_mini``) at the ``--shapes`` values of ``--dim`` (default seq
 32, 64, 128):
 
 - ``alone``: each shape tuned alone (``model tune --shapes DIM=V``, the default search) at ``--trials-per-task``
@@ -13,12 +13,12 @@ The model (default ``benchmarks/dyn_models.py:bert_mini``) at the ``--shapes`` v
 
 Each records file is built into one library for all the shapes (``model build --shapes``, ``--no-check``) and the
 libraries are timed at every shape in a child process per round, methods interleaved, on one thread by its CPU time
-(``benchmarks/dyn_bench.py``, ``--clock cpu``: for a machine others load). ``OUT/summary.md``: latency per shape,
+(``benchmarks/common/dyn_bench.py``, ``--clock cpu``: for a machine others load). ``OUT/summary.md``: latency per shape,
 the ratio alone / method, the same ratio for the sum of the tasks' best kernels x calls from the records, and the
 measurements each method made. Resumable: ``OUT/steps.jsonl`` and ``OUT/results.jsonl`` hold what is done (records
 compressed with ``gzip -9n`` are written back plain first).
 
-    python benchmarks/shared_search.py --out benchmarks/out/shared-search
+    python benchmarks/defaults/shared_search.py --out benchmarks/out/shared-search
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ from tiletune.model.source import load
 from tiletune.records import load as load_records
 from tiletune.target import host_target, target_key
 
-from cli_run import tiletune  # benchmarks/cli_run.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
+from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
 from dyn_bench import latencies, steps, timing_rounds
 from gzjsonl import unpack
 from shape_rule import MODEL, shapes_arg

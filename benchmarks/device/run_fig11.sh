@@ -1,4 +1,4 @@
-# Device call for Gensor's Fig. 11 on the GPU (issue 38, dynamic shapes): assemble TVM (as run.sh), then Bert-small
+# Device call for Gensor's Fig. 11 on the GPU (dynamic shapes): assemble TVM (as run.sh), then Bert-small
 # at batch x seq, one library per construction (Gensor, Roller: every shape constructed, nothing measured), then
 # PyTorch eager and torch.compile(dynamic=True) on the GPU, then the dynamic model's GPU test; all into $OUT
 # (log.txt and fig11-gpu.tgz: one results.jsonl and report per construction).
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 source benchmarks/device/env.sh
 export PYTHONWARNINGS=ignore
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-M=benchmarks/dyn_models.py:bert_small
+M=benchmarks/common/dyn_models.py:bert_small
 SHAPES="--shapes batch=${BATCHES:-1,4} --shapes seq=${SEQS:-16,64,128,384}"
 COMMON="--target cuda --dtype ${DTYPE:-float16} --repeat 5 --min-repeat-ms 50"
 D=/tmp/fig11-gpu

@@ -1,4 +1,4 @@
-# Device call for whole models on the GPU (issue 40) and the tensor-core kernels (issue 37): assemble TVM (as
+# Device call for whole models on the GPU and the tensor-core kernels: assemble TVM (as
 # run.sh), run the GPU tests (every test that skips without a GPU), then Fig. 9 on the GPU; everything into $OUT.
 #   calls 1 and 2: copy .gpu/a's two parts to /tmp/stage (see pack.sh);  call 3: bash benchmarks/device/run_models.sh
 # Knobs (environment): DTYPE (float16), MODELS (resnet50,mobilenetv2 plus bert-small,gpt2 where transformers
@@ -21,7 +21,7 @@ fi
 OUTDIR=/tmp/fig9-gpu-${DTYPE:-float16}
 ( while sleep 30; do tar -czf $OUT/fig9-gpu.tgz -C /tmp $(basename $OUTDIR) 2>/dev/null; done ) &
 SAVER=$!
-timeout ${FIG9_S:-420} python3 benchmarks/model_fig9.py --out $OUTDIR --target cuda --dtype ${DTYPE:-float16} \
+timeout ${FIG9_S:-420} python3 benchmarks/papers/model_fig9.py --out $OUTDIR --target cuda --dtype ${DTYPE:-float16} \
     --models $MODELS --strategies gensor,roller,evo --trials-per-task ${TPT:-10} --repeat 5 --min-repeat-ms 50
 echo "model_fig9.py exit $?"
 kill $SAVER 2>/dev/null

@@ -1,6 +1,6 @@
-"""What tiletune.api costs over calling the compiled module on TVM tensors (issue 41), GEMM 512^3 by default.
+"""What tiletune.api costs over calling the compiled module on TVM tensors, GEMM 512^3 by default.
 
-    python benchmarks/api_overhead.py [--records R.jsonl | --lib K.so] [--size 512] [--rounds 30] [--trials 24]
+    python benchmarks/goals/api_overhead.py [--records R.jsonl | --lib K.so] [--size 512] [--rounds 30] [--trials 24]
 
 Times, alternately in rounds (one sample each per round: ``--number`` back-to-back calls, seconds per call):
 - ``tvm``: the module's ``main`` on TVM tensors allocated once (no API at all);

@@ -23,11 +23,11 @@ and prints the table.
 
 Usage (the full run is long: 29 + 10 layers x 2 layouts x 300 trials; about 10-15 hours on 2 cores):
 
-    python benchmarks/cnn_layers.py                                   # everything, resumable
-    python benchmarks/cnn_layers.py --suites resnet-conv --layers 3,5,23 --trials 64
-    python benchmarks/cnn_layers.py --layouts NHWC                    # only the layout expected to win
-    python benchmarks/cnn_layers.py --smoke --out /tmp/cnn-smoke      # three tiny layers, 4 trials: minutes
-    python benchmarks/cnn_layers.py --report-only                     # rewrite the report from results.jsonl
+    python benchmarks/goals/cnn_layers.py                                   # everything, resumable
+    python benchmarks/goals/cnn_layers.py --suites resnet-conv --layers 3,5,23 --trials 64
+    python benchmarks/goals/cnn_layers.py --layouts NHWC                    # only the layout expected to win
+    python benchmarks/goals/cnn_layers.py --smoke --out /tmp/cnn-smoke      # three tiny layers, 4 trials: minutes
+    python benchmarks/goals/cnn_layers.py --report-only                     # rewrite the report from results.jsonl
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from tiletune.bench.results import read_jsonl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common/: gzjsonl
 from gzjsonl import unpack  # noqa: E402
 
 SUITES = ("resnet-conv", "mobilenetv2-depthwise")

@@ -1,14 +1,14 @@
-"""Foundation figures (issue 2): measurement throughput and GEMM quality against numpy/OpenBLAS.
+"""Foundation figures: measurement throughput and GEMM quality against numpy/OpenBLAS.
 
-    python benchmarks/foundation.py throughput [--trials 64 --size 256 --cutoff X --warmup-ms W --batch-size B]
+    python benchmarks/goals/foundation.py throughput [--trials 64 --size 256 --cutoff X --warmup-ms W --batch-size B]
         tunes GEMM size^3 with random search and prints trials per second, warm (workers started) and
         including the workers' start-up, with the build/run split (--cutoff: MeasureSettings.cutoff,
         0 = every kernel gets all its samples; --warmup-ms: MeasureSettings.warmup_ms).
-    python benchmarks/foundation.py quality [--strategy random --trials 200 --records g1024.jsonl]
+    python benchmarks/goals/foundation.py quality [--strategy random --trials 200 --records g1024.jsonl]
         tunes GEMM 1024^3 (resumable through the records file), then times the best kernel in this process
         and numpy's matmul in its own process (tiletune.bench.vendor) alternately (--rounds times) and prints
         both and the ratio.
-    python benchmarks/foundation.py compile [--configs 48 --size 256]
+    python benchmarks/goals/foundation.py compile [--configs 48 --size 256]
         compiles the same random configurations of GEMM size^3 in this process with and without the
         entry function's argument checks (schedules.build's arg_checks), alternating, and prints the CPU
         seconds per configuration of each (lowering + LLVM, then machine code) and the ratio.

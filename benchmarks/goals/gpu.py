@@ -2,12 +2,12 @@
 tensor cores for fp16/bf16) on this machine's GPU, and time the vendor libraries and TVM's untuned tensor-core
 schedule on the same shapes in the same run.
 
-    python benchmarks/gpu.py --out gpu-out [--suite fp32|tensor-cores|all] [--trials 48] [--seconds 40]
+    python benchmarks/goals/gpu.py --out gpu-out [--suite fp32|tensor-cores|all] [--trials 48] [--seconds 40]
                              [--strategies random,gbfs,na2c,xgb,dgd-af,gensor] [--measure local|rpc]
                              [--workloads 'gemm:M=1024,N=1024,K=1024;...']
 
 Suites (``SUITES``; ``--workloads`` replaces them): ``fp32`` (GEMM 1024^3 and 4096^3 and a ResNet convolution, the
-SIMT template against cuBLAS/cuDNN with TF32 off), ``tensor-cores`` (issue 37's goal table: GEMM 4096^3 in fp16 and
+SIMT template against cuBLAS/cuDNN with TF32 off), ``tensor-cores`` (the goal table: GEMM 4096^3 in fp16 and
 bf16, the BERT/GPT-2 GEMMs at M=512 in fp16 and bf16, four ResNet-50 convolutions in NHWC fp16, against cuBLAS /
 cuDNN in the same dtype (channels_last) and against TVM's untuned tensor-core schedule, dlight's ``gpu.Matmul``).
 
@@ -63,7 +63,7 @@ STRATEGIES = "random,gbfs,na2c,xgb,dgd-af,gensor"
 
 
 def _farm():
-    """benchmarks/rpc.py's start_farm / _stop (a tracker and N servers on 127.0.0.1)."""
+    """benchmarks/goals/rpc.py's start_farm / _stop (a tracker and N servers on 127.0.0.1)."""
     spec = importlib.util.spec_from_file_location("rpc_bench", HERE / "rpc.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

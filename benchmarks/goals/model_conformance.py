@@ -1,7 +1,7 @@
 """The model conformance suite's table: every layer family (tiletune.model.families) x import path (torch.export,
 ONNX) x layout (NHWC, NCHW), each imported, tuned for a few trials per task, built and checked against torch.
 
-    python benchmarks/model_conformance.py --out benchmarks/out/model-conformance [--families a,b] [--trials 2]
+    python benchmarks/goals/model_conformance.py --out benchmarks/out/model-conformance [--families a,b] [--trials 2]
 
 Writes OUT/results.jsonl (one line per case, as it finishes; a rerun skips finished cases) and OUT/report.md
 (the table); prints the table. One pool of warm workers and one records file serve every case.
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     report = table(outcomes)
     ok = sum(o.ok for o in outcomes)
     text = (f"# Model conformance\n\n{ok} of {len(outcomes)} cases tune every task, build and match torch.\n\n"
-            f"`python benchmarks/model_conformance.py --out {args.out} --trials {args.trials}`\n\n{report}\n")
+            f"`python benchmarks/goals/model_conformance.py --out {args.out} --trials {args.trials}`\n\n{report}\n")
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write(text)
     print(text)

@@ -14,7 +14,7 @@ For every layer present in the first run's results.jsonl (or ``--layers``), one 
 ``OUT/retime.jsonl``: per run its config, tuned and re-timed seconds, and this script's per-round medians;
 torch's seconds (median of its rounds, and each round's). A layer already there with the same runs and rounds is skipped, so the script resumes.
 
-    python benchmarks/retime_best.py --runs benchmarks/out/cnn-layers,benchmarks/out/cnn-layers-rule \\
+    python benchmarks/goals/retime_best.py --runs benchmarks/out/cnn-layers,benchmarks/out/cnn-layers-rule \\
         --out benchmarks/out/retime --rounds 5
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Trials per second through TVM's RPC (loopback: one and two servers) against local measurement, on the same
-workload, strategy, seed and trial budget (issue 18's closing note).
+workload, strategy, seed and trial budget.
 
-    python benchmarks/rpc.py --out rpc-bench.jsonl [--workload gemm:M=256,N=256,K=256] [--trials 64]
+    python benchmarks/goals/rpc.py --out rpc-bench.jsonl [--workload gemm:M=256,N=256,K=256] [--trials 64]
                              [--modes local,rpc1,rpc2] [--rounds 1]
 
 For each mode and round it tunes the workload with random search (seed = round) and appends one JSON line to

@@ -1,6 +1,6 @@
-"""numpy's BLAS as the vendor baseline, timed the old way and the corrected way, alternately (issue 41).
+"""numpy's BLAS as the vendor baseline, timed the old way and the corrected way, alternately.
 
-    python benchmarks/vendor_baseline.py [--sizes 512,1024] [--rounds 5] [--threads N]
+    python benchmarks/goals/vendor_baseline.py [--sizes 512,1024] [--rounds 5] [--threads N]
 
 - old: numpy's matmul checked and timed with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE set as some machines set
   them for old OpenBLAS builds (the values of this process when it has them, else ``--coretype`` (Haswell) and

@@ -16,10 +16,10 @@ Not a test: it prints figures. Three parts:
 
 Usage (the full run is long: ~200 trials x 4 features x 2 workloads + transfer; hours on 2 cores):
 
-    python benchmarks/autotvm_features.py                       # C7 and C12, 200 trials, all features
-    python benchmarks/autotvm_features.py --features knob,curve --trials 100
-    python benchmarks/autotvm_features.py --smoke               # small convolutions, 16 trials: minutes
-    python benchmarks/autotvm_features.py --sa-compare 10       # SA cooling/restarts, synthetic cost
+    python benchmarks/papers/autotvm_features.py                       # C7 and C12, 200 trials, all features
+    python benchmarks/papers/autotvm_features.py --features knob,curve --trials 100
+    python benchmarks/papers/autotvm_features.py --smoke               # small convolutions, 16 trials: minutes
+    python benchmarks/papers/autotvm_features.py --sa-compare 10       # SA cooling/restarts, synthetic cost
 
 Records go to ``--out`` (default benchmarks/out/autotvm/), one JSONL file per run, rewritten each time;
 ``summary.json`` there holds every curve, the vendor baseline (torch's CPU conv2d when torch is installed,

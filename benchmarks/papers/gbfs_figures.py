@@ -3,7 +3,7 @@ space explored and vs. (simulated) search time, for gbfs, na2c, rnn, random (and
 several seeds each. Not a test: it prints a table and saves PNGs.
 
     tiletune table gemm:M=32,N=32,K=32 --levels 4,2 --sample 4000 -o t32.jsonl      # or --exhaustive
-    python benchmarks/gbfs_figures.py t32.jsonl gemm:M=32,N=32,K=32 --levels 4,2 --out figs/
+    python benchmarks/papers/gbfs_figures.py t32.jsonl gemm:M=32,N=32,K=32 --levels 4,2 --out figs/
 
 Each run is the ordinary tuning loop against ``ReplayMeasurer`` (deterministic), with a trial budget of
 ``--fraction`` of the space (default 0.1%, the paper's Fig. 8(a)) or ``--trials``. A configuration the
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.measure.replay import ReplayMeasurer  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402

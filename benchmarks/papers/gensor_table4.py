@@ -20,8 +20,8 @@ after every workload, so an interrupted run keeps what it measured), ``gensor.pn
 and method, relative to the vendor library) and the xgb records (``tuned-<label>.jsonl``: re-running
 resumes them).
 
-    python benchmarks/gensor_table4.py                          # all 14 workloads, xgb 100 trials
-    python benchmarks/gensor_table4.py --only M1,V1 --tuned-trials 0   # construction only, two workloads
+    python benchmarks/papers/gensor_table4.py                          # all 14 workloads, xgb 100 trials
+    python benchmarks/papers/gensor_table4.py --only M1,V1 --tuned-trials 0   # construction only, two workloads
 """
 from __future__ import annotations
 

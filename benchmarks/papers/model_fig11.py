@@ -1,7 +1,7 @@
 """Gensor's Fig. 11 on this CPU: Bert-small over sequence lengths and batch sizes, one library per method for all
 the shapes, against PyTorch eager and torch.compile(dynamic=True).
 
-Model: ``benchmarks/dyn_models.py:bert_small`` (Bert-small's encoder: 4 layers, hidden 512, 8 heads, intermediate
+Model: ``benchmarks/common/dyn_models.py:bert_small`` (Bert-small's encoder: 4 layers, hidden 512, 8 heads, intermediate
 2048; batch in 1..4 and seq in 16..384 symbolic). Shapes: every ``--batches`` x ``--seqs``. Methods:
 
 - ``gensor`` / ``roller``: ``tiletune model build --shapes ... --construct gensor|roller`` (every task of every
@@ -17,18 +17,18 @@ Model: ``benchmarks/dyn_models.py:bert_small`` (Bert-small's encoder: 4 layers, 
 - ``shared``: ``model tune --shapes ... --shared-search`` (the DietCode-like search: one search per kernel for all
   its shapes, ``tiletune.model.shared_search``) at **half** the search's trials, then ``model build``: the goal is
   >= 0.95x the per-shape search's latency with at most half its measurements. (Transfer across shapes needs
-  shapes tuned before: ``benchmarks/shape_transfer.py`` measures it.)
+  shapes tuned before: ``benchmarks/defaults/shape_transfer.py`` measures it.)
 - ``torch`` (eager) and ``torch-compile`` (``dynamic=True``: one compilation for the shapes; the first call of
   each shape is timed apart), each in its own process without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE.
 
 Our libraries are timed in a child process per round (``--rounds``), every library at every shape, interleaved
-(``benchmarks/dyn_bench.py``). Everything is appended to ``OUT/results.jsonl`` / ``OUT/steps.jsonl`` as it comes,
+(``benchmarks/common/dyn_bench.py``). Everything is appended to ``OUT/results.jsonl`` / ``OUT/steps.jsonl`` as it comes,
 and a re-run skips what is there (a run with another ``--clock`` times again, reusing the libraries);
 ``OUT/summary-CLOCK.md`` is the table, ``OUT/fig11-CLOCK.png`` the figure. Libraries go to
 ``--work`` (large).
 
-    python benchmarks/model_fig11.py --out benchmarks/out/fig11                    # the figure's scale
-    python benchmarks/model_fig11.py --out DIR --seqs 32,64,128 --trials-per-task 8  # a reduced one
+    python benchmarks/papers/model_fig11.py --out benchmarks/out/fig11                    # the figure's scale
+    python benchmarks/papers/model_fig11.py --out DIR --seqs 32,64,128 --trials-per-task 8  # a reduced one
 """
 from __future__ import annotations
 
@@ -45,11 +45,12 @@ from tiletune.model.shapes import parse_shapes, shape_tasks
 from tiletune.model.source import load
 from tiletune.target import host_target
 
-from cli_run import tiletune  # benchmarks/cli_run.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
+from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
 from dyn_bench import run, steps
 
 HERE = Path(__file__).resolve().parent
-MODEL = f"{HERE / 'dyn_models.py'}:bert_small"
+MODEL = f"{HERE.parent / 'common' / 'dyn_models.py'}:bert_small"
 OURS = ("gensor", "roller", "gensor-top", "roller-top", "search", "shared")
 #: the constructions with their top K measured: method -> the strategy that constructs them
 MEASURED = {"gensor-top": "gensor", "roller-top": "roller"}
@@ -73,7 +74,7 @@ def main() -> int:
     p.add_argument("--measured-per-task", type=int, default=4,
                    help="gensor-top / roller-top: constructions measured per task (their top K)")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="cpu: every method on one thread, timed by its CPU time (benchmarks/dyn_bench.py; for a "
+                   help="cpu: every method on one thread, timed by its CPU time (benchmarks/common/dyn_bench.py; for a "
                    "machine others load)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0, help="the seed of Gensor's walks (model build --seed)")

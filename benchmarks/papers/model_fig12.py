@@ -4,7 +4,7 @@ inference, over the phases) of PyTorch (no optimization), a search (xgb), Roller
 ``--target cuda --dtype float16`` on the machine's NVIDIA GPU (every method builds, tunes and runs there; a frame
 is a host image in and the host's logits out for ours and PyTorch alike: ``benchmarks/device/run_fig12.sh``).
 
-Per phase (``--widths``, default 1.0 -> 0.75 -> 0.5 -> 1.4: ``benchmarks/dyn_models.py:mobilenetv2_100`` etc.):
+Per phase (``--widths``, default 1.0 -> 0.75 -> 0.5 -> 1.4: ``benchmarks/common/dyn_models.py:mobilenetv2_100`` etc.):
 
 - ``gensor`` / ``roller``: ``tiletune model build MODEL --construct gensor|roller`` (import, construct every task,
   compile; nothing measured), its wall time (a process of its own, start to end) is the optimization;
@@ -12,13 +12,13 @@ Per phase (``--widths``, default 1.0 -> 0.75 -> 0.5 -> 1.4: ``benchmarks/dyn_mod
 - ``torch``: PyTorch eager, no optimization (its own process, without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE).
 
 Inference: ``--frames`` calls in a row on one input, in a process of its own per method and phase, after one
-warm call (``benchmarks/dyn_bench.py``). ``OUT/results.jsonl`` gets a row per method and phase as it finishes (a
+warm call (``benchmarks/common/dyn_bench.py``). ``OUT/results.jsonl`` gets a row per method and phase as it finishes (a
 re-run skips those; a method optimized before, in ``OUT/optimize.jsonl``, keeps its library and its time),
 ``OUT/summary-CLOCK.md`` the table, ``OUT/fig12-CLOCK.png`` the cumulative time. Libraries go to ``--work``.
 
-    python benchmarks/model_fig12.py --out benchmarks/out/fig12                       # the figure's scale
-    python benchmarks/model_fig12.py --out DIR --frames 300 --trials-per-task 4       # a reduced one
-    python benchmarks/model_fig12.py --out DIR --target cuda --dtype float16            # on the GPU
+    python benchmarks/papers/model_fig12.py --out benchmarks/out/fig12                       # the figure's scale
+    python benchmarks/papers/model_fig12.py --out DIR --frames 300 --trials-per-task 4       # a reduced one
+    python benchmarks/papers/model_fig12.py --out DIR --target cuda --dtype float16            # on the GPU
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ from tiletune.bench.results import read_jsonl
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import parse_target
 
-from cli_run import tiletune  # benchmarks/cli_run.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
+from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
 from dyn_bench import run
 
 HERE = Path(__file__).resolve().parent
@@ -46,7 +47,7 @@ LABELS = {"torch": "PyTorch eager", "search": "search (xgb)", "roller": "Roller"
 
 
 def spec(width: str) -> str:
-    return f"{HERE / 'dyn_models.py'}:{WIDTHS[width]}"
+    return f"{HERE.parent / 'common' / 'dyn_models.py'}:{WIDTHS[width]}"
 
 
 def main() -> int:
@@ -61,7 +62,7 @@ def main() -> int:
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
                    help="the model's compute dtype on a CUDA target (PyTorch runs in it too)")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="inference: cpu = one thread, the frames' CPU time (benchmarks/dyn_bench.py; for a machine "
+                   help="inference: cpu = one thread, the frames' CPU time (benchmarks/common/dyn_bench.py; for a machine "
                    "others load); wall = every core, the wall clock")
     a = p.parse_args()
     gpu = a.target.startswith("cuda")

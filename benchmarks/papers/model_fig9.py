@@ -21,7 +21,7 @@ whose speed drifts between minutes, ratios within a round are what can be compar
 
 ``--alternate N`` (the CPU): instead, after every model is tuned, each model's builds, ONNX Runtime and the torch
 baselines (``--baselines``, default torch,torch-compile) are alive at once, each in its own process, taking N turns of
-``--calls`` single inferences (``benchmarks/research/threads_vs_ort.py --alternate``), into ``OUT/alternate/<model>.md``
+``--calls`` single inferences (``benchmarks/research/in_model/threads_vs_ort.py --alternate``), into ``OUT/alternate/<model>.md``
 and ``OUT/summary-alternate.md``: each side's speed against ONNX Runtime per turn (the median over the turns) and by
 the minima. On a shared host whose speed drifts by tens of percent between minutes, this resolves differences of a
 few percent that rounds of one process per method do not. MetaSchedule is timed only without ``--alternate``.
@@ -30,8 +30,8 @@ Everything is resumable per model x method: a tuning run that finished is listed
 skipped; an interrupted one resumes from its records; a timed method is kept in its results.jsonl. Run it on
 an idle machine (a PyTorch timing swung 8.5 -> 140 ms under load here):
 
-    python benchmarks/model_fig9.py --out benchmarks/out/fig9
-    python benchmarks/model_fig9.py --out /tmp/fig9-quick --quick        # tiny model, a few trials: a check
+    python benchmarks/papers/model_fig9.py --out benchmarks/out/fig9
+    python benchmarks/papers/model_fig9.py --out /tmp/fig9-quick --quick        # tiny model, a few trials: a check
 
 On an NVIDIA GPU (``--target cuda[:sm_XX]``, ``--dtype float32|float16|bfloat16``), where the paper ran it: the
 constructive settings are the constructions alone (``model bench --construct gensor|roller``: every task's top
@@ -39,7 +39,7 @@ construction, no measurement, seconds per task), the search strategy tunes ``--t
 GPU) on this machine's GPU, and the baselines are PyTorch eager (cuBLAS/cuDNN), torch.compile (inductor/Triton)
 and TVM's default build (dlight on every kernel), all in the model's dtype:
 
-    python benchmarks/model_fig9.py --out fig9-h100-fp16 --target cuda --dtype float16
+    python benchmarks/papers/model_fig9.py --out fig9-h100-fp16 --target cuda --dtype float16
 """
 from __future__ import annotations
 
@@ -60,8 +60,9 @@ from tiletune.model.source import short_name
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import is_cuda, parse_target
 
-from cli_run import tiletune  # benchmarks/cli_run.py
-from gzjsonl import existing, unpack  # benchmarks/gzjsonl.py: records committed as .jsonl.gz
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
+from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
+from gzjsonl import existing, unpack  # benchmarks/common/gzjsonl.py: records committed as .jsonl.gz
 
 CONSTRUCTIVE = ("gensor", "roller")
 
@@ -178,11 +179,11 @@ def in_rounds(out: Path, models: list[str], strategies: list[str], baselines: li
 def alternating(out: Path, models: list[str], strategies: list[str], baselines: list[str], turns: int, calls: int,
                 threads: int) -> None:
     """Per model, every tuned build, ONNX Runtime and ``baselines`` (torch, torch-compile) alive at once, each in its
-    own process, taking ``turns`` turns of ``calls`` single inferences (``benchmarks/research/threads_vs_ort.py
+    own process, taking ``turns`` turns of ``calls`` single inferences (``benchmarks/research/in_model/threads_vs_ort.py
     --alternate``: a drift of a shared host's speed falls on all sides alike); its table, with each side's speed
     against ONNX Runtime per turn, into ``OUT/alternate/<model>.md`` (a model with its table is skipped), and all
     of them into ``OUT/summary-alternate.md``."""
-    script = Path(__file__).resolve().parent / "research" / "threads_vs_ort.py"
+    script = Path(__file__).resolve().parents[1] / "research" / "in_model" / "threads_vs_ort.py"
     (out / "alternate").mkdir(exist_ok=True)
     parts = ["# Whole-model latency (batch 1, fp32), every side alive at once, taking turns", ""]
     tuning = read_jsonl(out / "tuning.jsonl")

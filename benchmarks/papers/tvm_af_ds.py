@@ -26,9 +26,9 @@ Files in ``--out``: the harness's records.jsonl, traces.jsonl, summary.json, rep
 and ``tvm_af_ds.json`` / ``tvm_af_ds.md`` (the comparisons), ``af_ds_ratios.png`` (per operator, each
 comparison's GFLOPS ratio to the baseline), ``af_ds_reduction.png`` (trials to reach the baseline).
 
-    python benchmarks/tvm_af_ds.py --out bench-af-ds/                 # the full suite: days on 2 cores
-    python benchmarks/tvm_af_ds.py --quick --out /tmp/af-ds-quick/    # 2 small operators, minutes
-    python benchmarks/tvm_af_ds.py --analyze bench-af-ds/             # recompute from traces.jsonl
+    python benchmarks/papers/tvm_af_ds.py --out bench-af-ds/                 # the full suite: days on 2 cores
+    python benchmarks/papers/tvm_af_ds.py --quick --out /tmp/af-ds-quick/    # 2 small operators, minutes
+    python benchmarks/papers/tvm_af_ds.py --analyze bench-af-ds/             # recompute from traces.jsonl
 
 ``--small`` keeps all 30 operators and real measurements but scales the methods' constants for a budget
 of ~100-200 measurements instead of the paper's 1000 (chosen here; the paper fixes them for 1000): DGD's
@@ -38,7 +38,7 @@ warm-up 100 -> 16 (so that the model guides 5 of the 6 rounds of a 96-measuremen
 evolution iterations kept (Ansor's 2048 and 4 for the AF model; auto 128 for program features, whose
 extraction lowers every configuration). The run reported in the README:
 
-    python benchmarks/tvm_af_ds.py --small --seeds 1 --budget 96 --horizon 20 \
+    python benchmarks/papers/tvm_af_ds.py --small --seeds 1 --budget 96 --horizon 20 \
         --out benchmarks/out/tvm-af-ds --resume          # ~2 h here; resumable, operator by operator
 
 where the "2-minute" search becomes 20 s: the paper's 2 minutes are about a tenth of a 1000-measurement
@@ -60,7 +60,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tiletune.bench import suites  # noqa: E402
 from tiletune.bench.run import run_bench  # noqa: E402

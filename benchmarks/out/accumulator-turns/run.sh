@@ -6,9 +6,9 @@ cd "$(dirname "$0")/../../.."
 O=benchmarks/out/accumulator-turns
 S="--shapes batch=1,4 --shapes seq=16,32,64,128,256,384"
 for how in gensor roller; do
-  python benchmarks/research/construct_change.py benchmarks/dyn_models.py:bert_small $S --change accumulator-turns \
+  python benchmarks/research/construct/construct_change.py benchmarks/common/dyn_models.py:bert_small $S --change accumulator-turns \
     --method $how > $O/bert-small-dyn-$how.log 2>&1
   for m in resnet50 mobilenetv2; do
-    python benchmarks/research/construct_change.py $m --change accumulator-turns --method $how > $O/$m-$how.log 2>&1
+    python benchmarks/research/construct/construct_change.py $m --change accumulator-turns --method $how > $O/$m-$how.log 2>&1
   done
 done

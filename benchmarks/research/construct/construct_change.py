@@ -1,8 +1,8 @@
 """A model's tasks constructed without and with one change of the constructions, each kernel timed alone (not a
 test): what the change does, task by task and per inference.
 
-    python benchmarks/research/construct_change.py resnet50 --change unroll-floor --method gensor [--rounds 3]
-    python benchmarks/research/construct_change.py benchmarks/dyn_models.py:bert_small --shapes batch=1,4 \
+    python benchmarks/research/construct/construct_change.py resnet50 --change unroll-floor --method gensor [--rounds 3]
+    python benchmarks/research/construct/construct_change.py benchmarks/common/dyn_models.py:bert_small --shapes batch=1,4 \
         --shapes seq=16,32,64,128,256,384 --change accumulator-turns --method gensor --seed 1
 
 Changes (``CHANGES``): ``unroll-floor``, ``Model.unroll_floor`` (docs/decisions/register-tile.md: an outer-product
@@ -34,7 +34,7 @@ from pathlib import Path
 from unittest import mock
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.construct.gensor import GensorWalk  # noqa: E402
 from tiletune.analytic import etir  # noqa: E402

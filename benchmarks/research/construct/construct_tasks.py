@@ -1,7 +1,7 @@
 """A dynamic model's tasks as Gensor and Roller construct them for a model build, each kernel timed alone (not a
 test): where one construction loses to the other, task by task, and what that costs per inference.
 
-    python benchmarks/research/construct_tasks.py --shapes batch=4 --shapes seq=128 [--walks 4,16] [--rounds 3]
+    python benchmarks/research/construct/construct_tasks.py --shapes batch=4 --shapes seq=128 [--walks 4,16] [--rounds 3]
 
 Per task of ``--model`` (default Bert-small of Fig. 11) at the shapes given: the configuration
 ``tiletune.model.build.constructed_configs`` gives it (``gensor`` with each ``--walks`` count, and ``roller``),
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from unittest import mock
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "common"))
 
 from tiletune.construct import gensor  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
@@ -27,7 +27,7 @@ from tiletune.model.shapes import parse_shapes, shape_tasks  # noqa: E402
 from tiletune.model.source import load  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
 
-MODEL = str(Path(__file__).resolve().parents[1] / "dyn_models.py") + ":bert_small"
+MODEL = str(Path(__file__).resolve().parents[2] / "common" / "dyn_models.py") + ":bert_small"
 
 
 def constructed(tasks, method: str, walks: int):

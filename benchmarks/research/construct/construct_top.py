@@ -1,10 +1,10 @@
 """The top constructions of Gensor and Roller on a suite, written down and measured (not a test): compares
 what two versions of the analytic model construct, in one warm pool per workload.
 
-    python benchmarks/research/construct_top.py write old.json                    # this checkout's top k per method
-    git apply CHANGE.diff; python benchmarks/research/construct_top.py write new.json; git apply -R CHANGE.diff
-    python benchmarks/research/construct_top.py measure old.json new.json --out DIR
-    python benchmarks/research/construct_top.py rank benchmarks/out/construct-refine-128/*/records.jsonl.gz
+    python benchmarks/research/construct/construct_top.py write old.json                    # this checkout's top k per method
+    git apply CHANGE.diff; python benchmarks/research/construct/construct_top.py write new.json; git apply -R CHANGE.diff
+    python benchmarks/research/construct/construct_top.py measure old.json new.json --out DIR
+    python benchmarks/research/construct/construct_top.py rank benchmarks/out/construct-refine-128/*/records.jsonl.gz
 
 ``write`` builds, per workload of ``--suite`` (default construct-refine), the top ``--k`` (default 4)
 configurations of ``gensor`` (its walks seeded with ``--seed``) and ``roller``, as the local searches'
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.construct import constructions  # noqa: E402

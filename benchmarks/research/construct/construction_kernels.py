@@ -1,7 +1,7 @@
 """Every constructed kernel of a dynamic model's library, as Gensor and as Roller construct it, timed alone on the
 target's device (not a test): which kernels make one construction's library slower than the other's at a shape.
 
-    python benchmarks/research/construction_kernels.py [--shapes batch=1,4 --shapes seq=16,64,128,384] [--seconds 240]
+    python benchmarks/research/construct/construction_kernels.py [--shapes batch=1,4 --shapes seq=16,64,128,384] [--seconds 240]
         [--first batch=1,seq=384] [--target cuda:sm_90 --dtype float16 (default) | --target host --dtype float32]
         [--seeds 0,1,2]
 
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.api import set_threads  # noqa: E402
 from tiletune.analytic.etir import Model  # noqa: E402
@@ -49,7 +49,7 @@ def _labels(task) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="benchmarks/dyn_models.py:bert_small")
+    ap.add_argument("--model", default="benchmarks/common/dyn_models.py:bert_small")
     ap.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2")
     ap.add_argument("--target", default="cuda:sm_90")
     ap.add_argument("--dtype", default="float16")

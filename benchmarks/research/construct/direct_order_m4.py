@@ -3,15 +3,15 @@ direct loop order, benchmarks/README.md, "The direct loop order"): Roller's tree
 column axis s whole in R1 and the row axis r whole in R0, its top 2 per NCHW conv of the construct-refine suite
 at four unroll depths. Since then ``Model.direct_orders`` builds that order itself. Then, from the repository root:
 
-    python benchmarks/research/direct_order_m4.py
-    python benchmarks/research/construct_top.py measure benchmarks/out/construct-refine-direct/constructions/m4/cs_in.json \
+    python benchmarks/research/construct/direct_order_m4.py
+    python benchmarks/research/construct/construct_top.py measure benchmarks/out/construct-refine-direct/constructions/m4/cs_in.json \
         --out benchmarks/out/construct-refine-direct/constructions/m4 --rounds 3
 """
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 from tiletune.bench.suites import load  # noqa: E402

@@ -1,13 +1,13 @@
 """Gensor's walk count in a model build (not a test): Fig. 11's model built with Gensor's constructions from 4 walks
 per task (the default, ``tiletune.construct.gensor.WALKS``) and from more, and with Roller's, timed alternately.
 
-    python benchmarks/research/gensor_walks.py --out DIR [--walks 4,16] [--seqs 16,32,64,128,256,384] [--batches 1,4]
+    python benchmarks/research/construct/gensor_walks.py --out DIR [--walks 4,16] [--seqs 16,32,64,128,256,384] [--batches 1,4]
 
 Builds libraries in ``--work`` (default /tmp/tiletune-gensor-walks: they are large) with ``tiletune model build
 MODEL --shapes ... --construct gensor|roller`` (in this process, Gensor's ``GensorWalk.pool`` default walk count
 patched per build; the build's wall time noted),
 then ``--rounds`` rounds of every library at every shape, interleaved, in a child process per round
-(``benchmarks/dyn_bench.py``, wall clock, every core); ``DIR/results.jsonl`` and ``DIR/builds.jsonl`` are appended
+(``benchmarks/common/dyn_bench.py``, wall clock, every core); ``DIR/results.jsonl`` and ``DIR/builds.jsonl`` are appended
 and a re-run skips what is there; prints per shape the median latency of each and each Gensor build / Roller.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from unittest import mock
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE.parents[1] / "common"))
 
 from dyn_bench import run  # noqa: E402
 
@@ -33,7 +33,7 @@ from tiletune.construct import gensor  # noqa: E402
 from tiletune.model.shapes import parse_shapes  # noqa: E402
 from tiletune.model.source import load  # noqa: E402
 
-MODEL = f"{HERE.parent / 'dyn_models.py'}:bert_small"
+MODEL = f"{HERE.parents[1] / 'common' / 'dyn_models.py'}:bert_small"
 
 
 def main() -> int:

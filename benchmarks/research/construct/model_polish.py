@@ -1,7 +1,7 @@
 """How far the constructions of a model's tasks stop from their own analytic model's nearby optima (a probe; nothing
 in tiletune uses it).
 
-    python benchmarks/research/model_polish.py --model resnet50 [--task PREFIX ...] [--json]
+    python benchmarks/research/construct/model_polish.py --model resnet50 [--task PREFIX ...] [--json]
 
 Per task: the analytic time (``tiletune.analytic.etir.Model.config_time``) of the best of the ``construct`` start's
 four constructions (Gensor's, Roller's and the direct orders' tops), and of a steepest descent on that model from
@@ -9,7 +9,7 @@ each of the first two: a move takes one prime factor of one split knob from one 
 configurations the space allows that fit the model's memory levels, and the descent stops where no move lowers the
 time (the moves are ``Space.neighbours``, G-BFS's actions; moves of a choice knob leave the model's time as it is).
 ``--json`` also prints each polished configuration (the model's unroll choice for its tiles), ready for
-``benchmarks/research/task_configs.py -c``.
+``benchmarks/research/in_model/task_configs.py -c``.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.construct import constructions  # noqa: E402
 from tiletune.analytic.etir import Model  # noqa: E402

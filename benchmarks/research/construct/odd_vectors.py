@@ -2,7 +2,7 @@
 configuration's innermost (vectorized) tile changed, built with and without the CPU template's split of odd-length
 vectors (``tiletune.schedules.cpu._vectorize``; docs/decisions/register-tile.md, "Vectors of odd lengths").
 
-    python benchmarks/research/odd_vectors.py [--calls 3]
+    python benchmarks/research/construct/odd_vectors.py [--calls 3]
 
 Prints ms per call (mean of --calls after one warm call, one thread as TVM_NUM_THREADS gives it) for each tile,
 split and unsplit, and checks that both give the same output.
@@ -21,7 +21,7 @@ from tiletune.model.source import load
 from tiletune.schedules import cpu, make_space
 from tiletune.target import host_target
 
-MODEL = f"{Path(__file__).resolve().parents[1] / 'dyn_models.py'}:bert_small"
+MODEL = f"{Path(__file__).resolve().parents[2] / 'common' / 'dyn_models.py'}:bert_small"
 ROLLER = {"tile_i0": [2, 2, 16, 6], "tile_i1": [8, 4, 1, 48], "tile_k": [32, 16], "unroll": 64, "pack": 1}
 VARIANTS = {"48 (Roller's)": {}, "24": {"tile_i1": [8, 8, 1, 24]},
             "96": {"tile_i1": [8, 2, 1, 96], "tile_i0": [2, 2, 48, 2]},

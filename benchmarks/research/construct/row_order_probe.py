@@ -2,7 +2,7 @@
 per workload, 4 rounds (the first warms), the median of the later rounds, fastest first. Run on an idle machine;
 the outputs are in benchmarks/out/construct-refine-row/.
 
-    P=benchmarks/research/row_order_probe.py O=benchmarks/out/construct-refine-row
+    P=benchmarks/research/construct/row_order_probe.py O=benchmarks/out/construct-refine-row
     python $P hand > $O/hand.txt                     # hand-written row kernels of the suite's depthwise conv
     python $P constructions WORKLOAD... > $O/constructions.txt
     python $P model MODEL KEY-PART... > $O/model.txt # a model's NCHW tasks whose key contains a KEY-PART
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.bench.suites import load  # noqa: E402
 from tiletune.construct import choice_sweep, constructions, direct_constructions  # noqa: E402

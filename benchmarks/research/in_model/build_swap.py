@@ -1,7 +1,7 @@
 """A model built from records with some tasks' configurations replaced: what one kernel's choice is worth in the
 whole model (time the result against the unchanged build with ``builds_alternate.py``).
 
-    python benchmarks/research/build_swap.py MODEL RECORDS OUT.so ['{"KEY_PREFIX": {"knob": value, ...}, ...}']
+    python benchmarks/research/in_model/build_swap.py MODEL RECORDS OUT.so ['{"KEY_PREFIX": {"knob": value, ...}, ...}']
 
 Each task whose workload key starts with a prefix takes its chosen configuration (``model build``'s choice from
 the records) with the given knobs replaced; the other tasks are built as ``tiletune model build`` builds them.

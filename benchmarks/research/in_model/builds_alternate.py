@@ -1,6 +1,6 @@
 """Built model libraries timed alternately in one process (docs/decisions/measure-cold-weights.md).
 
-    TVM_NUM_THREADS=2 python benchmarks/research/builds_alternate.py bert-small A.so B.so [C.so ...] [--rounds 5]
+    TVM_NUM_THREADS=2 python benchmarks/research/in_model/builds_alternate.py bert-small A.so B.so [C.so ...] [--rounds 5]
 
 Every round times each library once (median of 5 samples of >= 200 ms) on the same random inputs, in the order
 given; prints each round and, per library, the minimum and the median over the rounds (on a shared machine whose

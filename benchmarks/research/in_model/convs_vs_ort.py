@@ -3,7 +3,7 @@ output channels, kernel size and output height, a transformer's matmuls by shape
 and GELU nodes of their own on ONNX Runtime's, which count as "other"), layer norms and softmaxes: where the
 whole-model ratio is won and lost.
 
-    python benchmarks/research/convs_vs_ort.py --model resnet50 -r RECORDS --out DIR [--runs 40] [--threads 2] \
+    python benchmarks/research/in_model/convs_vs_ort.py --model resnet50 -r RECORDS --out DIR [--runs 40] [--threads 2] \
         [--stat min] [--rounds R]
 
 Each side runs in a child process of its own, one after the other (``--rounds 1``, the default), or with ``--rounds
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from threads_vs_ort import Turns, side_env  # benchmarks/research/threads_vs_ort.py
-from vm_calls import TimedVM, timed_calls  # benchmarks/research/vm_calls.py
+from threads_vs_ort import Turns, side_env  # benchmarks/research/in_model/threads_vs_ort.py
+from vm_calls import TimedVM, timed_calls  # benchmarks/research/in_model/vm_calls.py
 
 
 def classes_of(tasks) -> dict[str, str]:
@@ -238,7 +238,7 @@ def main() -> None:
     lines = [f"# {a.model}: kernels by class, ours against ONNX Runtime ({a.threads} threads, us per inference, "
              f"{a.stat} of {a.runs * a.rounds} runs"
              + (f", {a.rounds} alternating rounds" if a.rounds > 1 else "") + ")",
-             "", f"    python benchmarks/research/convs_vs_ort.py --model {a.model} "
+             "", f"    python benchmarks/research/in_model/convs_vs_ort.py --model {a.model} "
              f"-r RECORDS --out DIR --runs {a.runs} --threads {a.threads}" + (" --stat min" if a.stat == "min" else "")
              + (f" --rounds {a.rounds}" if a.rounds > 1 else ""),
              "",

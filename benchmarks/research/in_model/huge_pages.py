@@ -9,7 +9,7 @@ numpy advises its own large arrays). ``huge_pages()`` records the process's anon
 end, advises what the block mapped (``madvise(MADV_HUGEPAGE)``) and asks the kernel to back it with huge pages at once
 (``MADV_COLLAPSE``, Linux 6.1 and later).
 
-    TVM_NUM_THREADS=2 python benchmarks/research/huge_pages.py LIB.so --model gpt2 [--rounds 16] [--calls 10]
+    TVM_NUM_THREADS=2 python benchmarks/research/in_model/huge_pages.py LIB.so --model gpt2 [--rounds 16] [--calls 10]
 
 ``LIB.so``: what ``tiletune model build`` exported. Each round runs ``--calls`` single inferences of each load, the
 order alternating between rounds; prints each load's min, median and mean, the median of each turn's first inference
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 MADV_HUGEPAGE = 14
 MADV_COLLAPSE = 25

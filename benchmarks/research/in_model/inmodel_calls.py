@@ -1,9 +1,9 @@
 """Every kernel call of a model built from records, timed in the model (the VM's instrument, host clock around
 each call), minima per call over ``--runs`` inferences (not a test).
 
-    TVM_NUM_THREADS=1 python benchmarks/research/inmodel_calls.py --model resnet50 -r RECORDS [--runs 40] \
+    TVM_NUM_THREADS=1 python benchmarks/research/in_model/inmodel_calls.py --model resnet50 -r RECORDS [--runs 40] \
         [--swap '{"KEY_PREFIX": {"knob": value}}' ...] [--rounds 4]
-    TVM_NUM_THREADS=2 python benchmarks/research/inmodel_calls.py --model gpt2 --lib A.so --lib B.so --rounds 6
+    TVM_NUM_THREADS=2 python benchmarks/research/in_model/inmodel_calls.py --model gpt2 --lib A.so --lib B.so --rounds 6
 
 Prints per kernel: calls, the sum of its calls' minima and the mean per call, largest first, and the sum over the
 model. The instrument costs each call about a microsecond of host time (its VM builtins, shown as such, take
@@ -26,9 +26,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from vm_calls import TimedVM  # noqa: E402  (benchmarks/research/vm_calls.py)
+from vm_calls import TimedVM  # noqa: E402  (benchmarks/research/in_model/vm_calls.py)
 
 
 def per_call_minima(logs) -> dict[str, list[float]]:

@@ -1,7 +1,7 @@
 """One model task's best configuration timed alone in three cache states: how much of a kernel's time in the model
 is its data arriving from memory (not a test).
 
-    TVM_NUM_THREADS=1 python benchmarks/research/kernel_cache_states.py --model resnet50 \
+    TVM_NUM_THREADS=1 python benchmarks/research/in_model/kernel_cache_states.py --model resnet50 \
         --task fused_conv2d18_add13_relu9 -r RECORDS [--evict-mb 256] [--rounds 5] [--calls 40]
 
 States, each sample one call (TVM's evaluator, number = 1), weights packed as the model runs them:
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.measure.local import COLD_PREPROC, build_kernel, kernel_arguments  # noqa: E402
 from tiletune.model.tasks import load_model_tasks  # noqa: E402

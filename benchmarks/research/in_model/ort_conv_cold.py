@@ -1,7 +1,7 @@
 """One convolution alone in ONNX Runtime, warm and with the caches trashed before each run: the vendor's side of
 ``kernel_cache_states.py`` (not a test).
 
-    python benchmarks/research/ort_conv_cold.py --c 1024 --k 512 --hw 14 [--kernel 1] [--stride 1] [--residual]
+    python benchmarks/research/in_model/ort_conv_cold.py --c 1024 --k 512 --hw 14 [--kernel 1] [--stride 1] [--residual]
 
 A torch.nn model of one Conv2d (+ the residual add) + ReLU, exported to ONNX (opset 17) and run by ONNX Runtime
 with one intra-op thread, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline. ``--rounds``
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.bench.vendor import UNSET_ENV  # noqa: E402
 

@@ -2,7 +2,7 @@
 both builds of a model exported, and every fused producer timed alone against its unfused kernel plus the pad
 kernel (not a test).
 
-    TVM_NUM_THREADS=2 python benchmarks/research/pad_fusion.py --model resnet50 -r RECORDS --out DIR [--rounds 15]
+    TVM_NUM_THREADS=2 python benchmarks/research/in_model/pad_fusion.py --model resnet50 -r RECORDS --out DIR [--rounds 15]
 
 Writes ``DIR/MODEL-fused.so`` and ``DIR/MODEL-padkernels.so`` (then time them alternately in one process with
 ``builds_alternate.py``), and prints per fused producer the minima over ``--rounds`` rounds, each round timing
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ or padded (56) pixel loop is what would let our template do the same. This probe
 counts run faster per pixel at all: the GEMMs M x N x K with M = 49 (the convolution), 48 and 56, each tuned by xgb in
 the measurement workers, then each one's best kernel timed alternately in this process.
 
-    TVM_NUM_THREADS=2 python benchmarks/research/pixel_tiles.py --out DIR [--n 512 --k 2048] [--trials 150] [--rounds 5]
+    TVM_NUM_THREADS=2 python benchmarks/research/in_model/pixel_tiles.py --out DIR [--n 512 --k 2048] [--trials 150] [--rounds 5]
 
 Writes DIR/gemm-M.jsonl (the records; a second run resumes them) and DIR/summary.md: per M, the best recorded
 time and the alternating rounds' minimum and median, and the time per pixel relative to M = 49.

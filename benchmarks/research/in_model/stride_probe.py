@@ -1,7 +1,7 @@
 """A 1x1 convolution of resnet50 (NHWC, + bias + ReLU) with its input's channel stride C against C + 16: is the L1
 set conflict of NHWC pixel tiles what costs? (not a test)
 
-    TVM_NUM_THREADS=1 python benchmarks/research/stride_probe.py --hw 14 --c 1024 --k 256 -r RECORDS [--configs 40]
+    TVM_NUM_THREADS=1 python benchmarks/research/in_model/stride_probe.py --hw 14 --c 1024 --k 256 -r RECORDS [--configs 40]
 
 The same configurations on both inputs: the model task's 12 best records, then schedulable samples up to
 ``--configs``; each timed warm in this process, the minimum of 5 samples of 20 calls. At C >= 1024 the pixels of a
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 
 def conv1x1(hw: int, c: int, k: int, stride: int):

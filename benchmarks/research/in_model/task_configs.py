@@ -1,6 +1,6 @@
 """Configurations of one task of a model timed side by side: which tiles are fastest for one kernel, on a shared host.
 
-    TVM_NUM_THREADS=1 python benchmarks/research/task_configs.py --model resnet50 --task fused_conv2d18_add13_relu9 \
+    TVM_NUM_THREADS=1 python benchmarks/research/in_model/task_configs.py --model resnet50 --task fused_conv2d18_add13_relu9 \
         -r RECORDS [-r ...] [-c '{"tile_ff": [16, 1, 1, 32], ...}' ...] [--rounds 6] [--calls 60] [--cold]
 
 Each candidate is the best configuration of the task in a records file (``-r``) or a configuration given as JSON
@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.errors import TiletuneError  # noqa: E402
 from tiletune.measure.local import COLD_PREPROC, build_kernel, kernel_arguments  # noqa: E402

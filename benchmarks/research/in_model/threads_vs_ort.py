@@ -1,7 +1,7 @@
 """A model built from records against ONNX Runtime at one and at two threads: whether a gap lies in the kernels
 (both thread counts) or in the second thread (not a test).
 
-    python benchmarks/research/threads_vs_ort.py --model resnet50 \
+    python benchmarks/research/in_model/threads_vs_ort.py --model resnet50 \
         -r [LAYOUT[+padkernels][+direct][+spinN][+thp]=]RECORDS [-r ...] [--threads 1,2] \
         [--alternate [--baselines torch,torch-compile,ort+thp] [--raw FILE.json]]
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.bench.vendor import UNSET_ENV  # noqa: E402
 

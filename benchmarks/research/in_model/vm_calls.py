@@ -33,7 +33,7 @@ class TimedVM:
             self.tasks = model_tasks(src, host_target(), layout, "float32")
             chosen = best_configs(self.tasks, records)
             if swaps:
-                from build_swap import with_swaps  # benchmarks/research/build_swap.py
+                from build_swap import with_swaps  # benchmarks/research/in_model/build_swap.py
 
                 chosen = with_swaps(chosen, swaps)
             self.vm = relax.VirtualMachine(compile_module(scheduled_module(self.tasks, chosen)[0], self.tasks.target),

@@ -3,7 +3,7 @@ default-scheduled by the earlier rule (every spatial loop fused into the paralle
 innermost extent divides) and by the current one (parallel over the leading loops only, no vector that gathers;
 docs/decisions/default-schedule.md). Tuned kernels are the same in both.
 
-    TVM_NUM_THREADS=2 python benchmarks/research/default_schedule.py --model mobilenetv2 -r RECORDS [--calls 40]
+    TVM_NUM_THREADS=2 python benchmarks/research/model_build/default_schedule.py --model mobilenetv2 -r RECORDS [--calls 40]
 
 Both builds run alternately in this process on the same inputs, every kernel call timed by the VM's
 instrument (host clock around each call); prints, per kernel that differs by more than 5 us, the median over

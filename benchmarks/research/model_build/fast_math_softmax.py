@@ -1,6 +1,6 @@
 """bert-small's softmax kernel with and without FastMathTransform (docs/decisions/fast-math.md).
 
-    python benchmarks/research/fast_math_softmax.py [--model bert-small] [--rounds 5]
+    python benchmarks/research/model_build/fast_math_softmax.py [--model bert-small] [--rounds 5]
 
 Fuses the model twice (exact exp, and TVM's fast_exp), gives both softmax kernels the default schedule, times
 them alternately on the same inputs (median of 3 samples of >= 50 ms per round) and prints the medians and

@@ -4,7 +4,7 @@ default schedules, and compared with PyTorch in float32 on random inputs of ``--
 relative to the output's scale, per dtype. The CPU computes the same cast module as the GPU build, so the error
 of the cast itself is measured without a GPU (a GPU's kernels add their own rounding order on top).
 
-    python benchmarks/research/model_dtype_error.py tiny family:gelu_mlp family:attention family:norms \\
+    python benchmarks/research/model_build/model_dtype_error.py tiny family:gelu_mlp family:attention family:norms \\
         family:conv_silu bert-small resnet18 mobilenetv2
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A whole model at a small budget, NCHW against NHWC convolutions, and tuned against constructed (issue 17).
+"""A whole model at a small budget, NCHW against NHWC convolutions, and tuned against constructed.
 
 Per layout of ``--layouts`` (default NCHW,NHWC), for one model (default resnet18):
 
@@ -16,8 +16,8 @@ Everything is resumable: ``model tune`` resumes from its records (a finished run
 and ``model bench`` keeps what it timed (``OUT/<model>-<layout>-<method>/results.jsonl``). Run it on an idle
 machine:
 
-    python benchmarks/research/model_layout.py --out benchmarks/out/model-layout
-    python benchmarks/research/model_layout.py --out /tmp/layout-quick --model tiny --per-task 2     # a check
+    python benchmarks/research/model_build/model_layout.py --out benchmarks/out/model-layout
+    python benchmarks/research/model_build/model_layout.py --out /tmp/layout-quick --model tiny --per-task 2     # a check
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from tiletune.model.build import best_configs
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import host_target
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: cli_run
-from cli_run import tiletune  # noqa: E402  (benchmarks/cli_run.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "common"))  # benchmarks/common/: cli_run
+from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
 
 METHODS = {"roller": ("-s", "roller", "-O", "after_topk=stop"), "tuned": ()}
 

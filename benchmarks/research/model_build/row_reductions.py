@@ -1,6 +1,6 @@
 """A model's row reductions (softmax, layer norm, ...) before and after tuning (docs/decisions/row-reductions.md).
 
-    python benchmarks/research/row_reductions.py --model bert-small --trials 16 [--strategy xgb] [--rounds 5]
+    python benchmarks/research/model_build/row_reductions.py --model bert-small --trials 16 [--strategy xgb] [--rounds 5]
 
 Extracts the model's row-reduction tasks (``tiletune.workloads.rows``) and tunes them alone, ``--trials`` trials
 each (the local searches start from the template's starts, ``tiletune.schedules.rows.starts``), into

@@ -2,7 +2,7 @@
 alternately in one process: its passes one by one (the rule before blocking), one inlined pass blocked 16 x 16
 (scalar), and the same with the tile's output row vectorized (the current rule; docs/decisions/default-schedule.md).
 
-    TVM_NUM_THREADS=2 python benchmarks/research/transpose_tile.py bert-small [--rounds 15]
+    TVM_NUM_THREADS=2 python benchmarks/research/model_build/transpose_tile.py bert-small [--rounds 15]
 
 Checks that the three give the same output, then per round times each 200 calls (after 20 warm ones); prints the
 median us per call over the rounds.

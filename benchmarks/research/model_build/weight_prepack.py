@@ -1,7 +1,7 @@
 """A tuned model built twice from the same records: the weights packed once at build time (the default), and the
 packing left inside each kernel, run every call (docs/decisions/weight-prepack.md).
 
-    TVM_NUM_THREADS=2 python benchmarks/research/weight_prepack.py --model bert-small -r RECORDS [--rounds 7]
+    TVM_NUM_THREADS=2 python benchmarks/research/model_build/weight_prepack.py --model bert-small -r RECORDS [--rounds 7]
 
 Both builds use the same kernels (the records' best); only ``SplitLayoutRewritePreproc`` + ``FoldConstant`` is
 left out of the second. They are timed alternately in this process (median of 5 samples of >= 200 ms per round)

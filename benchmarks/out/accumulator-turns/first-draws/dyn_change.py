@@ -10,7 +10,7 @@ from tiletune.model.shapes import parse_shapes, shape_tasks
 from tiletune.model.source import load
 from tiletune.target import parse_target
 method, seed = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0
-source = load("benchmarks/dyn_models.py:bert_small")
+source = load("benchmarks/common/dyn_models.py:bert_small")
 b = parse_shapes(["batch=1,4", "seq=16,32,64,128,256,384"], source)
 dyn = shape_tasks(source, parse_target("host"), "NHWC", b, dtype="float32")
 on = constructed_configs(dyn.merged, method, {}, seed=seed)

@@ -5,5 +5,5 @@
 # PyTorch eager and torch.compile alive at once, each in its own process, 12 turns of 10 single inferences each
 # (summary-alternate.md, alternate/). MetaSchedule: ../fig9-1129/metaschedule/ (not in this run).
 cd "$(dirname "$0")/../../../.."
-python benchmarks/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-final --strategies xgb --search xgb \
+python benchmarks/papers/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-final --strategies xgb --search xgb \
     --no-metaschedule --alternate 12 --calls 10

@@ -8,6 +8,6 @@ cd "$(dirname "$0")/../../../.."; OUT=${OUT:-benchmarks/out/resnet50-xeon/stream
 tiletune model tune resnet50 -s xgb --trials 1450 --seed 0 -r $REC/st0.jsonl > $OUT/tune-st0.log
 cp $REC/st0.jsonl $REC/st0c.jsonl
 tiletune model tune resnet50 -s xgb --trials 1450 --seed 0 -r $REC/st0c.jsonl --confirm 5 > $OUT/confirm-st0c.log
-python benchmarks/research/threads_vs_ort.py --model resnet50 -r $REC/new0c.jsonl -r $REC/st0c.jsonl \
+python benchmarks/research/in_model/threads_vs_ort.py --model resnet50 -r $REC/new0c.jsonl -r $REC/st0c.jsonl \
     --threads 1,2 --rounds 3 > $OUT/threads.md
 # order-prototype.md and the prefetch rows of summary.md came from prototypes described there, not in the tree.

@@ -13,17 +13,17 @@ cd "$(dirname "$0")/../../../.."
 OUT=benchmarks/out/resnet50-xeon/winograd
 REC=/tmp/resnet50-xgb-winograd.jsonl
 zcat $OUT/resnet50-xgb-winograd.jsonl.gz > $REC
-python benchmarks/research/threads_vs_ort.py --model resnet50 -r $REC -r NHWC+direct=$REC --alternate --rounds 15 \
+python benchmarks/research/in_model/threads_vs_ort.py --model resnet50 -r $REC -r NHWC+direct=$REC --alternate --rounds 15 \
     --calls 20 --threads 2 --baselines torch,torch-compile > $OUT/resnet50-all-2t.md
-python benchmarks/research/threads_vs_ort.py --model resnet50 -r $REC -r NHWC+direct=$REC --alternate --rounds 12 \
+python benchmarks/research/in_model/threads_vs_ort.py --model resnet50 -r $REC -r NHWC+direct=$REC --alternate --rounds 12 \
     --calls 10 --threads 1 > $OUT/resnet50-1t.md
 # the builds with F(4x4) and with F(2x2) everywhere, alternating in one process; each kernel call in the model
 #   tiletune model build resnet50 -r $REC -o F4.so   (F2.so: with winograd.F4_MAX_BYTES = 0)
-#   TVM_NUM_THREADS=2 python benchmarks/research/builds_alternate.py resnet50 F4.so F2.so --rounds 10  > f4-vs-m2-2t.txt
-#   TVM_NUM_THREADS=1 python benchmarks/research/inmodel_calls.py --model resnet50 -r $REC --runs 20  > inmodel-f4-1t.md
+#   TVM_NUM_THREADS=2 python benchmarks/research/in_model/builds_alternate.py resnet50 F4.so F2.so --rounds 10  > f4-vs-m2-2t.txt
+#   TVM_NUM_THREADS=1 python benchmarks/research/in_model/inmodel_calls.py --model resnet50 -r $REC --runs 20  > inmodel-f4-1t.md
 # class by class against ONNX Runtime, both sides alternating (a Winograd convolution's class: its two transforms and
 # its product)
 for t in 2 1; do
-  python benchmarks/research/convs_vs_ort.py --model resnet50 -r $REC --out $OUT/convs-${t}t --runs 5 --threads $t \
+  python benchmarks/research/in_model/convs_vs_ort.py --model resnet50 -r $REC --out $OUT/convs-${t}t --runs 5 --threads $t \
       --stat min --rounds 20
 done

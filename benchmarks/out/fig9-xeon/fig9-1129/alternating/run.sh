@@ -7,18 +7,18 @@ cd "$(dirname "$0")/../../../.."
 OUT=benchmarks/out/fig9-xeon/fig9-1129/alternating
 REC=benchmarks/out/fig9-xeon/fig9-1129
 for m in resnet50 mobilenetv2; do
-  python benchmarks/research/threads_vs_ort.py --model $m -r $REC/$m-xgb.jsonl.gz --alternate --rounds 15 --calls 20 \
+  python benchmarks/research/in_model/threads_vs_ort.py --model $m -r $REC/$m-xgb.jsonl.gz --alternate --rounds 15 --calls 20 \
       --threads 2,1 > $OUT/$m.md
 done
 for m in bert-small gpt2; do
-  python benchmarks/research/threads_vs_ort.py --model $m -r $REC/$m-xgb.jsonl.gz --alternate --rounds 15 --calls 10 \
+  python benchmarks/research/in_model/threads_vs_ort.py --model $m -r $REC/$m-xgb.jsonl.gz --alternate --rounds 15 --calls 10 \
       --threads 2 > $OUT/$m.md
 done
-python benchmarks/research/threads_vs_ort.py --model resnet50 -r $REC/resnet50-xgb.jsonl.gz --alternate --rounds 15 \
+python benchmarks/research/in_model/threads_vs_ort.py --model resnet50 -r $REC/resnet50-xgb.jsonl.gz --alternate --rounds 15 \
     --calls 20 --threads 2 > $OUT/resnet50-again-2t.md
 # the same at two threads with PyTorch eager and torch.compile as sides of their own (MODEL-all.md)
 for m in resnet50 mobilenetv2 bert-small gpt2; do
   c=20; [[ $m == bert-small || $m == gpt2 ]] && c=10
-  python benchmarks/research/threads_vs_ort.py --model $m -r $REC/$m-xgb.jsonl.gz --alternate --rounds 15 --calls $c \
+  python benchmarks/research/in_model/threads_vs_ort.py --model $m -r $REC/$m-xgb.jsonl.gz --alternate --rounds 15 --calls $c \
       --threads 2 --baselines torch,torch-compile > $OUT/$m-all.md
 done

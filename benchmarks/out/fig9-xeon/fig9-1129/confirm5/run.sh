@@ -13,7 +13,7 @@ for m in gpt2 mobilenetv2 bert-small; do
   python -m tiletune.cli model tune $m -s xgb --trials $(wc -l < /tmp/$m-orig.jsonl) -r /tmp/$m-c5.jsonl --confirm 5 -q \
       > $OUT/tune-$m.log
   c=20; [[ $m == bert-small || $m == gpt2 ]] && c=10
-  python benchmarks/research/threads_vs_ort.py --model $m -r /tmp/$m-orig.jsonl -r /tmp/$m-c5.jsonl --alternate \
+  python benchmarks/research/in_model/threads_vs_ort.py --model $m -r /tmp/$m-orig.jsonl -r /tmp/$m-c5.jsonl --alternate \
       --rounds 15 --calls $c --threads 2 > $OUT/$m-2t.md
 done
 # the four confirmed builds with PyTorch eager and torch.compile as sides of their own (MODEL-all.md; resnet50's records:
@@ -22,6 +22,6 @@ W=benchmarks/out/resnet50-xeon/winograd
 zcat $W/resnet50-xgb-winograd.jsonl.gz $W/confirm5/added.jsonl.gz > /tmp/resnet50-c5.jsonl
 for m in resnet50 gpt2 mobilenetv2 bert-small; do
   c=20; [[ $m == bert-small || $m == gpt2 ]] && c=10
-  python benchmarks/research/threads_vs_ort.py --model $m -r /tmp/$m-c5.jsonl --alternate --rounds 12 --calls $c \
+  python benchmarks/research/in_model/threads_vs_ort.py --model $m -r /tmp/$m-c5.jsonl --alternate --rounds 12 --calls $c \
       --threads 2 --baselines torch,torch-compile > $OUT/$m-all.md
 done

@@ -5,7 +5,7 @@
 # each in its own process, 12 turns of 10 single inferences (summary-alternate.md, alternate/). again/: gpt2 once
 # more from no records, the same command.
 cd "$(dirname "$0")/../../../../.."
-python benchmarks/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1129/weight-block --models gpt2,bert-small \
+python benchmarks/papers/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1129/weight-block --models gpt2,bert-small \
     --strategies xgb --search xgb --no-metaschedule --alternate 12 --calls 10
-python benchmarks/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1129/weight-block/again --models gpt2 \
+python benchmarks/papers/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1129/weight-block/again --models gpt2 \
     --strategies xgb --search xgb --no-metaschedule --alternate 12 --calls 10

@@ -17,7 +17,7 @@ model="$here/long_reduction.py:make"
     > "$here/tune-after.log" 2>&1)
 (cd before && PYTHONPATH=. python -m tiletune.cli model build "$model" -r "$work/before.jsonl" -o "$work/before.so")
 (cd "$repo" && python -m tiletune.cli model build "$model" -r "$work/after.jsonl" -o "$work/after.so")
-python "$repo/benchmarks/research/inmodel_calls.py" --model "$model" --lib before.so --lib after.so --runs 20 \
+python "$repo/benchmarks/research/in_model/inmodel_calls.py" --model "$model" --lib before.so --lib after.so --runs 20 \
     --rounds 8 > "$here/two-builds.md"
 gzip -9c "$work/before.jsonl" > "$here/before.jsonl.gz"
 gzip -9c "$work/after.jsonl" > "$here/after.jsonl.gz"

@@ -5,5 +5,5 @@
 # every build, ONNX Runtime, PyTorch eager and torch.compile alive at once, each in its own process, 12 turns of 10
 # single inferences (summary-alternate.md, alternate/).
 cd "$(dirname "$0")/../../../../.."
-python benchmarks/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1130/cnn --models mobilenetv2,resnet50 \
+python benchmarks/papers/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1130/cnn --models mobilenetv2,resnet50 \
     --strategies xgb --search xgb --no-metaschedule --alternate 12 --calls 10

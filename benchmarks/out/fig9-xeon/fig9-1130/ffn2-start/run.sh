@@ -11,11 +11,11 @@ work="${WORK:-/tmp/ffn2-start}"
 mkdir -p "$work" && cd "$work"
 [ -d before ] || git -C "$repo" worktree add "$work/before" c6c9191
 export TVM_NUM_THREADS=2
-(cd "$repo" && python benchmarks/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1130/ffn2-start --models gpt2 \
+(cd "$repo" && python benchmarks/papers/model_fig9.py --out benchmarks/out/fig9-xeon/fig9-1130/ffn2-start --models gpt2 \
     --strategies xgb --search xgb --no-metaschedule --alternate 12 --calls 10)
 zcat "$repo/benchmarks/out/fig9-xeon/fig9-1130/half/gpt2-xgb.jsonl.gz" > half.jsonl
 zcat "$here/gpt2-xgb.jsonl.gz" > new.jsonl 2>/dev/null || cp "$here/gpt2-xgb.jsonl" new.jsonl
 (cd before && PYTHONPATH=. python -m tiletune.cli model build gpt2 -r "$work/half.jsonl" -o "$work/half.so")
 (cd "$repo" && python -m tiletune.cli model build gpt2 -r "$work/new.jsonl" -o "$work/new.so")
-python "$repo/benchmarks/research/inmodel_calls.py" --model gpt2 --lib half.so --lib new.so --runs 10 --rounds 8 \
+python "$repo/benchmarks/research/in_model/inmodel_calls.py" --model gpt2 --lib half.so --lib new.so --runs 10 --rounds 8 \
     > "$here/two-builds.md"

@@ -6,14 +6,14 @@
 # half/*.jsonl.gz first.
 cd "$(dirname "$0")/../../../../.."
 out=benchmarks/out/fig9-xeon/fig9-1130
-python benchmarks/model_fig9.py --out $out/half --models gpt2 --strategies xgb --search xgb --no-metaschedule \
+python benchmarks/papers/model_fig9.py --out $out/half --models gpt2 --strategies xgb --search xgb --no-metaschedule \
     --alternate 12 --calls 10
-python benchmarks/research/threads_vs_ort.py --model gpt2 -r NHWC=$out/final/gpt2-xgb.jsonl \
+python benchmarks/research/in_model/threads_vs_ort.py --model gpt2 -r NHWC=$out/final/gpt2-xgb.jsonl \
     -r NHWC=$out/final/again/gpt2-xgb.jsonl -r NHWC=$out/half/gpt2-xgb.jsonl --alternate --rounds 12 --calls 10 \
     --threads 2 > $out/half/three-builds.md
 # bert-small from no records with the same code (half/bert-small-xgb.jsonl.gz, summary-alternate.md's second table)
-python benchmarks/model_fig9.py --out $out/half --models bert-small --strategies xgb --search xgb --no-metaschedule \
+python benchmarks/papers/model_fig9.py --out $out/half --models bert-small --strategies xgb --search xgb --no-metaschedule \
     --alternate 12 --calls 10
 # again/: gpt2 once more from no records, the same command
-python benchmarks/model_fig9.py --out $out/half/again --models gpt2 --strategies xgb --search xgb --no-metaschedule \
+python benchmarks/papers/model_fig9.py --out $out/half/again --models gpt2 --strategies xgb --search xgb --no-metaschedule \
     --alternate 12 --calls 10

@@ -20,7 +20,7 @@ model="$here/lm_head.py:make"
     > "$here/tune-after.log" 2>&1)
 (cd before && PYTHONPATH=. python -m tiletune.cli model build "$model" -r "$work/before.jsonl" -o "$work/before.so")
 (cd "$repo" && python -m tiletune.cli model build "$model" -r "$work/after.jsonl" -o "$work/after.so")
-python "$repo/benchmarks/research/inmodel_calls.py" --model "$model" --lib before.so --lib after.so --runs 10 \
+python "$repo/benchmarks/research/in_model/inmodel_calls.py" --model "$model" --lib before.so --lib after.so --runs 10 \
     --rounds 6 > "$here/two-builds.md"
 (cd "$repo" && python -m tiletune.cli model tune "$here/vit_rows.py:make" -r "$work/vit-rows.jsonl" --trials 100 \
     --seed 0 > "$here/tune-vit-rows.log" 2>&1)

@@ -1,7 +1,8 @@
 #!/bin/bash
-# A software prefetch of a model weight's next reduction block, tried and not kept (docs/results.md, "A weight
-# prefetch, tried and not kept"), 2-core Intel Xeon VM (Emerald Rapids, shared host), 2026-11-30.
-# benchmarks/research/weight_prefetch.diff is its last version (against c6c9191): tiletune/schedules/prefetch.py, the
+# A software prefetch of a model weight's next reduction block, tried and not kept (docs/decisions/weight-streams.md,
+# "Rejected: a software prefetch"), 2-core Intel Xeon VM (Emerald Rapids, shared host), 2026-11-30.
+# benchmarks/research/weight_prefetch.diff of commit 826508f is its last version (it applies to c6c9191; the paths
+# below are that commit's): tiletune/schedules/prefetch.py, the
 # `prefetch` knob (a record without it means 0), the blocked constructions in the start, their tests.
 #   First version (the diff without the knob: the prefetch wherever the loop nest had row tiles under R0 and two blocks
 #   took at most half the L2):

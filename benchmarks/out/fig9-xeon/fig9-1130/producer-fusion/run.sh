@@ -17,7 +17,7 @@ mkdir -p "$work" && cd "$work"
 [ -d before ] || git -C "$repo" worktree add "$work/before" 489232c
 export TVM_NUM_THREADS=2
 wb="$repo/benchmarks/out/fig9-xeon/fig9-1129/weight-block"
-calls="python $repo/benchmarks/research/inmodel_calls.py"
+calls="python $repo/benchmarks/research/in_model/inmodel_calls.py"
 for m in gpt2 bert-small; do
   zcat "$wb/$m-xgb.jsonl.gz" > $m-old.jsonl
   (cd before && PYTHONPATH=. python -m tiletune.cli model build $m -r "$work/$m-old.jsonl" -o "$work/$m-old.so")
