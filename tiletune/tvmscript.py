@@ -5,7 +5,7 @@ module of every frame on the stack. For a frame whose file name is a pseudo-name
 importlib._bootstrap>``: every frame of an import in progress) no module is ever found, and each such question
 rescans all of ``sys.modules`` (a frame has no ``__name__``, so the answer is None). ``tvm.s_tir.tensor_intrin``
 parses several hundred functions at its import, from inside the import machinery: that import alone takes
-about 45 s on a 2-core Xeon (Emerald Rapids), and every process that touches it pays it: MetaSchedule,
+long (a rescan of ``sys.modules`` per question), and every process that touches it pays it: MetaSchedule,
 dlight's GPU matmul rule (a CUDA model's default kernels), the tensor-core template's intrinsics.
 ``fast_tvmscript_parsing()`` makes ``getmodule`` return None directly for such frames, the same answer, in this
 process only; it is installed once and left in place.

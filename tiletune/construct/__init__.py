@@ -124,8 +124,7 @@ def blocked_constructions(space: Space, configs: list[Config], l1_bytes: int, co
     is left out. The register tiles then walk all the rows against one block of the weight in the L1.
 
     Why this order and not none: without a start such a task's tuning begins from the search's random batch; the
-    blocked order of gpt2's matmuls ran 2-16% slower than their tuned kernels in the model (docs/results.md, "A weight
-    prefetch, tried and not kept"); measured: docs/decisions/panel-order.md, "A weight no column block fits"."""
+    blocked order gives it one; measured: docs/decisions/panel-order.md, "A weight no column block fits"."""
     reuse = getattr(space.constraint, "reuse", None)
     reductions = [(i, k) for i, k in space.split_knobs if k.kind == "R" and k.extent > 1]
     if reuse is None or len(reductions) != 1 or reductions[0][1].levels != 2 or not configs:
@@ -185,10 +184,8 @@ def panel_constructions(space: Space, tops: list[Config], workload, cores: int) 
     inputs are larger than its weights (a convolution of a wide image: there the activation's reuse matters more).
 
     Why: the kernels are timed with their weights cold (docs/decisions/measure-cold-weights.md), and a parallel
-    split of the rows makes every thread stream the whole weight from memory; the constructions build such splits
-    (Gensor's first for gpt2's FFN down-projection 128 x 3072 -> 768 splits the rows 2 ways), and the tuning kept
-    one that split them 4 ways, 1.2x slower than the same tiles in the panel order. Measurement:
-    docs/decisions/panel-order.md."""
+    split of the rows makes every thread stream the whole weight from memory, and the constructions build such
+    splits. Measurement: docs/decisions/panel-order.md."""
     weights = getattr(workload, "weights", None)
     if not weights or cores < 1:
         return []

@@ -33,7 +33,7 @@ larger one only costs registers or shared memory; an enlargement of the block ti
 that would leave fewer thread blocks than SMs is not taken (the rTiles of the outer level must fill the device),
 nor a register tile that would leave fewer threads than a warp per SM;
 and where some leaves have blocks of whole warps (threads a multiple of 32) only those are kept. Without them the tree grew block tiles until shared memory was full, e.g. 32 blocks of 256 threads for
-GEMM 1024^3 on an H100's 132 SMs, which ran at 0.17x cuBLAS (docs/results.md, the H200/H100 runs).
+GEMM 1024^3 on an H100's 132 SMs (measured: docs/gpu.md).
 """
 from __future__ import annotations
 

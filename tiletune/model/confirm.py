@@ -3,7 +3,7 @@ tuning, side by side, and let the build choose by these measurements.
 
 Why: a tuning run measures every configuration once, a few samples each, so the kernel it calls best is the
 fastest of many noisy single measurements, and on microsecond kernels two measurements of one
-configuration differ by 5-40% between runs (MobileNetV2, ``benchmarks/out/model-start-2``): the minimum
+configuration differ between runs by more than the candidates do (docs/decisions/model-confirm.md): the minimum
 favours a lucky sample over a faster kernel. Confirming re-measures the top ``top`` configurations of a
 task (by their best recorded median), in ``rounds`` interleaved rounds (A B C, A B C: each round is one
 measurement of every candidate, so a slow spell of the machine falls on all of them), with the early

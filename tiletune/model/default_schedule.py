@@ -190,7 +190,7 @@ def _schedule_block(sch, block, vectorize: bool) -> None:
     outer = list(prefix)
     lane = None
     # a gather is kept where the lanes run inside a reduction (rows of a softmax or a norm reduced side by side:
-    # one accumulator per row, 3.6x faster than one row at a time, though each lane reads another row)
+    # one accumulator per row, though each lane reads another row; docs/decisions/default-schedule.md)
     if vectorize and (reduction_loops or (not has_reduction and not _gathers(sch, block, prefix[-1]))):
         inner = sch.get(prefix[-1]).extent
         try:

@@ -100,9 +100,8 @@ class LimitRule:
     """The per-block limits of ``check`` as the space's constraint, so that sampling, moves, neighbourhoods
     and constructions stay within what the GPU can launch. Without it a local search started from a
     construction, or a walk of Gensor's, spends its budget on configurations ``check`` rejects before
-    building: on an H200, GEMM 1024^3 at 48 trials, G-BFS, N-A2C and DGD proposed only invalid ones
-    (2048-register or 96 KiB tiles next to their start) and Gensor's constructions needed ~300 registers
-    per thread. The space's size is unchanged (the constraint filters, it does not re-index)."""
+    building (the limits: docs/gpu.md). The space's size is unchanged (the constraint filters, it does not
+    re-index)."""
 
     def __init__(self, workload: Workload, limits: Limits):
         self.workload = workload
