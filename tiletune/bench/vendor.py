@@ -44,7 +44,7 @@ from ..measure.base import MeasureSettings
 from ..measure.timing import time_callable
 from ..workloads import parse
 from ..workloads.base import Workload, make
-from ..workloads.conv import _np_pad, _windows
+from ..workloads.conv import pad_nchw, input_windows
 from .machine import blas_name, optional_torch
 from .results import BaselineResult
 
@@ -54,7 +54,7 @@ def _im2col(wl: Workload, data: np.ndarray) -> np.ndarray:
     R = getattr(wl, "R", None) or wl.kernel
     S = getattr(wl, "S", None) or wl.kernel
     dil = wl.values.get("dilation", 1)
-    return _windows(_np_pad(data, wl.pad), R, S, wl.P, wl.Q, wl.stride, dil)
+    return input_windows(pad_nchw(data, wl.pad), R, S, wl.P, wl.Q, wl.stride, dil)
 
 
 #: operators the vendor baseline computes with numpy's BLAS, and those it computes with torch (oneDNN) when

@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from ..workloads.primfunc import _walk
+from ..workloads.primfunc import walk_expr
 from . import winograd
 
 VECTOR = 16  # fp32 lanes of AVX-512
@@ -52,7 +52,7 @@ _CHECKED: dict[tuple, object] = {}
 
 def _uses(expr, var) -> bool:
     hit = []
-    _walk(expr, lambda n: hit.append(True) if n.same_as(var) else None)
+    walk_expr(expr, lambda n: hit.append(True) if n.same_as(var) else None)
     return bool(hit)
 
 
@@ -77,7 +77,7 @@ def _gathering_indices(sch, block, loop) -> list[list]:
     b = sch.get(block)
     moving = _moved(sch, block, loop)
     loads = []
-    _walk(getattr(b.body, "value", b.body), lambda n: loads.append(n) if hasattr(n, "indices") else None)
+    walk_expr(getattr(b.body, "value", b.body), lambda n: loads.append(n) if hasattr(n, "indices") else None)
     ana = sym.Analyzer()
     for iv in b.iter_vars:
         ana.bind(iv.var, iv.dom)

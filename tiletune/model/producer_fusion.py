@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..workloads.primfunc import PrimFuncWorkload, _is_load, _walk, is_mac
+from ..workloads.primfunc import PrimFuncWorkload, is_load, walk_expr, is_mac
 from .pad_fusion import _blocks
 
 INJECTIVE = 2  # TVM's OpPatternKind: kElemWise 0, kBroadcast 1, kInjective 2, kCommReduce 3, kOutEWiseFusable 4
@@ -118,7 +118,7 @@ def _only_moves(func) -> bool:
     found: list = []
     _blocks(func.body, found)
     stores = [b.body for b in found if b.name_hint != "root"]
-    return bool(stores) and all(hasattr(st, "value") and _is_load(st.value) for st in stores)
+    return bool(stores) and all(hasattr(st, "value") and is_load(st.value) for st in stores)
 
 
 def _anchored(mod, group: _Group) -> bool:
@@ -190,7 +190,7 @@ def _reads_contiguously(func) -> bool:
     params = {p.name for p in func.params}
     ivars = [iv.var for iv in block.iter_vars]
     loads: list = []
-    _walk(store.value, lambda e: loads.append(e) if _is_load(e) and e.source.name in params else None)
+    walk_expr(store.value, lambda e: loads.append(e) if is_load(e) and e.source.name in params else None)
 
     def plain(load) -> bool:
         *outer, last = indices = [ana.simplify(i) for i in load.indices]
@@ -205,7 +205,7 @@ def _reads_contiguously(func) -> bool:
 
 def _uses(expr, var) -> bool:
     found = []
-    _walk(expr, lambda n: found.append(n) if n.same_as(var) else None)
+    walk_expr(expr, lambda n: found.append(n) if n.same_as(var) else None)
     return bool(found)
 
 

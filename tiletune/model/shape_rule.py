@@ -26,7 +26,7 @@ import numpy as np
 
 from ..quiet import quiet_tvm
 from ..schedules.cpu import schedule
-from ..workloads.primfunc import _walk
+from ..workloads.primfunc import walk_expr
 from .dims import label
 
 
@@ -38,7 +38,7 @@ def _value(expr, binding: dict[str, int]) -> int | None:
     if isinstance(expr, tirx.IntImm):
         return int(expr)
     found: dict = {}
-    _walk(expr, lambda e: found.setdefault(e.name, e) if isinstance(e, tirx.Var) else None)
+    walk_expr(expr, lambda e: found.setdefault(e.name, e) if isinstance(e, tirx.Var) else None)
     if any(n not in binding for n in found):
         return None
     ana = sym.Analyzer()

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from ..errors import TiletuneError
 from ..records import load
 from ..target import is_cuda, target_key
-from ..workloads.primfunc import _walk
+from ..workloads.primfunc import walk_expr
 from . import gpu_default
 from .build import best_configs, compile_module, constructed_configs, scheduled_module
 from .default_schedule import default_schedule
@@ -259,7 +259,7 @@ def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str
 def _collect_vars(expr, out: dict) -> None:
     from tvm import tirx
 
-    _walk(expr, lambda e: out.setdefault(e.name, e) if isinstance(e, tirx.Var) else None)
+    walk_expr(expr, lambda e: out.setdefault(e.name, e) if isinstance(e, tirx.Var) else None)
 
 
 def checked_symbolic(func, target: dict, bindings: list[dict[str, int]]) -> tuple[object, str]:

@@ -40,7 +40,7 @@ from ..quiet import quiet_tvm
 from ..schedules import make_space
 from ..target import is_cuda
 from ..workloads.base import np_dtype
-from ..workloads.primfunc import PrimFuncWorkload, _is_load, _walk, is_mac
+from ..workloads.primfunc import PrimFuncWorkload, is_load, walk_expr, is_mac
 from ..workloads.rows import RowWorkload, block_flops
 from . import gpu_default
 from .const_fold import fold_weights
@@ -229,7 +229,7 @@ def _gathered(func) -> set[str]:
         for r in sch.get(b).reads:
             loads: list = []
             for rng in r.region:
-                _walk(rng.min, lambda x: loads.append(x) if _is_load(x) else None)
+                walk_expr(rng.min, lambda x: loads.append(x) if is_load(x) else None)
             if loads:
                 out.add(str(getattr(r.source, "name", "")))
     return out

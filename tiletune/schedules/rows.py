@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
-from ..workloads.primfunc import _walk
+from ..workloads.primfunc import walk_expr
 from ..workloads.rows import RowWorkload, fresh, inline_intermediates, is_reduction
 
 CHUNKS = (1, 2, 4, 8, 16, 32, 64, 256)
@@ -204,5 +204,5 @@ def _reduction_loops(sch, block) -> list:
 
 def _binds(value, var) -> bool:
     found = []
-    _walk(value, lambda e: found.append(1) if e.same_as(var) else None)
+    walk_expr(value, lambda e: found.append(1) if e.same_as(var) else None)
     return bool(found)

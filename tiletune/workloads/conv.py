@@ -38,7 +38,7 @@ def out_size(size: int, k: int, stride: int, pad: int, dilation: int) -> int:
 LAYOUTS = ("NCHW", "NHWC")
 
 
-def _pad_stage(data, pad: int, layout: str = "NCHW"):
+def pad_stage(data, pad: int, layout: str = "NCHW"):
     from tvm import te
 
     if pad == 0:
@@ -60,7 +60,7 @@ def _pad_stage(data, pad: int, layout: str = "NCHW"):
     return te.compute((n, c, h + 2 * pad, w + 2 * pad), g, name="pad")
 
 
-def _np_pad(x: np.ndarray, pad: int) -> np.ndarray:
+def pad_nchw(x: np.ndarray, pad: int) -> np.ndarray:
     """Zero padding of the two spatial dimensions of an NCHW array."""
     return np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else x
 
@@ -73,7 +73,7 @@ def nchw_to_nhwc(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 3, 1)
 
 
-def _windows(xp: np.ndarray, R: int, S: int, P: int, Q: int, stride: int, dil: int) -> np.ndarray:
+def input_windows(xp: np.ndarray, R: int, S: int, P: int, Q: int, stride: int, dil: int) -> np.ndarray:
     """[N, C, R, S, P, Q] view of the input windows."""
     N, C = xp.shape[:2]
     out = np.empty((N, C, R, S, P, Q), dtype=xp.dtype)
@@ -105,7 +105,7 @@ class _Conv(Workload):
         padded = (self.N, hp, wp, self.C) if self.nhwc else (self.N, self.C, hp, wp)
         return {**super().buffer_shapes(), "padded input": padded}
 
-    def reference_scratch_elements(self) -> int:  # the padded input and its windows (see _windows)
+    def reference_scratch_elements(self) -> int:  # the padded input and its windows (see input_windows)
         return self.N * self.C * ((self.H + 2 * self.pad) * (self.W + 2 * self.pad) + self.R * self.S * self.P * self.Q)
 
     def _data_shape(self) -> tuple[int, int, int, int]:
@@ -149,7 +149,7 @@ class Conv2d(_Conv):
 
         data = te.placeholder(self._data_shape(), self.dtype, name="data")
         weight = te.placeholder(self.input_shapes()[1], self.dtype, name="weight")
-        padded = _pad_stage(data, self.pad, self.layout)
+        padded = pad_stage(data, self.pad, self.layout)
         st, dl = self.stride, self.dilation
         if self.nhwc:  # reduction r, s, c: the input channel innermost (contiguous in data and weight)
             r = te.reduce_axis((0, self.R), name="r")
@@ -190,7 +190,7 @@ class Conv2d(_Conv):
         data, weight = self.to_acc(data, weight)
         if self.nhwc:  # HWIO -> OIHW, NHWC -> NCHW and back
             data, weight = nhwc_to_nchw(data), weight.transpose(3, 2, 0, 1)
-        win = _windows(_np_pad(data, self.pad), self.R, self.S, self.P, self.Q, self.stride, self.dilation)
+        win = input_windows(pad_nchw(data, self.pad), self.R, self.S, self.P, self.Q, self.stride, self.dilation)
         out = self.to_out(np.einsum("ncrspq,kcrs->nkpq", win, weight, optimize=True))
         return np.ascontiguousarray(nchw_to_nhwc(out)) if self.nhwc else out
 
@@ -224,7 +224,7 @@ class DepthwiseConv2d(_Conv):
 
         data = te.placeholder(self._data_shape(), self.dtype, name="data")
         weight = te.placeholder(self.input_shapes()[1], self.dtype, name="weight")
-        padded = _pad_stage(data, self.pad, self.layout)
+        padded = pad_stage(data, self.pad, self.layout)
         r = te.reduce_axis((0, self.R), name="r")
         s = te.reduce_axis((0, self.S), name="s")
         st, dl = self.stride, self.dilation
@@ -263,7 +263,7 @@ class DepthwiseConv2d(_Conv):
             data, w = nhwc_to_nchw(data), weight.transpose(2, 0, 1)
         else:
             w = weight[:, 0]
-        win = _windows(_np_pad(data, self.pad), self.R, self.S, self.P, self.Q, self.stride, self.dilation)
+        win = input_windows(pad_nchw(data, self.pad), self.R, self.S, self.P, self.Q, self.stride, self.dilation)
         out = self.to_out(np.einsum("ncrspq,crs->ncpq", win, w, optimize=True))
         return np.ascontiguousarray(nchw_to_nhwc(out)) if self.nhwc else out
 

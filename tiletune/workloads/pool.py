@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import TiletuneError
 from .base import Axis, Param, Workload, register
-from .conv import _np_pad, _pad_stage, _windows, out_size
+from .conv import pad_nchw, pad_stage, input_windows, out_size
 
 
 @register
@@ -60,7 +60,7 @@ class AvgPool2d(Workload):
         from tvm import te
 
         data = te.placeholder((self.N, self.C, self.H, self.W), self.dtype, name="data")
-        padded = _pad_stage(data, self.pad)
+        padded = pad_stage(data, self.pad)
         r = te.reduce_axis((0, self.kernel), name="r")
         s = te.reduce_axis((0, self.kernel), name="s")
         st = self.stride
@@ -82,7 +82,7 @@ class AvgPool2d(Workload):
 
     def reference(self, data):
         k = self.kernel
-        win = _windows(_np_pad(data, self.pad), k, k, self.P, self.Q, self.stride, 1)
+        win = input_windows(pad_nchw(data, self.pad), k, k, self.P, self.Q, self.stride, 1)
         return (win.sum(axis=(2, 3)) / (k * k)).astype(data.dtype)
 
     @property

@@ -122,14 +122,14 @@ def _children(expr) -> list:
         getattr(expr, "args", None) or ())
 
 
-def _walk(expr, visit) -> None:
+def walk_expr(expr, visit) -> None:
     """Call ``visit`` on ``expr`` and every sub-expression (the node kinds an anchor's update holds)."""
     visit(expr)
     for sub in _children(expr):
-        _walk(sub, visit)
+        walk_expr(sub, visit)
 
 
-def _is_load(expr) -> bool:
+def is_load(expr) -> bool:
     return hasattr(expr, "indices") and hasattr(expr, "source")
 
 
@@ -351,7 +351,7 @@ class PrimFuncWorkload(Workload):
         # dtypes: the anchor's operands (``dtype``), the output (``out_dtype``); half operands accumulated in
         # float32 (a model cast by Relax's ToMixedPrecision) make the workload mixed-precision
         loads: list = []
-        _walk(store.value, lambda e: loads.append(e) if _is_load(e) and not e.source.same_as(store.buffer) else None)
+        walk_expr(store.value, lambda e: loads.append(e) if is_load(e) and not e.source.same_as(store.buffer) else None)
         operand = {str(e.source.dtype) for e in loads}
         acc = str(store.buffer.dtype)
         in_dtype = operand.pop() if len(operand) == 1 else acc
@@ -471,7 +471,7 @@ class PrimFuncWorkload(Workload):
             if type(e).__name__ in ("Add", "Sub", "Mul", "Div", "Max", "Min"):
                 ops += 1
 
-        _walk(self._store.value, count)
+        walk_expr(self._store.value, count)
         return max(1, ops) * math.prod(a.extent for a in self._axes)
 
     def buffer_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -514,10 +514,10 @@ class PrimFuncWorkload(Workload):
         loads: list = []
 
         def visit(e) -> None:
-            if _is_load(e) and e.source.name != out_name and all(not e.source.same_as(x.source) for x in loads):
+            if is_load(e) and e.source.name != out_name and all(not e.source.same_as(x.source) for x in loads):
                 loads.append(e)
 
-        _walk(store.value, visit)
+        walk_expr(store.value, visit)
         acc = [TensorAccess(ld.source.name, "input", dims(ld.source.name, ld.source.shape, ld.indices),
                             DTYPE_BYTES.get(str(ld.source.dtype), 4)) for ld in loads]
         acc.append(TensorAccess(out_name, "output", dims(out_name, store.buffer.shape, store.indices),
@@ -532,13 +532,13 @@ def is_mac(wl: PrimFuncWorkload) -> bool:
     def visit(e):
         if type(e).__name__ == "Mul":
             has = []
-            _walk(e.a, lambda x: has.append(1) if _is_load(x) else None)
+            walk_expr(e.a, lambda x: has.append(1) if is_load(x) else None)
             n_a = len(has)
-            _walk(e.b, lambda x: has.append(1) if _is_load(x) else None)
+            walk_expr(e.b, lambda x: has.append(1) if is_load(x) else None)
             if n_a and len(has) > n_a:
                 found.append(e)
 
-    _walk(wl._store.value, visit)
+    walk_expr(wl._store.value, visit)
     return bool(found)
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from .base import DTYPES, Axis, Workload, np_dtype, register_spec_parser
-from .primfunc import (_children, _int, _is_load, _one_prim_func, _parse_script, _sanitize, _walk, from_cache,
+from .primfunc import (_children, _int, is_load, _one_prim_func, _parse_script, _sanitize, walk_expr, from_cache,
                        remember_text)
 
 PREFIX = "rows:"
@@ -129,7 +129,7 @@ def _ops(expr) -> int:
 
 def _uses(expr, variables) -> bool:
     hit = []
-    _walk(expr, lambda e: hit.append(1) if any(e.same_as(v) for v in variables) else None)
+    walk_expr(expr, lambda e: hit.append(1) if any(e.same_as(v) for v in variables) else None)
     return bool(hit)
 
 
@@ -309,7 +309,7 @@ class RowWorkload(Workload):
         if value is None:
             raise self._refuse(f"the body of block {blk.name_hint!r} is not one buffer store")
         loads: list = []
-        _walk(value, lambda e: loads.append(e) if _is_load(e) else None)
+        walk_expr(value, lambda e: loads.append(e) if is_load(e) else None)
         for ld in loads:
             idx = list(ld.indices)
             if not any(_uses(i, red_vars) for i in idx):
