@@ -33,6 +33,12 @@ class Tail(nn.Module):
         return self.fn(self, self.lin(x), *rest)
 
 
+def _setitem(y, where, value):
+    z = y.clone()
+    z[where] = value
+    return z
+
+
 def _index():
     return torch.randint(0, SHAPE[-1], (SHAPE[0], SHAPE[1], 3))  # repeats a position: the reductions meet
 
@@ -55,6 +61,12 @@ CASES = {
     "scatter_reduce_prod": (lambda m, y, i: y.scatter_reduce(2, i, y[..., 3:6], "prod"), True),
     "scatter_reduce_amax": (lambda m, y, i: y.scatter_reduce(2, i, y[..., 3:6], "amax"), True),
     "scatter_reduce_amin": (lambda m, y, i: y.scatter_reduce(2, i, y[..., 3:6], "amin"), True),
+    "scatter_add_short_index_axis0": (lambda m, y, i: torch.zeros(SHAPE).scatter_add(0, i[:1] % 2, y[:1, :, :3]), True),
+    "scatter_short_index_axis0": (lambda m, y, i: y.scatter(0, i[:1, :4] % 2, y[1:, :4, 5:]), True),
+    "scatter_reduce_amax_short_index_axis1":
+        (lambda m, y, i: y.scatter_reduce(1, i[:, :3, :2] % 6, y[:, :3, 6:], "amax"), True),
+    "setitem_constant_columns": (lambda m, y: _setitem(y, (slice(None), slice(None), torch.tensor([1, -2])), 7.0),
+                                 False),
     "argmax": (lambda m, y: torch.argmax(y, -1), False),
     "argmin": (lambda m, y: torch.argmin(y, 1, keepdim=True), False),
 }
@@ -67,6 +79,10 @@ TORCH_ONLY = {
     "scatter_reduce_prod_without_self":
         (lambda m, y, i: y.scatter_reduce(2, i, y[..., 3:6], "prod", include_self=False), True),
     "scatter_reduce_mean": (lambda m, y, i: y.scatter_reduce(2, i, y[..., 3:6], "mean"), True),
+    # torch's exporter writes index_add as a ScatterElements update plus an Add: repeated indices count once
+    "index_add_repeated": (lambda m, y, i: y.index_add(1, torch.tensor([0, 3, 3, 5]), y[:, :4], alpha=0.5), True),
+    "setitem_add_runtime_index": (lambda m, y, i: _setitem(y, (slice(None), slice(None), i[0, 0]),
+                                                           y[:, :, i[0, 0]] + 1.0), True),
     "scatter_reduce_mean_without_self":
         (lambda m, y, i: y.scatter_reduce(2, i, y[..., 3:6], "mean", include_self=False), True),
 }
@@ -248,7 +264,8 @@ def test_onnx_frontend_errors_name_the_operator_and_print_nothing():
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
     k = helper.make_tensor_value_info("k", TensorProto.INT64, [1])
-    outs = [helper.make_tensor_value_info(n, t, [2, 3]) for n, t in (("y", TensorProto.FLOAT), ("i", TensorProto.INT64))]
+    outs = [helper.make_tensor_value_info(n, t, [2, 3])
+            for n, t in (("y", TensorProto.FLOAT), ("i", TensorProto.INT64))]
     graph = helper.make_graph([helper.make_node("TopK", ["x", "k"], ["y", "i"], axis=-1)], "g", [x, k], outs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     out = io.StringIO()

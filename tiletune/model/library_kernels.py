@@ -18,6 +18,9 @@ kernel that fails to build says.
   false:``, the error class), so that a refusal names the operators and the cause in words a user can act on.
   When the whole model's fusion fails, ``failing_operator`` runs it again on each operator call alone to find
   the one that fails (only then: the model's fusion itself runs once).
+- Scatters: ``writes_by_index`` tells a kernel that stores where an index tensor says (scatter_elements,
+  scatter_nd, and the kernels FuseOps joins them into); the default schedule's check does not run those on
+  random inputs (random indices would write outside the output and bring the process down).
 """
 from __future__ import annotations
 
@@ -182,3 +185,42 @@ def failing_operator(mod, run) -> tuple[str, str] | None:
                 except Exception as e:  # noqa: BLE001
                     return str(call.op.name).rsplit(".", 1)[-1], reason(str(e))
     return None
+
+
+def _statements(stmt):
+    """``stmt`` and every statement inside it (sequences, loops, conditions, blocks and their inits, lets, attrs)."""
+    from tvm import s_tir, tirx
+
+    if stmt is None:
+        return
+    yield stmt
+    if isinstance(stmt, tirx.SeqStmt):
+        for s in stmt.seq:
+            yield from _statements(s)
+        return
+    if isinstance(stmt, s_tir.SBlockRealize):
+        yield from _statements(stmt.block)
+        return
+    for attr in ("body", "then_case", "else_case", "init"):
+        sub = getattr(stmt, attr, None)
+        if isinstance(sub, (tirx.Stmt, s_tir.SBlock, s_tir.SBlockRealize)):
+            yield from _statements(sub)
+
+
+def writes_by_index(func) -> bool:
+    """Whether ``func`` stores to a position that it reads from a tensor (a scatter: ``out[idx[i]] = v``). Such a
+    kernel writes outside its output when its index tensor holds values the model never gives it (random test
+    inputs), so ``tiletune.model.default_schedule.checked`` does not run it."""
+    from tvm import tirx
+
+    return any(isinstance(s, tirx.BufferStore) and any(_loads(i) for i in s.indices)
+               for s in _statements(getattr(func, "body", None)))
+
+
+def _loads(expr) -> bool:
+    """Whether the TIR expression ``expr`` reads a tensor (a load anywhere inside it)."""
+    if hasattr(expr, "indices") and hasattr(expr, "source"):
+        return True
+    subs = [getattr(expr, f, None) for f in ("a", "b", "value", "condition", "true_value", "false_value")]
+    subs += list(getattr(expr, "args", None) or ())
+    return any(_loads(x) for x in subs if x is not None and not isinstance(x, (int, float, str)))

@@ -266,7 +266,8 @@ class Celu(_Converter):
 class ScatterElements(_Converter):
     """ONNX ScatterElements with any of its reductions (none, add, mul, min, max) at every opset: torch's
     exporter writes ``scatter_reduce(..., "amax"/"amin")`` as ``min`` / ``max`` at opset 17 (ONNX Runtime runs
-    it), which TVM's converter takes from opset 18 only."""
+    it), which TVM's converter takes from opset 18 only; and an index shorter than the data off the scatter axis
+    padded first (``tiletune.model.scatter_ops.elements``: TVM's kernel wrote to the wrong places)."""
 
     @classmethod
     def _impl_v11(cls, bb, inputs, attr, params):
@@ -274,8 +275,11 @@ class ScatterElements(_Converter):
         if reduction not in ("none", "add", "mul", "min", "max"):
             raise TiletuneError(f"ONNX ScatterElements with reduction {reduction!r}: only none, add, mul, min and "
                                 "max are supported")
-        return bb.emit(relax.op.scatter_elements(inputs[0], inputs[1], inputs[2], axis=int(attr.get("axis", 0)),
-                                                 reduction="update" if reduction == "none" else reduction))
+        from .scatter_ops import elements
+
+        data = inputs[0]
+        axis = int(attr.get("axis", 0)) % len(data.ty.shape)
+        return elements(bb, data, inputs[1], inputs[2], axis, "update" if reduction == "none" else reduction)
 
 
 CONVERTERS = {"LSTM": LSTM, "GRU": GRU, "RNN": RNN, "Celu": Celu}

@@ -1,10 +1,21 @@
-"""Converters for PyTorch's scatter reductions, which TVM 0.27's PyTorch frontend lacks (``scatter_add``,
-``scatter_reduce``, the ``reduce=`` forms of ``scatter``) or misreads (``scatter`` of a scalar value), onto
-Relax's ``scatter_elements`` (ONNX's ScatterElements: ``add``, ``mul``, ``max``, ``min``; the frontend's ONNX path
-imports torch's export of the same models onto the same operator).
+"""Converters for PyTorch's scatters onto Relax's ``scatter_elements`` (ONNX's ScatterElements: ``update``, ``add``,
+``mul``, ``max``, ``min``), for what TVM 0.27's PyTorch frontend lacks (``scatter_add``, ``scatter_reduce``, the
+``reduce=`` forms of ``scatter``) or gets wrong: ``scatter`` of a tensor or a scalar (through ``elements``,
+below), and ``index_put`` with one index tensor among full slices (``x[:, idx] = v`` / ``+= v``, and
+``index_add``, which torch.export writes as ``index_put(x, [None, idx], v, accumulate=True)``: TVM's converter
+builds index shapes that do not broadcast when two axes are full slices). The ONNX path reaches ``elements``
+through ``tiletune.model.onnx_ops``' ScatterElements.
 
 Choices:
 
+- ``elements``: TVM's ``scatter_elements`` kernel walks the index's positions off the scatter axis as if the index
+  had the data's extents there, so an index shorter than the data on another axis (``index`` 1x6x3 into 2x6x8 along
+  axis 0) wrote to the wrong places. Such an index (and its updates) is padded to the data's extents on those
+  axes; a padded position points at position 0 of its line with a value that changes nothing there (0 for
+  ``add``, 1 for ``mul``, the value already there otherwise), and a padded line is a line no real index reaches.
+- ``index_put`` with one one-dimensional index tensor (negative entries counted from the end) is a scatter along
+  its axis, the index spread over the other axes, the values broadcast to the indexed shape; ``accumulate`` sums.
+  Any other ``index_put`` (every axis indexed, several index tensors) stays with TVM's converter.
 - A ``src`` larger than ``index`` is sliced to ``index``'s shape first: torch reads only that corner of it,
   ``scatter_elements`` needs both of one shape.
 - ``include_self=True`` (torch's default) is ``scatter_elements`` with the reduction on the input itself.
@@ -24,6 +35,31 @@ from ..errors import TiletuneError
 
 #: torch's reduce names -> scatter_elements' reductions
 REDUCTIONS = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max", "amin": "min"}
+
+
+def elements(bb, x, index, src, dim: int, how: str):
+    """``scatter_elements(x, index, src, dim, how)`` emitted on ``bb``, with ``index`` and ``src`` first padded to
+    ``x``'s extent on every axis but ``dim`` where they are shorter (see the module docstring): TVM's kernel walks
+    the index's positions off ``dim`` as if they had ``x``'s extents, and writes elsewhere when they do not. The
+    padding points at position 0 of its line with a value that changes nothing there (0 for ``add``, 1 for
+    ``mul``, the value already there otherwise); a padded line is a line of ``x`` no real index reaches."""
+    from tvm import relax
+
+    x, index, src = (bb.normalize(e) for e in (x, index, src))
+    shape = [int(v) for v in x.ty.shape]
+    ishape = [int(v) for v in index.ty.shape]
+    short = [(0, 0) if a == dim else (0, n - i) for a, (n, i) in enumerate(zip(shape, ishape))]
+    if not any(after for _, after in short):
+        return bb.emit(relax.op.scatter_elements(x, index, src, dim, how))
+    widths = [w for pair in short for w in pair]
+    full = bb.emit(relax.op.nn.pad(index, widths, pad_value=0))
+    if how in ("add", "mul"):
+        src = relax.op.nn.pad(src, widths, pad_value=0.0 if how == "add" else 1.0)
+    else:
+        real = relax.op.nn.pad(relax.op.ones(ishape, "int8"), widths, pad_value=0)
+        src = relax.op.where(relax.op.greater(real, relax.const(0, "int8")), relax.op.nn.pad(src, widths),
+                             relax.op.gather_elements(x, full, dim))
+    return bb.emit(relax.op.scatter_elements(x, full, bb.emit(src), dim, how))
 
 
 def scatter(bb, x, dim: int, index, src, reduce: str | None = None, include_self: bool = True):
@@ -46,15 +82,15 @@ def scatter(bb, x, dim: int, index, src, reduce: str | None = None, include_self
         return bb.emit(e)
 
     if reduce is None:
-        return emit(relax.op.scatter_elements(x, index, src, dim, "update"))
+        return elements(bb, x, index, src, dim, "update")
     if reduce == "mean":
         if "float" not in dtype:
             raise TiletuneError(f"scatter_reduce with reduce='mean' on {dtype}: only floating-point means are "
                                 "supported (torch rounds an integer mean down)")
         zeros = relax.op.zeros(shape, dtype)
-        total = emit(relax.op.scatter_elements(x if include_self else zeros, index, src, dim, "add"))
+        total = elements(bb, x if include_self else zeros, index, src, dim, "add")
         start = relax.op.ones(shape, dtype) if include_self else zeros
-        count = emit(relax.op.scatter_elements(start, index, relax.op.ones(ishape, dtype), dim, "add"))
+        count = elements(bb, start, index, relax.op.ones(ishape, dtype), dim, "add")
         one = relax.const(1.0, dtype)
         mean = emit(relax.op.divide(total, relax.op.maximum(count, one)))
         return mean if include_self else emit(relax.op.where(relax.op.greater(count, relax.const(0.0, dtype)),
@@ -63,15 +99,19 @@ def scatter(bb, x, dim: int, index, src, reduce: str | None = None, include_self
         raise TiletuneError(f"scatter_reduce with reduce={reduce!r}: only sum, prod, mean, amax and amin are supported")
     how = REDUCTIONS[reduce]
     if include_self:
-        return emit(relax.op.scatter_elements(x, index, src, dim, how))
+        return elements(bb, x, index, src, dim, how)
     if how in ("max", "min"):  # one of the values of each written position first, then the reduction onto it
-        first = emit(relax.op.scatter_elements(x, index, src, dim, "update"))
-        return emit(relax.op.scatter_elements(first, index, src, dim, how))
+        first = elements(bb, x, index, src, dim, "update")
+        return elements(bb, first, index, src, dim, how)
     base = relax.op.full(shape, relax.const(0 if how == "add" else 1, dtype), dtype)
-    reduced = emit(relax.op.scatter_elements(base, index, src, dim, how))
-    marks = emit(relax.op.scatter_elements(relax.op.zeros(shape, "int8"), index, relax.op.ones(ishape, "int8"),
-                                           dim, "update"))
+    reduced = elements(bb, base, index, src, dim, how)
+    marks = elements(bb, relax.op.zeros(shape, "int8"), index, relax.op.ones(ishape, "int8"), dim, "update")
     return emit(relax.op.where(relax.op.greater(marks, relax.const(0, "int8")), reduced, x))
+
+
+def _one_dim_ints(t) -> bool:
+    ty = getattr(t, "ty", None)
+    return getattr(ty, "ndim", None) == 1 and "int" in str(getattr(ty, "dtype", "")) and ty.shape is not None
 
 
 def scatter_converters() -> dict:
@@ -102,5 +142,29 @@ def scatter_converters() -> dict:
                        arg(node, imp, args, 3, "value", arg(node, imp, args, 3, "src")),
                        None if reduce is None else str(reduce))
 
-    return {"scatter_add.default": scatter_add, "scatter_reduce.two": scatter_reduce,
-            "scatter.value": scatter_value, "scatter.reduce": scatter_value, "scatter.value_reduce": scatter_value}
+    def index_put(node, imp):  # index_put(x, indices, values, accumulate=False): x[indices] = values (+=)
+        from tvm import relax
+
+        args = imp.retrieve_args(node)
+        x, indices, values = args[0], arg(node, imp, args, 1, "indices"), arg(node, imp, args, 2, "values")
+        accumulate = bool(arg(node, imp, args, 3, "accumulate", False))
+        given = [(d, t) for d, t in enumerate(indices or ()) if t is not None]
+        if len(given) != 1 or not _one_dim_ints(given[0][1]) or not isinstance(values, relax.Expr):
+            return imp._index_put(node)  # TVM's own: every axis indexed, or several index tensors
+        d, index = given[0]
+        bb = imp.block_builder
+        shape = [int(v) for v in x.ty.shape]
+        size = shape[d]
+        shape[d] = int(index.ty.shape[0])
+        along = [1] * len(shape)
+        along[d] = shape[d]
+        index = relax.op.where(relax.op.less(index, relax.const(0, str(index.ty.dtype))),
+                               relax.op.add(index, relax.const(size, str(index.ty.dtype))), index)
+        spread = bb.emit(relax.op.broadcast_to(relax.op.reshape(index, along), shape))  # every row its index
+        values = bb.emit(relax.op.broadcast_to(values, shape))
+        return scatter(bb, x, d, spread, values, "sum" if accumulate else None)
+
+    return {"index_put.default": index_put, "index_put_.default": index_put,
+            "scatter_add.default": scatter_add, "scatter_reduce.two": scatter_reduce,
+            "scatter.src": scatter_value, "scatter.value": scatter_value, "scatter.reduce": scatter_value,
+            "scatter.value_reduce": scatter_value}
