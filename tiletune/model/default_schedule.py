@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 from ..workloads.primfunc import walk_expr
+from .library_kernels import writes_by_index
 from . import winograd
 
 VECTOR = 16  # fp32 lanes of AVX-512
@@ -275,7 +276,9 @@ def _run(func, target, args_np):
 def checked(func, target) -> tuple[object, str]:
     """(the default-scheduled ``func``, which schedule it got: "parallel+vector", "parallel" or "none"),
     checked against the unscheduled build on random inputs (see the module docstring). Cached per
-    function."""
+    function. A kernel that writes where an index tensor says (a scatter: ``library_kernels.writes_by_index``)
+    keeps its loops, unscheduled and not run: random integers as its indices would write outside its output and
+    bring the process down."""
     import tvm
     import tvm_ffi
 
@@ -284,7 +287,7 @@ def checked(func, target) -> tuple[object, str]:
         return _CHECKED[key]
     params = _static_params(func)
     result = (func, "none")
-    if params is not None:
+    if params is not None and not writes_by_index(func):  # random indices would write outside the output
         rng = np.random.default_rng(0)
         args = []
         for shape, dtype in params:
