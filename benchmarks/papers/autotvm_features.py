@@ -197,9 +197,9 @@ def per_1000(split: dict, trials: int) -> dict:
 
 
 def plot_curves(path: Path, title: str, curves: dict[str, list[float]], vendor: tuple) -> None:
-    from tiletune.bench.plots import _plt
+    from tiletune.bench.plots import agg_pyplot
 
-    plt = _plt()
+    plt = agg_pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, best in curves.items():
         style = "--" if name.endswith("scratch") else "-"
@@ -217,9 +217,9 @@ def plot_curves(path: Path, title: str, curves: dict[str, list[float]], vendor: 
 
 
 def plot_split(path: Path, splits: dict[str, dict]) -> None:
-    from tiletune.bench.plots import _plt
+    from tiletune.bench.plots import agg_pyplot
 
-    plt = _plt()
+    plt = agg_pyplot()
     names = list(splits)
     parts = ("measure", "features", "model", "search")
     fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(names) + 1.4))

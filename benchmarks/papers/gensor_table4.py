@@ -75,9 +75,9 @@ def tuned(wl, space, ctx, measurer, target, trials: int, records: Path, seed: in
 def plot(path: Path, rows: list[dict]) -> None:
     import numpy as np
 
-    from tiletune.bench.plots import _plt
+    from tiletune.bench.plots import agg_pyplot
 
-    plt = _plt()
+    plt = agg_pyplot()
     methods = [("gensor top-1", "gensor_top1"), ("gensor top-10", "gensor_top10"),
                ("gensor -cache", "ablation_top1"), ("roller top-10", "roller_top10"), ("xgb tuned", "tuned")]
     labels = [r["label"] for r in rows]

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tiletune.bench.plots import _plt
+from tiletune.bench.plots import agg_pyplot
 from tiletune.bench.results import read_jsonl
 from tiletune.model.shapes import parse_shapes, shape_tasks
 from tiletune.model.source import load
@@ -191,7 +191,7 @@ def summarize(out: Path, bindings: list[dict], clock: str) -> None:
     print(text)
     if "torch" not in methods:
         return
-    plt = _plt()
+    plt = agg_pyplot()
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(table), 3.6))
     keys = list(table)
     w = 0.8 / len(methods)

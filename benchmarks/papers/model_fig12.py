@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tiletune.bench.plots import _plt
+from tiletune.bench.plots import agg_pyplot
 from tiletune.bench.results import read_jsonl
 from tiletune.model.tasks import load_model_tasks
 from tiletune.target import parse_target
@@ -171,7 +171,7 @@ def summarize(out: Path, widths: list[str], frames: int, clock: str) -> None:
     print(text)
     if not totals:
         return
-    plt = _plt()
+    plt = agg_pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for m in methods:
         t, xs, ys = 0.0, [0.0], [0.0]

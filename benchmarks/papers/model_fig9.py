@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tiletune.bench.plots import _plt
+from tiletune.bench.plots import agg_pyplot
 from tiletune.bench.results import read_jsonl
 from tiletune.model.bench import latest
 from tiletune.model.source import short_name
@@ -278,7 +278,7 @@ def summarize(out: Path, models: list[str], strategies: list[str], what: str = "
     if not table:
         return
     try:
-        plt = _plt()
+        plt = agg_pyplot()
     except ImportError:  # matplotlib is optional (a lent GPU machine has none): summary.md is the result
         return
     labels = sorted({lab for v in table.values() for lab in v})

@@ -23,7 +23,7 @@ import numpy as np
 from .results import BenchResult
 
 
-def _plt():
+def agg_pyplot():
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -90,7 +90,7 @@ def _baseline_lines(ax, res: BenchResult, key: str, best_seen: float) -> None:
 
 
 def plot_curves(res: BenchResult, key: str, path: Path) -> None:
-    plt = _plt()
+    plt = agg_pyplot()
     colors = _colors(res.strategies)
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     flops = res.flops[key]
@@ -139,7 +139,7 @@ def plot_curves(res: BenchResult, key: str, path: Path) -> None:
 
 
 def plot_boxes(res: BenchResult, path: Path) -> None:
-    plt = _plt()
+    plt = agg_pyplot()
     keys = [k for k in res.flops if any(res.runs_of(k, s) for s in res.strategies)]
     if not keys:
         return
@@ -169,7 +169,7 @@ def plot_boxes(res: BenchResult, path: Path) -> None:
 
 
 def plot_overview(res: BenchResult, path: Path) -> bool:
-    plt = _plt()
+    plt = agg_pyplot()
     keys, ratios = [], {s: [] for s in res.strategies + ["metaschedule"]}
     for key in res.flops:
         v = res.baseline_results.get(key, {}).get("vendor")

@@ -14,7 +14,7 @@ import shlex
 import sys
 
 from ..errors import TiletuneError
-from ..measure.rpc import Tracker, _address, check_tornado, nvidia_gpu_here, server_command, tracker_command
+from ..measure.rpc import Tracker, check_tornado, nvidia_gpu_here, server_address, server_command, tracker_command
 from ..target import host_cores
 from .common import HelpFormatter
 
@@ -63,7 +63,7 @@ def run(args) -> int:
         servers = [s for s in info.get("server_info", [])
                    if args.key is None or s.get("key") == "server:" + args.key]
         for s in sorted(servers, key=lambda s: (s.get("key", ""), s.get("addr", []))):
-            print(f"{s.get('key', '').partition(':')[2]:20s} {_address(s)}")
+            print(f"{s.get('key', '').partition(':')[2]:20s} {server_address(s)}")
         queues = info.get("queue_info", {})
         for key, q in sorted(queues.items()):
             if args.key is None or key == args.key:

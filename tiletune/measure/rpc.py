@@ -170,7 +170,7 @@ class Tracker:
     def servers(self) -> list[str]:
         """``HOST:PORT`` of the servers registered with this key (HOST is ``?`` where a server reported no
         address: TVM's server reports only its ``--custom-addr``)."""
-        return sorted(_address(s) for s in self.summary().get("server_info", [])
+        return sorted(server_address(s) for s in self.summary().get("server_info", [])
                       if s.get("key") == "server:" + self.key)
 
     def request(self, timeout: float, session_timeout: float):
@@ -192,7 +192,7 @@ class Tracker:
         return sess, f"{self.key}@{url}:{port}"
 
 
-def _address(info: dict) -> str:
+def server_address(info: dict) -> str:
     """``HOST:PORT`` of a server in a tracker's summary."""
     addr = list(info.get("addr") or ()) + [None, None]
     return f"{addr[0] or '?'}:{addr[1]}"

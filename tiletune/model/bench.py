@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from ..bench.machine import machine_info
-from ..bench.plots import _plt
+from ..bench.plots import agg_pyplot
 from ..bench.results import read_jsonl
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
@@ -194,7 +194,7 @@ def write_report(spec: str, d: Path, target: dict) -> None:
     if not ok:
         return
     try:
-        plt = _plt()
+        plt = agg_pyplot()
     except ImportError:  # matplotlib is optional (a lent GPU machine has none): the table is the report
         return
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(ok)))

@@ -574,7 +574,7 @@ def _vectorize(sch, loop, lanes: int) -> None:
 
 
 def _inline_producers(sch, out_name: str, keep: tuple[str, ...] = ()) -> None:
-    root = sch.get_sblock("root") if _has_root(sch) else None
+    root = sch.get_sblock("root") if has_root(sch) else None
     blocks = sch.get_child_blocks(root) if root is not None else []
     for b in blocks:
         name = sch.get(b).name_hint
@@ -582,7 +582,7 @@ def _inline_producers(sch, out_name: str, keep: tuple[str, ...] = ()) -> None:
             sch.compute_inline(b)
 
 
-def _has_root(sch) -> bool:
+def has_root(sch) -> bool:
     try:
         sch.get_sblock("root")
         return True

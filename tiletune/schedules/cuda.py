@@ -70,7 +70,7 @@ from ..workloads.access import tensor_accesses
 from ..workloads.base import Workload
 from ..workloads.epilogue import fuse_epilogue
 from ..workloads.primfunc import PrimFuncWorkload
-from .cpu import InvalidConfig, _has_root
+from .cpu import InvalidConfig, has_root
 
 UNROLL_CHOICES = (0, 16, 64, 512, 1500)
 DEFAULT_LEVELS = (4, 2)
@@ -359,7 +359,7 @@ def _cooperative_fetch(sch, block, n_outer: int, threads: int, vector: int) -> N
 
 
 def _inline_producers(sch, keep: set[str]) -> None:
-    if not _has_root(sch):
+    if not has_root(sch):
         return
     for b in sch.get_child_blocks(sch.get_sblock("root")):
         if sch.get(b).name_hint not in keep:

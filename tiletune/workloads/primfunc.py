@@ -108,14 +108,14 @@ def _first_line(e: BaseException) -> str:
     return type(e).__name__
 
 
-def _sanitize(name: str) -> str:
+def sanitize_name(name: str) -> str:
     s = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
     if not s or not (s[0].isalpha() or s[0] == "_"):
         s = "f_" + s
     return s
 
 
-def _children(expr) -> list:
+def expr_children(expr) -> list:
     """The direct sub-expressions of ``expr`` (the node kinds an anchor's update holds)."""
     subs = [getattr(expr, field, None) for field in ("a", "b", "value", "condition", "true_value", "false_value")]
     return [s for s in subs if s is not None and not isinstance(s, (int, float, str))] + list(
@@ -125,7 +125,7 @@ def _children(expr) -> list:
 def walk_expr(expr, visit) -> None:
     """Call ``visit`` on ``expr`` and every sub-expression (the node kinds an anchor's update holds)."""
     visit(expr)
-    for sub in _children(expr):
+    for sub in expr_children(expr):
         walk_expr(sub, visit)
 
 
@@ -133,14 +133,14 @@ def is_load(expr) -> bool:
     return hasattr(expr, "indices") and hasattr(expr, "source")
 
 
-def _int(x, what: str) -> int:
+def const_int(x, what: str) -> int:
     try:
         return int(x)
     except (TypeError, ValueError):
         raise TiletuneError(f"{what} is {x}, not a constant: symbolic shapes are not supported") from None
 
 
-def _parse_script(text: str):
+def parse_script(text: str):
     import tvm.script
 
     try:
@@ -150,7 +150,7 @@ def _parse_script(text: str):
         raise TiletuneError(f"not valid TVMScript ({type(e).__name__}: {_first_line(e)})") from None
 
 
-def _one_prim_func(obj) -> tuple[Any, str | None]:
+def one_prim_func(obj) -> tuple[Any, str | None]:
     """(the PrimFunc, its name or None) of a PrimFunc or of an IRModule holding exactly one."""
     import tvm
 
@@ -187,7 +187,7 @@ class PrimFuncWorkload(Workload):
 
         self.func = func.without_attr("global_symbol") if "global_symbol" in (func.attrs or {}) else func
         self.hash = f"{tvm_ffi.structural_hash(self.func) & (2**64 - 1):016x}"
-        self.name = _sanitize(name) if name else ""  # empty: named after the anchor block by _analyse
+        self.name = sanitize_name(name) if name else ""  # empty: named after the anchor block by _analyse
         self._ref_lib = None
         self._analyse()  # sets dtype (through Workload.__init__) and everything the template needs
         self.check_index_range()
@@ -198,13 +198,13 @@ class PrimFuncWorkload(Workload):
     def from_prim_func(cls, func, name: str | None = None) -> "PrimFuncWorkload":
         """From a PrimFunc, or an IRModule holding one PrimFunc; ``name`` overrides the function's own name
         (the IRModule's global name or the ``global_symbol`` attribute, "main" not counting)."""
-        func, own = _one_prim_func(func)
+        func, own = one_prim_func(func)
         return cls(func, name or own or "")
 
     @classmethod
     def from_text(cls, text: str, name: str | None = None) -> "PrimFuncWorkload":
         """From TVMScript text (a PrimFunc, or an IRModule with one PrimFunc)."""
-        return cls.from_prim_func(_parse_script(text), name)
+        return cls.from_prim_func(parse_script(text), name)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "PrimFuncWorkload":
@@ -221,7 +221,7 @@ class PrimFuncWorkload(Workload):
                 stem = stem[: -len(suf)]
                 break
         try:
-            func, own = _one_prim_func(_parse_script(text))
+            func, own = one_prim_func(parse_script(text))
             return cls(func, own or stem)
         except TiletuneError as e:
             raise TiletuneError(f"{p}: {e}") from None
@@ -288,7 +288,7 @@ class PrimFuncWorkload(Workload):
         self._epilogue = tuple(names[ai + 1:])
         block = sch.get(blocks[ai])
         if not self.name:
-            self.name = _sanitize("anchor_" + anchor_name)
+            self.name = sanitize_name("anchor_" + anchor_name)
 
         # axes: one loop per iterator, in loop order
         kinds = {0: "S", 2: "R"}
@@ -296,7 +296,7 @@ class PrimFuncWorkload(Workload):
             if int(iv.iter_type) not in kinds:
                 raise TiletuneError(f"{label}: anchor block {anchor_name!r} has an iterator of kind "
                                     f"{int(iv.iter_type)} ({iv.var}); only spatial and reduction iterators")
-            if _int(iv.dom.min, f"{label}: the start of iterator {iv.var}") != 0:
+            if const_int(iv.dom.min, f"{label}: the start of iterator {iv.var}") != 0:
                 raise TiletuneError(f"{label}: iterator {iv.var} of {anchor_name!r} does not start at 0")
         loops = [sch.get(lp) for lp in sch.get_loops(blocks[ai])]
         realize = loops[-1].body if loops else None
@@ -308,15 +308,15 @@ class PrimFuncWorkload(Workload):
                 break
             order.append(hit[0])
         if (len(loops) != len(block.iter_vars) or sorted(order) != list(range(len(loops)))
-                or not all(_int(lp.min, "a loop start") == 0 for lp in loops)):
+                or not all(const_int(lp.min, "a loop start") == 0 for lp in loops)):
             raise TiletuneError(f"{label}: the loops around anchor block {anchor_name!r} are not one loop per "
                                 f"block iterator (bindings {', '.join(map(str, values))}); only plain loop nests")
         raw = [str(block.iter_vars[i].var) for i in order]
         short = [r[2:] if r.startswith("v_") and len(r) > 2 else r for r in raw]
-        short = [_sanitize(s) for s in short]
+        short = [sanitize_name(s) for s in short]
         if len(set(short)) != len(short):
-            short = [_sanitize(r) for r in raw]
-        self._axes = [Axis(short[j], _int(block.iter_vars[i].dom.extent, f"{label}: the extent of {raw[j]}"),
+            short = [sanitize_name(r) for r in raw]
+        self._axes = [Axis(short[j], const_int(block.iter_vars[i].dom.extent, f"{label}: the extent of {raw[j]}"),
                            kinds[int(block.iter_vars[i].iter_type)]) for j, i in enumerate(order)]
         self._iter_vars = [block.iter_vars[i].var for i in order]
         if block.init is None:
@@ -343,10 +343,10 @@ class PrimFuncWorkload(Workload):
         if outs != [params[-1].name]:
             raise TiletuneError(f"{label}: the function must write exactly one parameter, its last "
                                 f"({params[-1].name}); it writes {', '.join(outs) or 'none'}")
-        self._params = [(p.name, tuple(_int(s, f"{label}: a dimension of {p.name}") for s in p.shape), str(p.dtype))
+        self._params = [(p.name, tuple(const_int(s, f"{label}: a dimension of {p.name}") for s in p.shape), str(p.dtype))
                         for p in params]
         self._int64 = all(str(getattr(s, "ty", "")) == "int64" for p in params for s in p.shape)
-        self._intermediates = [(b.name, tuple(_int(s, f"{label}: a dimension of {b.name}") for s in b.shape))
+        self._intermediates = [(b.name, tuple(const_int(s, f"{label}: a dimension of {b.name}") for s in b.shape))
                                for b in sch.get(root).alloc_buffers]
         # dtypes: the anchor's operands (``dtype``), the output (``out_dtype``); half operands accumulated in
         # float32 (a model cast by Relax's ToMixedPrecision) make the workload mixed-precision
@@ -508,7 +508,7 @@ class PrimFuncWorkload(Workload):
                                         f"{self._anchor!r} is not an affine function of the block axes; the "
                                         "access model (gensor, roller, analytical features) needs affine indices")
                 terms = tuple((names[i], int(c.value)) for i, c in enumerate(coef[:-1]) if int(c.value) != 0)
-                res.append(IndexExpr(terms, _int(size, f"a dimension of {buf_name}")))
+                res.append(IndexExpr(terms, const_int(size, f"a dimension of {buf_name}")))
             return tuple(res)
 
         loads: list = []

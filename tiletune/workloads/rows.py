@@ -37,8 +37,8 @@ import numpy as np
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from .base import DTYPES, Axis, Workload, np_dtype, register_spec_parser
-from .primfunc import (_children, _int, is_load, _one_prim_func, _parse_script, _sanitize, walk_expr, from_cache,
-                       remember_text)
+from .primfunc import (const_int, expr_children, from_cache, is_load, one_prim_func, parse_script, remember_text,
+                       sanitize_name, walk_expr)
 
 PREFIX = "rows:"
 KEY_RE = re.compile(r"^rows:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<shapes>[0-9x,]*)\]@(?P<hash>[0-9a-f]{16})$")
@@ -124,7 +124,7 @@ def _ops(expr) -> int:
     if type(expr).__name__ == "Select":
         return _ops(expr.condition) + max(_ops(expr.true_value), _ops(expr.false_value))
     n = int(type(expr).__name__ in ("Add", "Sub", "Mul", "Div", "Max", "Min", "FloorDiv", "Call"))
-    return n + sum(_ops(sub) for sub in _children(expr))
+    return n + sum(_ops(sub) for sub in expr_children(expr))
 
 
 def _uses(expr, variables) -> bool:
@@ -146,7 +146,7 @@ class RowWorkload(Workload):
 
         self.func = func.without_attr("global_symbol") if "global_symbol" in (func.attrs or {}) else func
         self.hash = f"{tvm_ffi.structural_hash(self.func) & (2**64 - 1):016x}"
-        self.name = _sanitize(name) if name else "rows"
+        self.name = sanitize_name(name) if name else "rows"
         self._ref_lib = None
         self._analyse()
         self.check_index_range()
@@ -157,12 +157,12 @@ class RowWorkload(Workload):
     @classmethod
     def from_prim_func(cls, func, name: str | None = None) -> "RowWorkload":
         """From a PrimFunc, or an IRModule holding one; ``name`` overrides the function's own."""
-        func, own = _one_prim_func(func)
+        func, own = one_prim_func(func)
         return cls(func, name or own or "")
 
     @classmethod
     def from_text(cls, text: str, name: str | None = None) -> "RowWorkload":
-        return cls.from_prim_func(_parse_script(text), name)
+        return cls.from_prim_func(parse_script(text), name)
 
     @classmethod
     def from_key(cls, key: str) -> "RowWorkload":
@@ -212,7 +212,7 @@ class RowWorkload(Workload):
             n = sum(1 for k in order if k == 0)
             if any(k not in (0, 2) for k in order) or order != [0] * n + [2] * (len(order) - n):
                 raise self._refuse(f"block {sch.get(b).name_hint!r} does not loop over its rows before its reduction")
-            ext = tuple(_int(sch.get(lp).extent, "a loop extent") for lp in sch.get_loops(b))
+            ext = tuple(const_int(sch.get(lp).extent, "a loop extent") for lp in sch.get_loops(b))
             while n > 1 and ext[n - 1] == 1:  # a reduction that keeps its reduced axis (keepdims): not a row axis
                 n -= 1
             if rows is None:
@@ -238,10 +238,10 @@ class RowWorkload(Workload):
         if outs != [params[-1].name] or str(params[-1].dtype) not in DTYPES:
             raise self._refuse(f"the function must write one floating-point parameter, its last (it writes "
                                f"{', '.join(outs) or 'none'})")
-        self._params = [(p.name, tuple(_int(s, f"a dimension of {p.name}") for s in p.shape), str(p.dtype))
+        self._params = [(p.name, tuple(const_int(s, f"a dimension of {p.name}") for s in p.shape), str(p.dtype))
                         for p in params]
         self._int64 = all(str(getattr(s, "ty", "")) == "int64" for p in params for s in p.shape)
-        self._intermediates = [(b.name, tuple(_int(s, f"a dimension of {b.name}") for s in b.shape))
+        self._intermediates = [(b.name, tuple(const_int(s, f"a dimension of {b.name}") for s in b.shape))
                                for b in sch.get(sch.get_sblock("root")).alloc_buffers]
         floats = {dt for _, _, dt in self._params if dt in DTYPES}
         out_dtype = self._params[-1][2]
@@ -258,7 +258,7 @@ class RowWorkload(Workload):
         for lp in loops:
             var = sch.get(lp).loop_var
             hit = [i for i, v in enumerate(values) if v.same_as(var)]
-            if len(hit) != 1 or _int(sch.get(lp).min, "a loop start") != 0:
+            if len(hit) != 1 or const_int(sch.get(lp).min, "a loop start") != 0:
                 break
             order.append(hit[0])
         if len(loops) != len(b.iter_vars) or sorted(order) != list(range(len(b.iter_vars))):
@@ -280,7 +280,7 @@ class RowWorkload(Workload):
             blk = sch.get(b)
             order = self._plain_loops(sch, b)
             loops = sch.get_loops(b)
-            ext = tuple(_int(sch.get(lp).extent, "a loop extent") for lp in loops)
+            ext = tuple(const_int(sch.get(lp).extent, "a loop extent") for lp in loops)
             kinds = [int(blk.iter_vars[i].iter_type) for i in order]
             if ext[:n] != self._rows or any(k != 0 for k in kinds[:n]):
                 raise self._refuse(f"block {blk.name_hint!r} does not loop over the rows {self._rows} first")
