@@ -8,7 +8,7 @@ import torch
 
 from tiletune.fuzz.campaign import campaign, summary
 from tiletune.fuzz.generate import Spec, build, generate
-from tiletune.fuzz.reduce import reduce_spec, write_reproducer
+from tiletune.fuzz.reduce import reduce_spec, still_fails, write_reproducer
 from tiletune.fuzz.run import reason_key, torch_check
 from tiletune.fuzz.worker import Worker
 
@@ -74,6 +74,31 @@ def test_reducer_shrinks_a_planted_failure_to_its_one_op(op, tmp_path):
 
     source = load(f"{path}:model")  # what `tiletune model build repro.py:model` loads
     assert source.kind == "torch" and source.reference(source.random_inputs(0))
+
+
+class _StubWorker:
+    """A worker whose models crash (a signal at random) whenever ``op`` is among their steps."""
+
+    def __init__(self, op):
+        self.op, self.restarts, self.runs = op, 0, 0
+
+    def restart(self):
+        self.restarts += 1
+
+    def run(self, spec, paths, tune=0):
+        self.runs += 1
+        bad = any(o == self.op for _, o in spec.steps)
+        res = {"outcome": "crash", "reason": f"died:{'SIGSEGV' if self.runs % 2 else 'SIGABRT'}"} if bad else \
+            {"outcome": "match", "reason": ""}
+        return {"paths": {paths[0]: res}}
+
+
+def test_a_crash_reduces_in_a_fresh_process_each_time_whatever_the_signal():
+    spec = _seed_with("slice")
+    w = _StubWorker("slice")
+    small = reduce_spec(spec, still_fails(w, "torch", "crash", "died:SIGABRT"))
+    assert [o for _, o in small.steps] == ["slice"]
+    assert w.restarts == w.runs
 
 
 def test_reason_keys_name_the_stage_and_the_operator_or_the_cause():

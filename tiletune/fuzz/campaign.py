@@ -105,13 +105,20 @@ def reduce_all(d: Path, rows: list[dict], worker: Worker, log=print) -> None:
             spec = Spec.from_json(row)
             fails = still_fails(worker, path, r["outcome"], r["reason"], row.get("tune", 0))
             other = smaller.get(row["seed"])  # the other path's reduction: the same failure, most often
-            small = reduce_spec(other if other and fails(other) else spec, fails)
+            alone = True
+            if other and fails(other):
+                small = reduce_spec(other, fails)
+            elif fails(spec):
+                small = reduce_spec(spec, fails)
+            else:  # after another model in the same process only (e.g. a heap that one corrupted): kept whole
+                small, alone = spec, False
             smaller[row["seed"]] = small
             note = f"{r['outcome']} on the {path} path: {r['reason']}: {r['detail']}".replace("\n", " ")[:300]
+            note += "" if alone else " (did not recur when run alone)"
             repro = write_reproducer(small, str(d / "repro" / f"seed-{row['seed']}-{path}.py"), note)
             rec = {"seed": row["seed"], "path": path, "outcome": r["outcome"], "reason": r["reason"],
                    "steps": [list(s) for s in small.steps], "description": _describe(small),
-                   "reproducer": os.path.relpath(repro, d)}
+                   "reproducer": os.path.relpath(repro, d), "recurs": alone}
             _append(d / "reduced.jsonl", rec, threading.Lock())
             log(f"reduced seed {row['seed']} ({path}) from {len(spec.steps)} to {len(small.steps)} steps: {repro}")
 
@@ -163,8 +170,9 @@ def summary(rows: list[dict], reduced: list[dict], seed: int = 0) -> str:
                   "|---|---|---|---|---|---|---|"]
         for r, p in fails:
             res, red = r["paths"][p], repro.get((r["seed"], p), {})
+            alone = "" if red.get("recurs", True) else " (did not recur when run alone)"
             lines.append(f"| {r['seed']} | {p} | {res['outcome']} | {res['reason']} | "
-                         f"{res['detail'][:160].replace('|', '/')} | {red.get('description', '-').replace('|', '/')} "
+                         f"{res['detail'][:160].replace('|', '/')} | {red.get('description', '-').replace('|', '/')}{alone} "
                          f"| {red.get('reproducer', '-')} |")
     broken = [r for r in rows if "error" in r]
     if broken:

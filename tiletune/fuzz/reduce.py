@@ -40,11 +40,15 @@ def reduce_spec(spec: Spec, fails: Callable[[Spec], bool]) -> Spec:
 def still_fails(worker, path: str, outcome: str, reason: str = "", tune: int = 0) -> Callable[[Spec], bool]:
     """The predicate of ``reduce_spec`` for a failure seen on ``path``: the model, run by ``worker``
     (``tiletune.fuzz.worker.Worker``), has that ``outcome`` there again; a crash with the same ``reason``, except
-    that a dead process is one reason whatever the signal (memory corruption aborts or segfaults by chance)."""
+    that a dead process is one reason whatever the signal (memory corruption aborts or segfaults by chance). A
+    crash is retried in a fresh process each time, so that no candidate inherits a heap an earlier one
+    corrupted."""
     def same(got: str) -> bool:
         return got == reason or (got.startswith("died:") and reason.startswith("died:"))
 
     def fails(spec: Spec) -> bool:
+        if outcome == "crash":
+            worker.restart()
         row = worker.run(spec, paths=(path,), tune=tune)
         got = row.get("paths", {}).get(path, {})
         return got.get("outcome") == outcome and (outcome != "crash" or same(got.get("reason", "")))

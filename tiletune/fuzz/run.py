@@ -215,9 +215,9 @@ def torch_check(module, example, dynamic_shapes) -> str | None:
             out = module(*example)
     except Exception as e:  # noqa: BLE001
         return f"torch:{type(e).__name__}"
-    from ..model.source import _flatten
+    from ..model.source import flat_tensors
 
-    if not all(torch.isfinite(t).all() for t in _flatten(out) if t.is_floating_point()):
+    if not all(torch.isfinite(t).all() for t in flat_tensors(out) if t.is_floating_point()):
         return "nonfinite"
     try:
         with torch.no_grad(), warnings.catch_warnings():
@@ -230,14 +230,14 @@ def torch_check(module, example, dynamic_shapes) -> str | None:
 
 def run_model(spec: Spec, *, workdir: str, paths=PATHS, tune: int = 0, pool=None, seeds=(0, 1, 2)) -> dict:
     """One model through ``paths``: a JSON-able row (seed, steps, description, dynamic, one result per path)."""
-    from ..model.source import _from_torch
+    from ..model.source import from_torch
 
     gen = build(spec)
     row = {**spec.to_json(), "description": gen.description, "dynamic": gen.dynamic, "tune": tune, "paths": {}}
     module, example, dynamic = gen.load()
     why = torch_check(module, example, dynamic)
     name = f"fuzz-{spec.seed}"
-    source = None if why else _from_torch(name, name, module, example, dynamic)
+    source = None if why else from_torch(name, name, module, example, dynamic)
     for path in paths:
         res = PathResult(path, "skip", why) if why else check_path(source, path, workdir=workdir, tune=tune,
                                                                      pool=pool, seeds=seeds)

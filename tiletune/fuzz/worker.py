@@ -86,6 +86,11 @@ class Worker:
         self._kill()
         return crash_row(spec, paths, why, tune, last_words(self.log, start))
 
+    def restart(self) -> None:
+        """End the process now (the next ``run`` starts a fresh one): a run that must not inherit the state of
+        the ones before it, such as a heap another model corrupted."""
+        self._kill()
+
     def close(self) -> None:
         if self.proc is not None and self.proc.is_alive():
             try:
