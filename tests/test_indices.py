@@ -271,7 +271,7 @@ def torch_tensor(v):
 def test_advanced_indexing_with_several_index_tensors_matches_torch(tmp_path, case):
     import torch
 
-    from tiletune.model.source import _from_torch
+    from tiletune.model.source import from_torch
 
     class M(torch.nn.Module):
         def __init__(self):
@@ -282,7 +282,7 @@ def test_advanced_indexing_with_several_index_tensors_matches_torch(tmp_path, ca
             return ADVANCED[case](self.lin(x))
 
     torch.manual_seed(0)
-    src = _from_torch(case, case, M(), (torch.randn(2, 6, 8),))
+    src = from_torch(case, case, M(), (torch.randn(2, 6, 8),))
     assert _relative_error(_build(src, tmp_path, case), src) <= 1e-5
 
 
@@ -290,13 +290,13 @@ def test_advanced_indexing_with_several_index_tensors_matches_torch(tmp_path, ca
 def test_run_time_index_tensors_wrap_and_a_boolean_mask_is_refused(tmp_path):
     import torch
 
-    from tiletune.model.source import _from_torch
+    from tiletune.model.source import from_torch
 
     class M(torch.nn.Module):
         def forward(self, x, i, j):
             return x[:, i, j] * 2
 
-    src = _from_torch("rt", "rt", M(), (torch.randn(2, 6, 8), torch.tensor([0, 5, -1]), torch.tensor([[7], [-8]])))
+    src = from_torch("rt", "rt", M(), (torch.randn(2, 6, 8), torch.tensor([0, 5, -1]), torch.tensor([[7], [-8]])))
     assert src.inputs[1].low == -1 and src.inputs[2].low == -8  # the checks draw negative indices too
     assert _relative_error(_build(src, tmp_path, "rt"), src) <= 1e-6
 
@@ -305,7 +305,7 @@ def test_run_time_index_tensors_wrap_and_a_boolean_mask_is_refused(tmp_path):
             return x[x > 0]
 
     with pytest.raises(TiletuneError, match=r"boolean mask \(x\[mask\]\)"):
-        _build(_from_torch("mask", "mask", Mask(), (torch.randn(2, 3),)), tmp_path, "mask")
+        _build(from_torch("mask", "mask", Mask(), (torch.randn(2, 3),)), tmp_path, "mask")
 
 
 def _onnx_cases():

@@ -89,11 +89,11 @@ TORCH_ONLY = {
 
 
 def _source(name, fn, with_index, path, tmp_path):
-    from tiletune.model.source import _from_torch, export_onnx, load
+    from tiletune.model.source import from_torch, export_onnx, load
 
     torch.manual_seed(0)
     example = (torch.randn(SHAPE),) + ((_index(),) if with_index else ())
-    src = _from_torch(name, name, Tail(fn).eval(), example)
+    src = from_torch(name, name, Tail(fn).eval(), example)
     if path == "torch":
         return src, src
     onnx_path = str(tmp_path / f"{name}.onnx")
@@ -145,13 +145,13 @@ def test_scatter_reduce_forms_onnx_cannot_express_build_from_torch(name, tmp_pat
 def test_a_stable_sort_keeps_ties_in_order(descending, tmp_path):
     """``sort(stable=True)`` (ATen's ``sort.stable``; torch's ONNX exporter refuses it) on integers with ties:
     the indices of equal values in their input order, as torch gives them."""
-    from tiletune.model.source import _from_torch
+    from tiletune.model.source import from_torch
 
     class Ties(nn.Module):
         def forward(self, m):
             return torch.sort(m * 3, dim=-1, descending=descending, stable=True)
 
-    src = _from_torch("ties", "ties", Ties().eval(), (torch.randint(0, 3, (2, 10)),))
+    src = from_torch("ties", "ties", Ties().eval(), (torch.randint(0, 3, (2, 10)),))
     run = _build(src)
     inputs = src.random_inputs(0)
     assert len(np.unique(inputs[0])) < inputs[0].size  # ties

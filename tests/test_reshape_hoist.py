@@ -44,7 +44,7 @@ def test_residual_and_mask_adds_join_the_matmul_kernel(home):
     the scores fuse into their matmuls; a broadcast that the reshape would change is left alone."""
     import torch
 
-    from tiletune.model.source import _from_torch
+    from tiletune.model.source import from_torch
 
     class M(torch.nn.Module):
         def __init__(self):
@@ -58,7 +58,7 @@ def test_residual_and_mask_adds_join_the_matmul_kernel(home):
             return self.b(y) * 2.0, s.softmax(-1)
 
     torch.manual_seed(0)
-    source = _from_torch("m", "m", M().eval(), (torch.randn(1, 6, 16),))
+    source = from_torch("m", "m", M().eval(), (torch.randn(1, 6, 16),))
     tasks = model_tasks(source, parse_target(None), "NHWC")
     names = sorted(k.name for k in tasks.tasks if not k.workload.key.startswith("rows:"))  # softmax: a row task
     # the first Linear with its bias and the residual; the scores with the mask; the second with the scale

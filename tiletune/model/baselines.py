@@ -61,12 +61,12 @@ from ..measure.base import MeasureSettings
 from ..measure.timing import time_callable
 from ..target import is_cuda
 from ..tvmscript import fast_tvmscript_parsing
-from .build import ModelRunner, _flat, best_configs, compare, compile_module, constructed_configs, scheduled_module
+from .build import ModelRunner, flat_arrays, best_configs, compare, compile_module, constructed_configs, scheduled_module
 from .dims import label
 from .importer import to_relax
 from .precision import cast
 from .shapes import dynamic_library, shape_tasks
-from .source import ModelSource, _flatten, export_onnx, load, onnx_session
+from .source import ModelSource, flat_tensors, export_onnx, load, onnx_session
 from .tasks import fuse, model_tasks
 
 METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default", "metaschedule")
@@ -111,7 +111,7 @@ def _torch_method(source, threads: int, compiled: bool, gpu: bool = False, dtype
 
     def outputs(out):
         return [t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
-                for t in _flatten(out)]
+                for t in flat_tensors(out)]
 
     return prepare, call, outputs
 
@@ -188,7 +188,7 @@ def _vm_method(ex, target: dict):
         def call(args):
             return main(*args)
 
-    return prepare, call, _flat, dev
+    return prepare, call, flat_arrays, dev
 
 
 def shapes_refusal(method: str, source: ModelSource) -> str | None:

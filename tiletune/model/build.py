@@ -323,10 +323,10 @@ def _failing_kernel(mod, tgt, prepack=()) -> tuple[str, str] | None:
     return None
 
 
-def _flat(out) -> list[np.ndarray]:
+def flat_arrays(out) -> list[np.ndarray]:
     if hasattr(out, "numpy"):
         return [out.numpy()]
-    return [x for o in out for x in _flat(o)]
+    return [x for o in out for x in flat_arrays(o)]
 
 
 class ModelRunner:
@@ -345,7 +345,7 @@ class ModelRunner:
         import tvm
 
         args = [tvm.runtime.tensor(np.require(x, requirements='C'), self.dev) for x in inputs]
-        return _flat(self.vm["main"](*args))
+        return flat_arrays(self.vm["main"](*args))
 
 
 def compare(got: list[np.ndarray], want: list[np.ndarray]) -> float:

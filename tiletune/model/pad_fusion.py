@@ -37,23 +37,23 @@ class PadSpec:
         return tuple(n + b + a for n, b, a in zip(shape, self.before, self.after))
 
 
-def _blocks(stmt, out: list) -> None:
+def collect_blocks(stmt, out: list) -> None:
     """Every SBlock under ``stmt`` (depth first)."""
     from tvm import s_tir, tirx
 
     if isinstance(stmt, s_tir.SBlockRealize):
         out.append(stmt.block)
-        _blocks(stmt.block.body, out)
+        collect_blocks(stmt.block.body, out)
         if stmt.block.init is not None:
-            _blocks(stmt.block.init, out)
+            collect_blocks(stmt.block.init, out)
     elif isinstance(stmt, s_tir.SBlock):
         out.append(stmt)
-        _blocks(stmt.body, out)
+        collect_blocks(stmt.body, out)
     elif isinstance(stmt, tirx.For):
-        _blocks(stmt.body, out)
+        collect_blocks(stmt.body, out)
     elif isinstance(stmt, tirx.SeqStmt):
         for s in stmt.seq:
-            _blocks(s, out)
+            collect_blocks(s, out)
 
 
 def _dt(e) -> str:
@@ -90,7 +90,7 @@ def pad_spec(func) -> PadSpec | None:
     src, dst = func.params
     ins, outs = _shape(src), _shape(dst)
     blocks: list = []
-    _blocks(func.body, blocks)
+    collect_blocks(func.body, blocks)
     blocks = [b for b in blocks if b.name_hint != "root"]
     if ins is None or outs is None or len(ins) != len(outs) or len(blocks) != 1:
         return None
@@ -149,7 +149,7 @@ def into_padded(func, spec: PadSpec):
     if shape is None or len(shape) != len(spec.before):
         return None
     blocks: list = []
-    _blocks(func.body, blocks)
+    collect_blocks(func.body, blocks)
     touching = [b for b in blocks if any(r.source.same_as(out) for r in list(b.reads) + list(b.writes))]
     if len(touching) != 1:
         return None
@@ -201,7 +201,7 @@ def into_padded(func, spec: PadSpec):
 
 def _holds(stmt, block) -> bool:
     found: list = []
-    _blocks(stmt, found)
+    collect_blocks(stmt, found)
     return any(b.same_as(block) for b in found)
 
 

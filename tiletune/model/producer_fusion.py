@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..workloads.primfunc import PrimFuncWorkload, is_load, walk_expr, is_mac
-from .pad_fusion import _blocks
+from .pad_fusion import collect_blocks
 
 INJECTIVE = 2  # TVM's OpPatternKind: kElemWise 0, kBroadcast 1, kInjective 2, kCommReduce 3, kOutEWiseFusable 4
 OUT_EWISE_FUSABLE = 4
@@ -116,7 +116,7 @@ def _only_moves(func) -> bool:
     a pad, whose value is a bounds check): inlined, an operator that computes (an activation between two
     transposes) would run once per read."""
     found: list = []
-    _blocks(func.body, found)
+    collect_blocks(func.body, found)
     stores = [b.body for b in found if b.name_hint != "root"]
     return bool(stores) and all(hasattr(st, "value") and is_load(st.value) for st in stores)
 

@@ -30,7 +30,7 @@ from ..workloads.primfunc import walk_expr
 from .dims import label
 
 
-def _value(expr, binding: dict[str, int]) -> int | None:
+def value_at(expr, binding: dict[str, int]) -> int | None:
     """``expr`` (a TIR extent) with ``binding``'s values for its variables (by name); None when a variable has
     none."""
     from tvm import sym, tirx
@@ -65,11 +65,11 @@ def signature(func, binding: dict[str, int], partial: bool = False) -> tuple | N
     if len(anchors) != 1:
         return None
     kinds = tuple(int(iv.iter_type) for iv in sch.get(anchors[0]).iter_vars)
-    extents = tuple(_value(sch.get(lp).extent, binding) for lp in sch.get_loops(anchors[0]))
+    extents = tuple(value_at(sch.get(lp).extent, binding) for lp in sch.get_loops(anchors[0]))
     shapes = []
     for p in func.params:
         if hasattr(p, "shape"):
-            shapes.append(tuple(_value(e, binding) for e in p.shape))
+            shapes.append(tuple(value_at(e, binding) for e in p.shape))
     if not partial and (None in extents or any(None in s for s in shapes)):
         return None
     return names, kinds, extents, tuple(shapes)
@@ -157,7 +157,7 @@ def first_correct(func, target: dict, bindings: list[dict[str, int]], candidates
             for b in bindings:
                 arrays = []
                 for shape, dtype in params:
-                    s = tuple(_value(e, b) for e in shape)
+                    s = tuple(value_at(e, b) for e in shape)
                     if None in s:
                         return func, "none"
                     if np.issubdtype(np.dtype(dtype), np.floating):

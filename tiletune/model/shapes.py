@@ -54,7 +54,7 @@ from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
 from .layout import check_layout, check_layout_for, convert
 from .precision import cast, check_dtype
-from .shape_rule import _value, first_correct, like_modules, ranges, signature
+from .shape_rule import value_at, first_correct, like_modules, ranges, signature
 from .source import ModelSource
 from .tasks import ModelTasks, extract, fuse
 
@@ -168,11 +168,11 @@ def _key_shapes(key: str) -> list[tuple[int, ...]] | None:
 
 def _solve(expr, name: str, x: int) -> int | None:
     """The value of ``name`` that makes ``expr`` (a TIR extent of that one variable, linear) equal ``x``."""
-    a0, a1 = _value(expr, {name: 0}), _value(expr, {name: 1})
+    a0, a1 = value_at(expr, {name: 0}), value_at(expr, {name: 1})
     if a0 is None or a1 is None or a1 <= a0 or (x - a0) % (a1 - a0):
         return None
     v = (x - a0) // (a1 - a0)
-    return v if _value(expr, {name: v}) == x else None
+    return v if value_at(expr, {name: v}) == x else None
 
 
 def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> dict[str, int] | None:
@@ -199,7 +199,7 @@ def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> dict[str
                     return None
             else:
                 later.append((e, x))
-    if any(_value(e, binding) not in (None, x) for e, x in later):
+    if any(value_at(e, binding) not in (None, x) for e, x in later):
         return None
     return binding
 

@@ -119,7 +119,7 @@ class ModelSource:
 
             with torch.no_grad():
                 out = self.module(*[torch.from_numpy(np.require(x, requirements='C')) for x in inputs])
-            return [t.detach().numpy() for t in _flatten(out)]
+            return [t.detach().numpy() for t in flat_tensors(out)]
         if self._ort is None:
             self._ort = onnx_session(self.onnx_path)
         names = [i.name for i in self._ort.get_inputs()]
@@ -180,11 +180,11 @@ def onnx_session(path: str, threads: int | None = None):
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
-def _flatten(out) -> list:
+def flat_tensors(out) -> list:
     if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _flatten(o)]
+        return [t for o in out for t in flat_tensors(o)]
     if isinstance(out, dict):
-        return [t for o in out.values() for t in _flatten(o)]
+        return [t for o in out.values() for t in flat_tensors(o)]
     return [out]
 
 
@@ -208,7 +208,7 @@ def load(spec: str) -> ModelSource:
     """The model named by ``spec`` (see the module docstring); a TiletuneError says what is accepted."""
     if spec in MODELS:
         module, example, *dynamic = MODELS[spec]()
-        return _from_torch(spec, spec, module, example, *dynamic)
+        return from_torch(spec, spec, module, example, *dynamic)
     if spec.startswith("family:"):
         name = spec.split(":", 1)[1]
         if name not in FAMILIES:
@@ -218,7 +218,7 @@ def load(spec: str) -> ModelSource:
         with torch.random.fork_rng():  # the same weights and example every time (the ONNX path exports it)
             torch.manual_seed(0)
             module, example = FAMILIES[name]()
-        return _from_torch(spec, _label(f"family-{name}"), module, example)
+        return from_torch(spec, _label(f"family-{name}"), module, example)
     if spec.endswith(".onnx"):
         return _from_onnx(spec)
     path, colon, fn = spec.rpartition(":")
@@ -254,10 +254,10 @@ def _from_factory(spec: str, path: str, fn: str) -> ModelSource:
     module, example, dynamic = (*got, None) if len(got) == 2 else got
     if not isinstance(example, (tuple, list)):
         example = (example,)
-    return _from_torch(spec, short_name(spec), module, tuple(example), dynamic)
+    return from_torch(spec, short_name(spec), module, tuple(example), dynamic)
 
 
-def _from_torch(spec: str, name: str, module, example: tuple, dynamic_shapes=None) -> ModelSource:
+def from_torch(spec: str, name: str, module, example: tuple, dynamic_shapes=None) -> ModelSource:
     import torch
 
     if not isinstance(module, torch.nn.Module):
