@@ -30,6 +30,8 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+from .errors import TiletuneError
+
 #: the environment variable that shows everything TVM logs (any value but "", "0")
 VERBOSE_ENV = "TILETUNE_VERBOSE"
 
@@ -115,8 +117,6 @@ def quiet_tvm() -> Iterator[None]:
                 found = _restore(*_state)
                 _state = None
     if found:
-        from .errors import TiletuneError
-
         raise TiletuneError(found[0])
 
 

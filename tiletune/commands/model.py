@@ -15,15 +15,12 @@ from ..model.gpu_default import has_gpu
 from ..model import pad_fusion
 from ..model.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
 from ..model.precision import DTYPES
-from ..model.build import (CHECK_WAITS, input_sets, best_configs, check_waits, compile_module, constructed_configs,
-                           export_checked, export_database, foreign_workloads, kernel_latencies,
-                           scheduled_module, untuned_reasons)
+from ..model.build import CHECK_WAITS, best_configs, kernel_latencies
+from ..model.library import BuiltModel, build_model
 from ..model.progress import ModelProgress
 from ..model.source import short_name
 from ..model.scheduler import SCHEDULERS
-from ..model.shapes import (best_configs_shaped, dynamic_library, label, other_shapes, parse_shapes, recorded_shapes,
-                             shape_tasks)
-from ..model.first_use import portable_spec
+from ..model.shapes import best_configs_shaped, parse_shapes, shape_tasks
 from ..model.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
 from ..model.shared_search import shared_search
 from ..model.source import load as load_source
@@ -188,29 +185,15 @@ def _layout(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _load(args, from_records: bool = False) -> tuple:
+def _load(args) -> tuple:
     """(source, its tasks, the DynamicTasks of a model with symbolic dimensions else None): a dynamic model's
-    tasks are those of every shape of --shapes (tiletune.model.shapes), merged. ``from_records`` (``model build``):
-    without --shapes, the shapes that --records holds tuned kernels of (``recorded_shapes``), said in a note; the
-    example's shape when it holds none (said too)."""
+    tasks are those of every shape of --shapes (tiletune.model.shapes), merged."""
     target = parse_target(args.target)
     if args.dtype != "float32" and not is_cuda(target):
         raise TiletuneError(f"--dtype {args.dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model "
                             "computes in float32")
     source = load_source(args.model)
     bindings = parse_shapes(getattr(args, "shapes", None), source)  # a bad --shapes: one line before the import
-    records = getattr(args, "records", None)
-    if from_records and source.dynamic and not getattr(args, "shapes", None) and records:
-        if not os.path.exists(records):
-            raise TiletuneError(f"records file {records!r} does not exist")
-        tuned = recorded_shapes(source, target, args.layout, records, dtype=args.dtype)
-        if tuned:
-            bindings = tuned
-            print(f"note: building the shapes {records} was tuned at: {'; '.join(label(b) for b in tuned)} "
-                  "(--shapes picks others)")
-        else:
-            print(f"note: {records} holds no tuned shape of this model: building at the example's shape "
-                  f"{label(bindings[0])} (tune with model tune --shapes, or give --shapes)")
     dyn = None
     if source.dynamic:
         dyn = shape_tasks(source, target, args.layout, bindings, dtype=args.dtype)
@@ -434,83 +417,43 @@ def run_tune(args) -> int:
 def run_build(args) -> int:
     check_output(args.output, "model library", parents=False)
     check_output(args.output + ".json", "model description", parents=False)
-    source, tasks, dyn = _load(args, from_records=True)
-    if dyn is not None:
-        return _build_dynamic(args, source, tasks, dyn)
-    chosen = recorded = best_configs(tasks, args.records)
-    if args.construct:
-        chosen = constructed_configs(tasks, args.construct, recorded, seed=args.seed)
-    made = len(chosen) - len(recorded)
-    mod, how = scheduled_module(tasks, chosen)
-    ex = compile_module(mod, tasks.target, args.cuda_graph)
-    waits = not args.no_check and check_waits(tasks.target)
-    checked_against = None if args.no_check or waits else source
-    meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
-            "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
-            "kernels": how, "tuned": len(recorded), "constructed": made, "tasks": len(tasks.tasks),
-            "cuda_graph": args.cuda_graph, "seed": args.seed}
-    errors = export_checked(ex, args.output, meta, checked_against, dtype=tasks.dtype)
-    print(f"wrote {args.output}: {len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels, "
-          + (f"{made} constructed by {args.construct}, " if args.construct else "")
-          + f"{len(tasks.kernels) - len(chosen)} kernels with the default schedule"
-          + (f"; {_checked_text(source, errors)}" if errors else "; output not checked (--no-check)"
-             if args.no_check else ""))
-    if waits:
-        print(CHECK_WAITS)
-    for name, why in untuned_reasons(tasks, args.records, chosen).items():
-        print(f"default schedule: {name}: {why}")
-    foreign = foreign_workloads(tasks, args.records)
-    if foreign:
-        print(f"note: {args.records} also holds {foreign} workload(s) that are not kernels of this model "
-              f"(another model, or this one tuned with the other --layout; this build is {tasks.layout})")
-    if args.database:
-        n = export_database(tasks, chosen, args.database)
-        print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")
-    return 0
-
-
-def _build_dynamic(args, source, tasks, dyn) -> int:
-    """``model build`` of a model with symbolic dimensions: one library, dispatching in its ``main`` to the tuned
-    shapes' functions and to the symbolic one (tiletune.model.shapes)."""
-    lib = dynamic_library(dyn, args.records, args.construct, cuda_graph=args.cuda_graph, seed=args.seed)
-    ex, chosen, recorded, how = lib.ex, lib.chosen, lib.recorded, lib.how
-    waits = not args.no_check and check_waits(tasks.target)
-    meta = {"model": source.spec, "target": tasks.target, "layout": tasks.layout, "dtype": tasks.dtype,
-            "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in source.inputs],
-            "dims": {n: [d.lo, d.hi] for n, d in source.dims.items()},
-            "shapes": [st.label for st in dyn.shapes], "other_shapes": other_shapes(tasks.target),
-            "source": portable_spec(source.spec), "first_use": True,
-            "kernels": how, "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
-            "tasks": len(tasks.tasks), "cuda_graph": args.cuda_graph, "seed": args.seed}
-    errors = export_checked(ex, args.output, meta, None if args.no_check or waits else source, lib.check_at,
-                            dtype=tasks.dtype)
-    dims = ", ".join(f"{n} in {d.bounds}" for n, d in source.dims.items())
-    print(f"wrote {args.output}: runs {dims}; tuned shapes {'; '.join(st.label for st in dyn.shapes)} "
-          f"({len(recorded)} of {len(tasks.tasks)} tasks with tuned kernels"
-          + (f", {len(chosen) - len(recorded)} constructed by {args.construct}" if args.construct else "")
-          + f"); every other shape: {other_shapes(tasks.target)}")
-    if errors:
-        print(_checked_text(source, errors))
+    built = build_model(args.model, args.output, records=args.records, target=args.target, layout=args.layout,
+                        dtype=args.dtype, shapes=args.shapes, construct=args.construct, seed=args.seed,
+                        check=not args.no_check, cuda_graph=args.cuda_graph, database=args.database)
+    for note in built.notes:
+        print(f"note: {note}")
+    made = f"{built.constructed} constructed by {built.construct}" if built.construct else ""
+    if built.dims:
+        print(f"wrote {built.path}: runs {built.dims}; tuned shapes {'; '.join(built.shapes)} ({built.tuned} of "
+              f"{built.tasks} tasks with tuned kernels" + (f", {made}" if made else "")
+              + f"); every other shape: {built.other_shapes}")
+    else:
+        print(f"wrote {built.path}: {built.tuned} of {built.tasks} tasks with tuned kernels, "
+              + (f"{made}, " if made else "") + f"{built.default_kernels} kernels with the default schedule")
+    if built.checked:
+        print(_checked_text(built))
     elif args.no_check:
         print("output not checked (--no-check)")
-    if waits:
+    if built.check_waits:
         print(CHECK_WAITS)
-    for name, why in untuned_reasons(tasks, args.records, chosen).items():
+    for name, why in built.untuned.items():
         print(f"default schedule: {name}: {why}")
-    if args.database:
-        n = export_database(tasks, chosen, args.database)
-        print(f"wrote the MetaSchedule database {args.database} ({n} tuned kernels)")
+    if built.foreign:
+        print(f"note: {args.records} also holds {built.foreign} workload(s) that are not kernels of this model "
+              f"(another model, or this one tuned with the other --layout; this build is {built.layout})")
+    if built.database is not None:
+        print(f"wrote the MetaSchedule database {args.database} ({built.database} tuned kernels)")
     return 0
 
 
-def _checked_text(source, errors: dict[str, float]) -> str:
+def _checked_text(built: BuiltModel) -> str:
     """What ``model build`` says of a library that passed its check (``tiletune.model.build.export_checked``)."""
-    if any(errors):
-        where = f" at {', '.join(errors)} (on each shape's input sets)"
+    if any(built.checked):
+        where = f" at {', '.join(built.checked)} (on each shape's input sets)"
     else:
-        where = f" on {len(input_sets(source))} input sets"
+        where = f" on {built.check_sets} input sets"
     return (f"the written library, loaded as load_model() loads it, matches the original{where}, each called twice "
-            f"(max error {max(errors.values()):.2g})")
+            f"(max error {max(built.checked.values()):.2g})")
 
 
 def run_bench(args) -> int:

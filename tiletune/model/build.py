@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..alignment import PARAM_ALIGNMENT, with_param_alignment
-from ..api import c_compiler
+from ..api import c_compiler, load_model
 from ..errors import TiletuneError
 from ..measure.local import Prepacked, build_kernel
 from ..measure.timing import time_callable
@@ -70,15 +71,27 @@ def _stem(key: str) -> str:
     return key.rsplit("@", 1)[0]
 
 
-def best_configs(tasks: ModelTasks, records: str | None) -> dict[str, Chosen]:
-    """The chosen kernel of each task (by kernel hash) in ``records`` for the tasks' target (the module
-    docstring). A record whose key differs from a task's in the kernel's name alone is that task's."""
+def read_records(records: str | None, read: list | None = None) -> list:
+    """The records of the file ``records``: ``read`` when the caller read it already
+    (``tiletune.model.library.build_model`` reads it once), else read here; [] for None; a TiletuneError when the
+    file does not exist."""
+    if read is not None:
+        return read
     if records is None:
-        return {}
+        return []
     if not Path(records).exists():
         raise TiletuneError(f"records file {records!r} does not exist")
+    return load(records)
+
+
+def best_configs(tasks: ModelTasks, records: str | None, read: list | None = None) -> dict[str, Chosen]:
+    """The chosen kernel of each task (by kernel hash) in ``records`` (``read``: its records, read already) for
+    the tasks' target (the module docstring). A record whose key differs from a task's in the kernel's name alone
+    is that task's."""
+    if records is None and read is None:
+        return {}
     tkey = target_key(tasks.target)
-    recs = [r for r in load(records) if r.target == tkey]
+    recs = [r for r in read_records(records, read) if r.target == tkey]
     keys = tasks.keys()
     renamed = {kernel_identity(k): k for k in keys}
     mine = [r if r.workload in keys else replace(r, workload=renamed[kernel_identity(r.workload)])
@@ -151,14 +164,15 @@ def _schedulable(workload, space, config, target) -> bool:
     return True
 
 
-def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Chosen]) -> dict[str, str]:
+def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Chosen],
+                    read: list | None = None) -> dict[str, str]:
     """Why each task without a chosen kernel keeps the default schedule (by kernel name): no record of it, or
     no successful trial, with its most frequent failure in one line."""
     missing = [k for k in tasks.tasks if k.hash not in chosen]
     if not missing:
         return {}
     tkey = target_key(tasks.target)
-    recs = load(records) if records is not None and Path(records).exists() else []
+    recs = read_records(records, read) if read is not None or (records and Path(records).exists()) else []
     stems = {_stem(r.workload) for r in recs if r.target == tkey}
     out = {}
     for k in missing:
@@ -176,14 +190,14 @@ def untuned_reasons(tasks: ModelTasks, records: str | None, chosen: dict[str, Ch
     return out
 
 
-def foreign_workloads(tasks: ModelTasks, records: str | None) -> int:
-    """How many workloads of ``records`` (for the tasks' target) are not tasks of this model (records of
-    another model, or of this one with the other layout)."""
-    if records is None or not Path(records).exists():
+def foreign_workloads(tasks: ModelTasks, records: str | None, read: list | None = None) -> int:
+    """How many workloads of ``records`` (``read``: its records, read already; for the tasks' target) are not
+    tasks of this model (records of another model, or of this one with the other layout)."""
+    if read is None and (records is None or not Path(records).exists()):
         return 0
     tkey = target_key(tasks.target)
     mine = {kernel_identity(k) for k in tasks.keys()}
-    return len({kernel_identity(r.workload) for r in load(records) if r.target == tkey} - mine)
+    return len({kernel_identity(r.workload) for r in read_records(records, read) if r.target == tkey} - mine)
 
 
 def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen], fuse_pads: bool = True):
@@ -442,10 +456,6 @@ def export_checked(executable, path: str, meta: dict, source=None, bindings=(Non
     it passes; a failing one is deleted and its TiletuneError raised. ``source`` None: no check (``--no-check``, or
     a CUDA library built without a GPU: ``check_waits``). Returns {shape label ("" for the example's): error};
     the description's ``check_error`` holds the largest."""
-    import os
-
-    from ..api import load_model
-
     if source is None:
         export(executable, path, {**meta, "check_error": None})
         return {}

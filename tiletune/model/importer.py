@@ -28,10 +28,12 @@ import copy
 import warnings
 
 from ..errors import TiletuneError
+from .advanced_index import index_tensor
 from .indices import normalize_indices
 from .onnx_fold import fold_constants
 from .onnx_ops import onnx_converters
 from .reshape_hoist import hoist_over_reshapes
+from .scatter_ops import scatter_converters
 from .split_slices import split_as_slices
 from .source import ModelSource
 
@@ -156,9 +158,6 @@ def extra_converters() -> dict:
     converter, which reads them as keywords: its argsort keeps equal elements in their order (a stable sort);
     advanced indexing with several index tensors (``index.Tensor``, ``tiletune.model.advanced_index``)."""
     from tvm import relax
-
-    from .advanced_index import index_tensor
-    from .scatter_ops import scatter_converters
 
     def reduce(op):
         def convert(node, imp):

@@ -31,6 +31,7 @@ import tvm
 from tvm import relax
 
 from ..errors import TiletuneError
+from .scatter_ops import elements
 
 _DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -275,8 +276,6 @@ class ScatterElements(_Converter):
         if reduction not in ("none", "add", "mul", "min", "max"):
             raise TiletuneError(f"ONNX ScatterElements with reduction {reduction!r}: only none, add, mul, min and "
                                 "max are supported")
-        from .scatter_ops import elements
-
         data = inputs[0]
         axis = int(attr.get("axis", 0)) % len(data.ty.shape)
         return elements(bb, data, inputs[1], inputs[2], axis, "update" if reduction == "none" else reduction)

@@ -48,7 +48,7 @@ from ..records import load
 from ..target import is_cuda, target_key
 from ..workloads.primfunc import walk_expr
 from . import gpu_default
-from .build import best_configs, compile_module, constructed_configs, scheduled_module
+from .build import best_configs, compile_module, constructed_configs, read_records, scheduled_module
 from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
 from .importer import to_relax
@@ -137,17 +137,18 @@ def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[d
     return DynamicTasks(source, converted.mod, target, layout, shapes, merged, list(converted.notes))
 
 
-def best_configs_shaped(dyn: DynamicTasks, records: str | None) -> dict:
-    """The chosen kernel of every task at every shape (by kernel hash; see the module docstring)."""
+def best_configs_shaped(dyn: DynamicTasks, records: str | None, read: list | None = None) -> dict:
+    """The chosen kernel of every task at every shape (by kernel hash; see the module docstring); ``read``: the
+    records of ``records``, read already."""
 
     try:
-        return best_configs(dyn.merged, records)
+        return best_configs(dyn.merged, records, read)
     except TiletuneError as e:
         if "holds no kernel of this model" not in str(e):
             raise
         names = {k.workload.name for k in dyn.merged.tasks}
         tkey = target_key(dyn.target)
-        if any(r.workload.split("[", 1)[0] in names for r in load(records) if r.target == tkey):
+        if any(r.workload.split("[", 1)[0] in names for r in read_records(records, read) if r.target == tkey):
             return {}  # tuned at other shapes only
         raise
 
@@ -204,8 +205,8 @@ def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> dict[str
     return binding
 
 
-def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str,
-                    dtype: str = "float32") -> list[dict[str, int]]:
+def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str | None,
+                    dtype: str = "float32", read: list | None = None) -> list[dict[str, int]]:
     """The bindings of ``source``'s symbolic dimensions that ``records`` holds tuned kernels of (in
     ``parse_shapes`` order), found from the records alone, no option naming them: the shapes in each workload key
     (``NAME[1x16x32,32x96]@HASH``) are matched against the input shapes of the symbolic model's fused kernels,
@@ -216,7 +217,8 @@ def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str
     import tvm
 
     tkey = target_key(target)
-    have = {r.workload for r in load(records, target=tkey, warn=False) if r.ok}
+    rows = read if read is not None else load(records, target=tkey, warn=False)
+    have = {r.workload for r in rows if r.ok and r.target == tkey}
     static = [sh for sh in (_key_shapes(k) for k in have) if sh]
     if not static or not source.dims:
         return []
@@ -446,14 +448,14 @@ class DynamicLibrary:
 
 
 def dynamic_library(dyn: DynamicTasks, records: str | None, construct: str | None = None,
-                    cuda_graph: bool = False, seed: int = 0) -> DynamicLibrary:
+                    cuda_graph: bool = False, seed: int = 0, read: list | None = None) -> DynamicLibrary:
     """The library that dispatches between ``dyn``'s shapes, tuned from ``records`` (``construct``: the tasks
     without a record get that method's top construction, ``model build --construct``), and runs every other shape
     within the bounds by the rule of ``dispatch_module`` (``seed``: of the constructions' walks,
     ``constructed_configs``); compiled (``cuda_graph``: see ``compile_module``), with the bindings it is to be
     checked at (``check_bindings``). ``model build --shapes`` checks and exports it
     (``tiletune.model.build.export_checked``), ``model bench --shapes`` times it."""
-    chosen = recorded = best_configs_shaped(dyn, records)
+    chosen = recorded = best_configs_shaped(dyn, records, read)
     if construct:
         chosen = constructed_configs(dyn.merged, construct, recorded, seed=seed)
     tuned = [st.binding for st in dyn.shapes]
