@@ -145,6 +145,21 @@ def test_a_campaign_resumes_from_its_results_and_summarizes(tmp_path):
 
 
 @pytest.mark.tvm
+def test_a_wrong_onnx_export_is_a_skip_not_a_mismatch(tmp_path):
+    """index_add with a repeated index: torch.onnx exports a ScatterElements that keeps one of the values
+    (ONNX Runtime agrees with tiletune); the torch path matches."""
+    pytest.importorskip("onnxruntime")
+    from tiletune.fuzz.run import run_model
+
+    spec = Spec(68, ((6, "scatter_const"),))
+    assert "index_add" in build(spec).code
+    row = run_model(spec, workdir=str(tmp_path))
+    assert row["paths"]["torch"]["outcome"] == "match"
+    onnx = row["paths"]["onnx"]
+    assert (onnx["outcome"], onnx["reason"]) == ("skip", "onnx-export-wrong"), onnx
+
+
+@pytest.mark.tvm
 def test_fixed_seed_batch_has_no_mismatch_and_no_crash(tmp_path):
     """Both import paths, default schedules (every 10th model tuned for 1 trial per task): refusals are allowed
     with a one-line reason; a wrong result or a crash is not."""

@@ -41,17 +41,20 @@ def still_fails(worker, path: str, outcome: str, reason: str = "", tune: int = 0
     """The predicate of ``reduce_spec`` for a failure seen on ``path``: the model, run by ``worker``
     (``tiletune.fuzz.worker.Worker``), has that ``outcome`` there again; a crash with the same ``reason``, except
     that a dead process is one reason whatever the signal (memory corruption aborts or segfaults by chance). A
-    crash is retried in a fresh process each time, so that no candidate inherits a heap an earlier one
-    corrupted."""
+    crash is tried in a fresh process, so that no candidate inherits a heap an earlier one corrupted, and twice
+    before a candidate counts as passing (memory corruption does not bring a process down every time)."""
     def same(got: str) -> bool:
         return got == reason or (got.startswith("died:") and reason.startswith("died:"))
 
-    def fails(spec: Spec) -> bool:
+    def once(spec: Spec) -> bool:
         if outcome == "crash":
             worker.restart()
         row = worker.run(spec, paths=(path,), tune=tune)
         got = row.get("paths", {}).get(path, {})
         return got.get("outcome") == outcome and (outcome != "crash" or same(got.get("reason", "")))
+
+    def fails(spec: Spec) -> bool:
+        return any(once(spec) for _ in range(2 if outcome == "crash" else 1))
     return fails
 
 

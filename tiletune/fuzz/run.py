@@ -8,8 +8,9 @@ always the torch module) the outcome is one of
 - ``refused``: tiletune raised a ``TiletuneError`` (``reason``: a short key of it, ``reason_key``);
 - ``mismatch``: built, and an output differs (value, shape or count): a silent wrong result;
 - ``crash``: any other exception (``tiletune.fuzz.worker`` also counts a dead or hung process);
-- ``skip``: torch rejects the generated model (eager run, ``torch.export``, non-finite outputs) or
-  ``torch.onnx.export`` fails: the generator's problem, not tiletune's.
+- ``skip``: torch rejects the generated model (eager run, ``torch.export``, non-finite outputs), or
+  ``torch.onnx.export`` fails (``onnx-export``) or exports another function (``onnx-export-wrong``: tiletune's
+  outputs match ONNX Runtime's on the exported file, which differ from torch's): not tiletune's problem.
 
 Design choices: ``torch.export`` is tried here before tiletune's import (which would wrap its failure in a
 TiletuneError), so that a generator bug is a skip and not a refusal. A static model is built with
@@ -78,12 +79,14 @@ def reason_key(message: str) -> str:
 
 
 def _inputs(source, torch_source, seeds) -> list[tuple[dict | None, list[np.ndarray]]]:
-    """(binding, inputs) to compare at: every seed, and for a symbolic model every ``check_bindings`` size."""
+    """(binding, inputs) to compare at: the example inputs, then every seed (for a symbolic model at every
+    ``check_bindings`` size)."""
+    example = [np.ascontiguousarray(t.detach().numpy()) for t in torch_source.example]
     if not torch_source.dynamic:
-        return [(None, torch_source.random_inputs(s)) for s in seeds]
+        return [(None, example)] + [(None, torch_source.random_inputs(s)) for s in seeds]
     from ..model.shapes import check_bindings
 
-    out = []
+    out = [(torch_source.example_binding(), example)]
     for b in check_bindings(torch_source, [torch_source.example_binding()]):
         out += [(b, torch_source.random_inputs(s, b)) for s in seeds[:2]]
     return out
@@ -124,6 +127,23 @@ def _compare(runner, source, torch_source, seeds, res: PathResult) -> float | No
             return None
         worst = max(worst, err)
     return worst
+
+
+def _export_at_fault(runner, onnx_source, torch_source, seeds) -> bool:
+    """Is an ONNX-path mismatch torch.onnx's: on every input set tiletune's outputs match ONNX Runtime's on the
+    exported file, and on some set ONNX Runtime's differ from torch's."""
+    from ..model import build as B
+
+    ort_off = False
+    try:
+        for _, inputs in _inputs(onnx_source, torch_source, seeds):
+            got, ort = runner(*inputs), onnx_source.reference(inputs)
+            if not B.compare(got, ort) <= B.RTOL["float32"]:
+                return False
+            ort_off = ort_off or not B.compare(ort, torch_source.reference(inputs)) <= B.RTOL["float32"]
+    except Exception:  # noqa: BLE001  (ONNX Runtime cannot run it, or a shape differs: not provably the export's)
+        return False
+    return ort_off
 
 
 def _tune(tasks, records: str, trials: int, pool) -> None:
@@ -193,6 +213,10 @@ def check_path(torch_source, path: str, *, workdir: str, tune: int = 0, pool=Non
                          tune, pool, stage)
         stage[0] = "run"
         res.max_error = _compare(runner, source, torch_source, seeds, res)
+        if res.outcome == "mismatch" and path == "onnx" and _export_at_fault(runner, source, torch_source, seeds):
+            res.outcome, res.reason = "skip", "onnx-export-wrong"
+            res.detail = ("ONNX Runtime agrees with tiletune, not with torch: torch.onnx exported another function "
+                          f"({res.detail})")[:400]
     except TiletuneError as e:
         res.outcome, res.reason, res.detail = "refused", reason_key(str(e)), str(e)[:500]
     except Exception as e:  # noqa: BLE001  (a crash: the fuzzer reports it)
