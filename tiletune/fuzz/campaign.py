@@ -5,7 +5,8 @@ also tuned for ``tune_trials`` trials per task) in ``jobs`` worker processes (``
 appending each model's row to ``OUT/results.jsonl`` as soon as it is done, so that a crash of the campaign
 loses nothing and a rerun runs only the seeds the file lacks. Then every ``mismatch`` and ``crash`` is reduced
 (``tiletune.fuzz.reduce``) to ``OUT/repro/seed-S-PATH.py`` (recorded in ``OUT/reduced.jsonl``, also resumable),
-and ``OUT/summary.md`` is written: models tried and, per path, matched, refused by reason, mismatches,
+and ``OUT/summary.md`` is written (the exported ONNX files, records and worker logs live in a temporary
+directory): models tried and, per path, matched, refused by reason, mismatches,
 crashes, skipped, seconds per model, and every failure with its reproducer.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import queue
 import statistics
+import tempfile
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -56,8 +58,8 @@ def campaign(out: str, models: int, seed: int = 0, *, jobs: int = 1, timeout: fl
     done = {r["seed"] for r in read_rows(results)}
     todo = [s for s in wanted if s not in done]
     lock = threading.Lock()
-    work = str(d / "work")
-    os.makedirs(work, exist_ok=True)
+    tmp = tempfile.TemporaryDirectory(prefix="tiletune-fuzz-")  # exported ONNX files, records, worker logs
+    work = tmp.name
     workers: queue.Queue = queue.Queue()
     for _ in range(max(1, jobs)):
         workers.put(Worker(work, timeout))
@@ -83,6 +85,7 @@ def campaign(out: str, models: int, seed: int = 0, *, jobs: int = 1, timeout: fl
         workers.put(w)
     while not workers.empty():
         workers.get().close()
+    tmp.cleanup()
     (d / "summary.md").write_text(summary(rows, read_rows(d / "reduced.jsonl"), seed))
     return rows
 
@@ -151,7 +154,8 @@ def summary(rows: list[dict], reduced: list[dict], seed: int = 0) -> str:
         med = f"{statistics.median(secs):.2f}" if secs else "-"
         lines.append(f"| {p} | {len(rs)} | {c['match']} | {c['refused']} | {c['mismatch']} | {c['crash']} | "
                      f"{c['skip']} | {med} |")
-    for title, outcome in (("Refused, by reason", "refused"), ("Skipped (the generator's problem), by reason", "skip")):
+    for title, outcome in (("Refused, by reason", "refused"),
+                           ("Skipped (not tiletune's: the generator, torch or torch.onnx), by reason", "skip")):
         c = Counter((p, _reason(r["paths"][p])) for r in rows for p in r.get("paths", {})
                     if r["paths"][p]["outcome"] == outcome)
         if c:
@@ -171,9 +175,9 @@ def summary(rows: list[dict], reduced: list[dict], seed: int = 0) -> str:
         for r, p in fails:
             res, red = r["paths"][p], repro.get((r["seed"], p), {})
             alone = "" if red.get("recurs", True) else " (did not recur when run alone)"
+            small = red.get("description", "-").replace("|", "/") + alone
             lines.append(f"| {r['seed']} | {p} | {res['outcome']} | {res['reason']} | "
-                         f"{res['detail'][:160].replace('|', '/')} | {red.get('description', '-').replace('|', '/')}{alone} "
-                         f"| {red.get('reproducer', '-')} |")
+                         f"{res['detail'][:160].replace('|', '/')} | {small} | {red.get('reproducer', '-')} |")
     broken = [r for r in rows if "error" in r]
     if broken:
         lines += ["", "## Generator errors", ""] + [f"- seed {r['seed']}: {r['error']}" for r in broken]
