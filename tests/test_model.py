@@ -117,10 +117,10 @@ def test_tasks_are_extracted_deduplicated_and_classified(model):
 
 def test_dedup_sums_calls_of_identical_kernels():
     from tiletune.model.tasks import extract, fuse
-    from tiletune.model.importer import to_relax
+    from tiletune.model.pipeline import prepare
     from tiletune.model.source import load
 
-    tasks = extract(fuse(to_relax(load("tiny")), host_target()), host_target())  # two identical residual blocks
+    tasks = extract(fuse(prepare(load("tiny")).mod, host_target()), host_target())  # two identical residual blocks
     conv = [k for k in tasks.tasks if k.name.startswith("fused_conv2d1_add_relu")]
     assert len(conv) == 1 and conv[0].calls == 2
 

@@ -97,10 +97,10 @@ def test_dag_epilogues_fuse_into_the_write_back_and_match(home, epilogue):
 
 
 def _relax(family):
-    from tiletune.model.importer import to_relax
+    from tiletune.model.pipeline import prepare
     from tiletune.model.source import load
 
-    return to_relax(load(f"family:{family}"))
+    return prepare(load(f"family:{family}")).mod
 
 
 def test_a_model_without_convolutions_is_not_converted(home):

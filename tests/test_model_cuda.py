@@ -19,8 +19,7 @@ from tiletune.errors import TiletuneError
 from tiletune.model.build import (RTOL, ModelRunner, check, compare, compile_module, constructed_configs,
                                   scheduled_module)
 from tiletune.model.gpu_default import RULES, has_gpu
-from tiletune.model.importer import to_relax
-from tiletune.model.precision import cast
+from tiletune.model.pipeline import prepare
 from tiletune.model.source import load
 from tiletune.model.tasks import model_tasks
 from tiletune.schedules.cuda import cuda_source
@@ -197,7 +196,7 @@ def test_cast_rewrites_clip_bounds_and_keeps_integer_inputs():
     src = load("family:embedding")
     tasks = model_tasks(src, CUDA, "NHWC", "float16")
     assert any(k.workload.dtype == "float16" for k in tasks.tasks)
-    mod = cast(to_relax(load("family:activations")), "bfloat16")
+    mod = prepare(load("family:activations"), "bfloat16").mod
     text = mod.script()
     assert "R.clip" not in text and "bfloat16" in text and 'dtype="float16"' not in text
     assert str(mod["main"].params[0].ty.dtype) == "float32"

@@ -214,7 +214,7 @@ def test_kernel_operators_are_read_from_the_kernel_name():
 def test_a_fusion_failure_names_the_operator_without_tvm_check_text(monkeypatch, tmp_path):
     """A legalization that fails (here: made to fail with a TVM-like check message) is named by its operator."""
     from tiletune.model import nchwc
-    from tiletune.model.importer import to_relax
+    from tiletune.model.pipeline import prepare
     from tiletune.model.tasks import fuse
 
     def broken(bb, call):
@@ -224,7 +224,7 @@ def test_a_fusion_failure_names_the_operator_without_tvm_check_text(monkeypatch,
     fn, with_index = CASES["scatter_add"]
     src, _ = _source("scatter_add", fn, with_index, "torch", tmp_path)
     with pytest.raises(TiletuneError) as e:
-        fuse(to_relax(src), TARGET)
+        fuse(prepare(src).mod, TARGET)
     msg = str(e.value)
     assert msg == ("fusing the model's operators failed at operator scatter_elements (the index tensor is empty)")
 

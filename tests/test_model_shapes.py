@@ -67,7 +67,7 @@ def _keys(path) -> list[str]:
 
 
 def test_source_keeps_the_symbolic_dimension(spec):
-    from tiletune.model.importer import to_relax
+    from tiletune.model.pipeline import prepare
     from tiletune.model.source import load
 
     source = load(spec)
@@ -75,7 +75,7 @@ def test_source_keeps_the_symbolic_dimension(spec):
     d = source.dims["seq"]
     assert (d.lo, d.hi, d.example) == (8, 64, 16)
     assert [x.shape for x in source.random_inputs(0, {"seq": 24})] == [(1, 24, 32)]
-    main = to_relax(source)["main"]
+    main = prepare(source).mod["main"]
     assert str(main.params[0].ty.shape[1]) == "seq"
     assert {k: int(v) for k, v in main.attrs["tir_var_upper_bound"].items()} == {"seq": 64}
 

@@ -2,7 +2,7 @@
 3-D input fuses into the matmul's kernel, and the reshape pairs in between cancel."""
 import pytest
 
-from tiletune.model.importer import to_relax
+from tiletune.model.pipeline import prepare
 from tiletune.model.source import load
 from tiletune.model.tasks import model_tasks
 from tiletune.target import parse_target
@@ -26,7 +26,7 @@ def test_reshape_pairs_cancel_and_values_are_unchanged(home):
     from tiletune.model.reshape_hoist import hoist_over_reshapes
 
     source = load("family:gelu_mlp")
-    mod = to_relax(source)  # hoisted already; the import without it is rebuilt below to compare
+    mod = prepare(source).mod  # hoisted already; the import without it is rebuilt below to compare
     text = mod["main"].script()
     assert text.count("R.reshape(") == 2  # the model's own input and output reshapes only
     twice = hoist_over_reshapes(mod)  # idempotent

@@ -282,12 +282,12 @@ def test_model_tune_through_rpc(farm, tmp_path):
     """``model tune --rpc``: every task's kernels are measured on the farm's devices (a task's sessions are
     released when the next round goes to another task, so the tasks never wait for each other's devices)."""
     pytest.importorskip("torch")
-    from tiletune.model.importer import to_relax
+    from tiletune.model.pipeline import prepare
     from tiletune.model.source import load as load_model_source
     from tiletune.model.tasks import extract, fuse
     from tiletune.model.tuner import tune_model
 
-    tasks = extract(fuse(to_relax(load_model_source("tiny")), host_target()), host_target())
+    tasks = extract(fuse(prepare(load_model_source("tiny")).mod, host_target()), host_target())
     recs = tmp_path / "m.jsonl"
     result = tune_model(tasks, strategy="random", trials=2 * len(tasks.tasks), records=str(recs), round_trials=2,
                         batch_size=2, settings=FAST, rpc=farm.rpc, scheduler="flops")

@@ -26,7 +26,7 @@ from gzjsonl import unpack  # noqa: E402  (benchmarks/common/gzjsonl.py)
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.model.build import best_configs, compile_module, export, scheduled_module
-from tiletune.model.importer import to_relax
+from tiletune.model.pipeline import prepare
 from tiletune.model.layout import convert
 from tiletune.model.source import load
 from tiletune.model.tasks import extract, fuse
@@ -51,7 +51,7 @@ print(json.dumps({"median_s": float(np.median(samples))}))
 
 def build(spec: str, hoist: bool, libs: str, records: str, per_task: int, target: dict) -> dict:
     source = load(spec)
-    converted = convert(to_relax(source, hoist=hoist), "NHWC")
+    converted = prepare(source, layout="NHWC", hoist=hoist)
     tasks = extract(fuse(converted.mod, target), target, "NHWC")
     t0 = time.monotonic()
     tune_model(tasks, strategy="gensor", trials=per_task * len(tasks.tasks), records=records, round_trials=per_task,

@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .pipeline import prepare
 from ..bench.metaschedule import in_process_builder_runner
 from ..bench.vendor import torch_kernel
 from ..errors import TiletuneError
@@ -63,8 +64,6 @@ from ..target import is_cuda
 from ..tvmscript import fast_tvmscript_parsing
 from .build import ModelRunner, flat_arrays, best_configs, compare, compile_module, constructed_configs, scheduled_module
 from .dims import label
-from .importer import to_relax
-from .precision import cast
 from .shapes import dynamic_library, shape_tasks
 from .source import ModelSource, flat_tensors, export_onnx, load, onnx_session
 from .tasks import fuse, model_tasks
@@ -147,7 +146,7 @@ def _ms_method(source, target: dict, trials: int, tmp: str):
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    fused = fuse(to_relax(source), target)
+    fused = fuse(prepare(source).mod, target)
     # MetaSchedule times its candidates as ``model tune`` times ours (MeasureSettings' defaults); the bench's
     # --repeat / --min-repeat-ms time the tuned model, as for every method
     builder, runner = in_process_builder_runner(tmp, MeasureSettings())
@@ -241,7 +240,7 @@ def run_shapes(job: dict) -> dict:
                 if job.get("construct"):
                     base.update(constructed=len(lib.chosen) - len(lib.recorded), construct=job["construct"])
             else:  # TVM's default pipeline on the symbolic module (on a GPU: dlight on every kernel)
-                ex = tvm.compile(cast(to_relax(source), dtype), target=tvm.target.Target(target))
+                ex = tvm.compile(prepare(source, dtype).mod, target=tvm.target.Target(target))
             prepare, call, outputs, dev = _vm_method(ex, target)
             if gpu:
                 base["device"] = str(dev.device_name)
@@ -310,7 +309,7 @@ def run_method(job: dict) -> dict:
                 out["tuned_tasks"], out["tasks"] = len(recorded), len(tasks.tasks)
                 ex = compile_module(scheduled_module(tasks, chosen)[0], target, bool(job.get("cuda_graph")))
             elif method == "tvm-default":  # TVM's default pipeline (on a GPU: dlight on every kernel)
-                ex = tvm.compile(cast(to_relax(source), dtype), target=tvm.target.Target(target))
+                ex = tvm.compile(prepare(source, dtype).mod, target=tvm.target.Target(target))
             else:
                 ex = _ms_method(source, target, int(job["trials"]), tmp)
                 out["trials"] = int(job["trials"])

@@ -19,12 +19,10 @@ import sys
 import time
 from pathlib import Path
 
+from .pipeline import prepare
 from ..errors import TiletuneError
 from .build import compile_module, constructed_configs, export_checked, scheduled_module
 from .dims import bind, tag
-from .importer import to_relax
-from .layout import convert
-from .precision import cast
 from .source import load
 from .tasks import extract, fuse
 
@@ -60,7 +58,7 @@ def construct(lib: str, binding: dict[str, int]) -> dict:
     target, layout, dtype = meta["target"], meta.get("layout", "NCHW"), meta.get("dtype", "float32")
     t0 = time.perf_counter()
     source = load(spec)
-    converted = convert(cast(to_relax(source), dtype), layout)
+    converted = prepare(source, dtype, layout)
     imported = time.perf_counter() - t0
     tasks = extract(fuse(bind(converted.mod, binding), target, static=False), target, layout)
     chosen = constructed_configs(tasks, METHOD, {})

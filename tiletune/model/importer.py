@@ -11,14 +11,13 @@
   symbolic variables (torch names them ``s27``; ONNX by its ``dim_param``) are renamed to the dimensions'
   names, and ``main`` keeps TVM's ``tir_var_lower_bound`` / ``tir_var_upper_bound`` attributes under those
   names (``tiletune.model.shapes`` binds them to values).
-- Then, for both: indices are made what the framework defines (a negative index counts from the end;
-  ``tiletune.model.indices``), comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
+- Then, for both: comparisons of bool tensors are made on int8 (TVM's LLVM back end cannot compile them;
   ``_bool_compares_as_int8``), and BatchNorm that is still there (a model fx cannot trace, an ONNX BatchNormalization)
   is decomposed for inference (``DecomposeOpsForInference`` + ``CanonicalizeBindings``): it becomes an
-  elementwise epilogue of the convolution's kernel. Elementwise operators are moved before the reshapes
-  around them (``tiletune.model.reshape_hoist``), so that an activation after ``nn.Linear`` fuses into the
-  matmul's kernel. The parts of a split become strided slices (``tiletune.model.split_slices``), so that each
-  fuses into the transpose that reads it (GPT-2's q/k/v) instead of a split kernel copying them all first.
+  elementwise epilogue of the convolution's kernel.
+
+The importer only imports: the rewrites that make the module ready for fusion (indices, split slices, hoisting,
+dtype, layout) are ``tiletune.model.pipeline.prepare``'s.
 
 A model that fails to export or import is one TiletuneError line naming the step and the reason.
 """
@@ -29,12 +28,9 @@ import warnings
 
 from ..errors import TiletuneError
 from .advanced_index import index_tensor
-from .indices import normalize_indices
 from .onnx_fold import fold_constants
 from .onnx_ops import onnx_converters
-from .reshape_hoist import hoist_over_reshapes
 from .scatter_ops import scatter_converters
-from .split_slices import split_as_slices
 from .source import ModelSource
 
 
@@ -60,15 +56,14 @@ def fold_batchnorm(module):
 WRONG_IMPORT = (r".*opset<=12 fallback: static rank/shape is unavailable",)
 
 
-def to_relax(source: ModelSource, *, hoist: bool = True):
-    """The Relax IRModule of ``source`` (``main`` takes the inputs, weights are constants). ``hoist=False``
-    leaves elementwise operators after their reshapes (``benchmarks/fusion_gain.py`` measures what it costs)."""
+def to_relax(source: ModelSource):
+    """The Relax IRModule of ``source`` as imported (``main`` takes the inputs, weights are constants);
+    ``tiletune.model.pipeline.prepare`` makes it ready for fusion."""
     with warnings.catch_warnings():  # torch's export and TVM's frontends warn about their own internals
         warnings.simplefilter("ignore")
         for message in WRONG_IMPORT:  # except where they announce a wrong result: an error (the import refused)
             warnings.filterwarnings("error", message=message)
-        mod = split_as_slices(_to_relax(source))
-    return hoist_over_reshapes(mod) if hoist else mod
+        return _to_relax(source)
 
 
 def _to_relax(source: ModelSource):
@@ -111,7 +106,7 @@ def _to_relax(source: ModelSource):
     _check_static(source, mod)
     if source.dynamic:
         mod = _name_symbolic_vars(source, mod)
-    return _bool_compares_as_int8(normalize_indices(mod, source.spec))
+    return _bool_compares_as_int8(mod)
 
 
 def _name_symbolic_vars(source: ModelSource, mod):

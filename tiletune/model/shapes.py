@@ -43,6 +43,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 
+from .pipeline import prepare
 from ..errors import TiletuneError
 from ..records import load
 from ..target import is_cuda, target_key
@@ -51,9 +52,8 @@ from . import gpu_default
 from .build import best_configs, compile_module, constructed_configs, read_records, scheduled_module
 from .default_schedule import default_schedule
 from .dims import bind, label, parse_shapes, tag
-from .importer import to_relax
-from .layout import check_layout, check_layout_for, convert
-from .precision import cast, check_dtype
+from .layout import check_layout, check_layout_for
+from .precision import check_dtype
 from .shape_rule import value_at, first_correct, like_modules, ranges, signature
 from .source import ModelSource
 from .tasks import ModelTasks, extract, fuse
@@ -113,7 +113,7 @@ def shape_tasks(source: ModelSource, target: dict, layout: str, bindings: list[d
     layout = check_layout_for(layout, target)
     dtype = check_dtype(dtype)
     if converted is None:
-        converted = convert(cast(to_relax(source), dtype), layout)
+        converted = prepare(source, dtype, layout)
     shapes = []
     for b in bindings:
         t = extract(fuse(bind(converted.mod, b), target, static=False), target, layout)
@@ -222,7 +222,7 @@ def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str
     static = [sh for sh in (_key_shapes(k) for k in have) if sh]
     if not static or not source.dims:
         return []
-    converted = convert(cast(to_relax(source), dtype), check_layout(layout))
+    converted = prepare(source, dtype, check_layout(layout))
     fused = fuse(converted.mod, target, static=False)
     values: dict[str, set[int]] = {n: set() for n in source.dims}
     for f in fused.functions.values():

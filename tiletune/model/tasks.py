@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .pipeline import prepare
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from ..schedules import make_space
@@ -46,13 +47,12 @@ from . import gpu_default
 from .const_fold import fold_weights
 from .dims import bind, parse_shapes
 from .fast_math import fast_math
-from .importer import to_relax
 from .library_kernels import failing_operator, needs_root, reason
 from .indices import normalize_indices
 from . import nchwc, winograd
-from .layout import DEFAULT_LAYOUT, check_layout_for, convert
+from .layout import DEFAULT_LAYOUT, check_layout_for
 from .pad_widths import pad_widths
-from .precision import cast, check_dtype
+from .precision import check_dtype
 from .producer_fusion import producers_into_readers
 from .source import ModelSource
 from .source import load as load_source
@@ -329,7 +329,7 @@ def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT,
     convolutions in ``layout``, fused, extracted. A model with symbolic dimensions is taken at its example's
     shape (``tiletune.model.shapes`` handles several)."""
     layout = check_layout_for(layout, target)
-    converted = convert(cast(to_relax(source), dtype), layout)
+    converted = prepare(source, dtype, layout)
     if source.dynamic:
         converted.mod = bind(converted.mod, parse_shapes(None, source)[0])
     tasks = extract(fuse(converted.mod, target, static=not source.dynamic), target, layout)

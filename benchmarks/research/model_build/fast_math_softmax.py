@@ -16,7 +16,7 @@ import tvm
 from tvm import relax
 
 from tiletune.model.default_schedule import default_schedule
-from tiletune.model.importer import to_relax
+from tiletune.model.pipeline import prepare
 from tiletune.model.source import load
 from tiletune.model.tasks import extract
 from tiletune.target import parse_target
@@ -40,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     target = parse_target(None)
-    mod = to_relax(load(args.model))
+    mod = prepare(load(args.model)).mod
     libs = {}
     for name, fast in (("exact", False), ("fast", True)):
         k = softmax_kernel(mod, target, fast)
