@@ -1,11 +1,11 @@
-"""The weights' arithmetic folded with numpy before lowering (tiletune.model.const_fold)."""
+"""The weights' arithmetic folded with numpy before lowering (tiletune.model.passes.const_fold)."""
 import numpy as np
 import pytest
 
 tvm = pytest.importorskip("tvm")
 from tvm import relax  # noqa: E402
 
-from tiletune.model.const_fold import fold_weights  # noqa: E402
+from tiletune.model.passes.const_fold import fold_weights  # noqa: E402
 
 
 def _calls(mod) -> list[str]:

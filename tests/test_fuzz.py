@@ -70,7 +70,7 @@ def test_reducer_shrinks_a_planted_failure_to_its_one_op(op, tmp_path):
     text = open(path).read()
     assert text.startswith("# tiletune fuzz reproducer: planted failure") and "def model():" in text
 
-    from tiletune.model.source import load
+    from tiletune.model.frontend.source import load
 
     source = load(f"{path}:model")  # what `tiletune model build repro.py:model` loads
     assert source.kind == "torch" and source.reference(source.random_inputs(0))

@@ -1,5 +1,5 @@
 """No wrong result from an index: negative and boundary indices mean what PyTorch and ONNX say
-(tiletune.model.indices), and a build whose library differs from the original is never written
+(tiletune.model.passes.indices), and a build whose library differs from the original is never written
 (tiletune.model.build.check / export_checked)."""
 import json
 import os
@@ -65,7 +65,7 @@ def decoder(tmp_path_factory):
 
 def _build(source, tmp_path, name, layout="NHWC"):
     from tiletune.model.build import compile_module, export_checked, scheduled_module
-    from tiletune.model.tasks import model_tasks
+    from tiletune.model.kernels.tasks import model_tasks
     from tiletune.target import parse_target
 
     target = parse_target("llvm")
@@ -92,7 +92,7 @@ def _relative_error(lib, torch_source, seeds=(0, 1, 2)):
 @pytest.mark.tvm
 @pytest.mark.parametrize("last", ["index", "slice", "narrow", "roll"])
 def test_a_decoder_ending_in_the_last_token_matches_torch_in_both_import_paths(decoder, tmp_path, last):
-    from tiletune.model.source import export_onnx, load
+    from tiletune.model.frontend.source import export_onnx, load
 
     torch_source = load(f"{decoder}:{last}")
     onnx_path = str(tmp_path / f"{last}.onnx")
@@ -120,8 +120,8 @@ def test_without_the_index_rule_the_build_is_refused_and_nothing_is_written(deco
     memory before the tensor holds varies, and may even equal the right row: no output check alone can be sure of
     catching a read outside a tensor). A wrong index that stays inside the tensor is refused by the check of the
     written library. Either way no library is written."""
-    import tiletune.model.importer as importer
-    import tiletune.model.tasks as tasks
+    import tiletune.model.frontend.importer as importer
+    import tiletune.model.kernels.tasks as tasks
     from tiletune.cli import main
 
     lib = str(tmp_path / "bad.so")
@@ -130,7 +130,7 @@ def test_without_the_index_rule_the_build_is_refused_and_nothing_is_written(deco
     assert main(["model", "build", f"{decoder}:index", "-o", lib]) == 2
     assert "reads its indices without a bounds rule" in capsys.readouterr().err
 
-    from tiletune.model import indices
+    from tiletune.model.passes import indices
 
     def first_row(mod, where=""):  # every constant index read as 0: a wrong row, inside the tensor
         from tvm import relax
@@ -184,7 +184,7 @@ def _run(mod, *args):
 
 @pytest.mark.tvm
 def test_constant_indices_are_normalized_and_run_time_ones_wrapped():
-    from tiletune.model.indices import normalize_indices
+    from tiletune.model.passes.indices import normalize_indices
 
     x = np.arange(15, dtype="float32").reshape(3, 5)
     fixed = normalize_indices(_take_module([-1, 0, -5]))
@@ -200,7 +200,7 @@ def test_constant_indices_are_normalized_and_run_time_ones_wrapped():
 
 def test_a_constant_index_outside_its_axis_is_refused_in_one_line():
     pytest.importorskip("tvm")
-    from tiletune.model.indices import normalize_indices
+    from tiletune.model.passes.indices import normalize_indices
 
     with pytest.raises(TiletuneError, match=r"^m: take along axis 1: index -6 is outside the axis of size 5$"):
         normalize_indices(_take_module([0, -6]), "m")
@@ -208,7 +208,7 @@ def test_a_constant_index_outside_its_axis_is_refused_in_one_line():
 
 @pytest.mark.tvm
 def test_scatter_elements_wraps_negative_indices_itself():
-    """Why tiletune.model.indices leaves scatter_elements as TVM makes it."""
+    """Why tiletune.model.passes.indices leaves scatter_elements as TVM makes it."""
     from tvm import relax
 
     x, ids, upd = np.zeros((2, 5), "float32"), np.array([[-1, 0], [4, -5]]), np.ones((2, 2), "float32")
@@ -259,7 +259,7 @@ def test_check_refuses_outputs_that_change_from_call_to_call():
 
 
 def test_integer_inputs_get_a_set_that_differs_position_by_position():
-    from tiletune.model.source import InputSpec, ModelSource
+    from tiletune.model.frontend.source import InputSpec, ModelSource
 
     src = ModelSource("m", "m", "onnx", [InputSpec("ids", (2, 6), "int64", high=5, low=-5)])
     ids = src.distinct_inputs()[0]
@@ -293,7 +293,7 @@ def torch_tensor(v):
 def test_advanced_indexing_with_several_index_tensors_matches_torch(tmp_path, case):
     import torch
 
-    from tiletune.model.source import from_torch
+    from tiletune.model.frontend.source import from_torch
 
     class M(torch.nn.Module):
         def __init__(self):
@@ -312,7 +312,7 @@ def test_advanced_indexing_with_several_index_tensors_matches_torch(tmp_path, ca
 def test_run_time_index_tensors_wrap_and_a_boolean_mask_is_refused(tmp_path):
     import torch
 
-    from tiletune.model.source import from_torch
+    from tiletune.model.frontend.source import from_torch
 
     class M(torch.nn.Module):
         def forward(self, x, i, j):
@@ -363,8 +363,8 @@ def test_onnx_indexing_operators_match_onnx_runtime_on_negative_and_boundary_ind
     from onnx import TensorProto, helper as h, numpy_helper
 
     from tiletune.model.build import ModelRunner, compare, compile_module, scheduled_module
-    from tiletune.model.source import load
-    from tiletune.model.tasks import model_tasks
+    from tiletune.model.frontend.source import load
+    from tiletune.model.kernels.tasks import model_tasks
     from tiletune.target import parse_target
 
     node, runtime, inits = _onnx_cases()[case]

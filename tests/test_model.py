@@ -75,14 +75,14 @@ def spec(home):
 
 @pytest.fixture(scope="module")
 def model(spec):
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     return load_model_tasks(spec, host_target())
 
 
 @pytest.fixture(scope="module")
 def tuned(model, home):
-    from tiletune.model.tuner import tune_model
+    from tiletune.model.tuning.tuner import tune_model
 
     _, tasks = model
     rec = home / "small.jsonl"
@@ -109,16 +109,16 @@ def test_tasks_are_extracted_deduplicated_and_classified(model):
     # the bytes a kernel moves at the least: its float32 inputs and output
     assert all(k.nbytes == 4 * sum(math.prod(s) for s in [*k.inputs, k.output]) for k in tasks.kernels)
     # identical kernels are one, with their calls summed
-    from tiletune.model.tasks import call_counts
+    from tiletune.model.kernels.tasks import call_counts
 
     counts = call_counts(tasks.fused)
     assert sum(k.calls for k in tasks.kernels) == sum(counts[n] for k in tasks.kernels for n in k.names)
 
 
 def test_dedup_sums_calls_of_identical_kernels():
-    from tiletune.model.tasks import extract, fuse
-    from tiletune.model.pipeline import prepare
-    from tiletune.model.source import load
+    from tiletune.model.kernels.tasks import extract, fuse
+    from tiletune.model.passes.pipeline import prepare
+    from tiletune.model.frontend.source import load
 
     tasks = extract(fuse(prepare(load("tiny")).mod, host_target()), host_target())  # two identical residual blocks
     conv = [k for k in tasks.tasks if k.name.startswith("fused_conv2d1_add_relu")]
@@ -126,7 +126,7 @@ def test_dedup_sums_calls_of_identical_kernels():
 
 
 def test_default_schedule_is_parallel_vectorized_and_correct(model):
-    from tiletune.model.default_schedule import PARALLEL_MIN, checked
+    from tiletune.model.kernels.default_schedule import PARALLEL_MIN, checked
 
     _, tasks = model
     for k in tasks.kernels:
@@ -155,7 +155,7 @@ def test_default_schedule_parallelizes_leading_loops_only():
     import tvm
     from tvm import te
 
-    from tiletune.model.default_schedule import PARALLEL_CHUNKS, checked
+    from tiletune.model.kernels.default_schedule import PARALLEL_CHUNKS, checked
 
     x = te.placeholder((1, 3, 37, 41), name="X")
     y = te.compute((1, 39, 43, 3), lambda n, h, w, c: tvm.tirx.if_then_else(
@@ -237,7 +237,7 @@ def test_database_applies_in_a_relax_build(model, tuned, tmp_path):
 
 
 def test_resume_measures_nothing_twice(model, tuned):
-    from tiletune.model.tuner import tune_model
+    from tiletune.model.tuning.tuner import tune_model
 
     _, tasks = model
     rec, first = tuned
@@ -256,7 +256,7 @@ def test_constructive_strategies_tune_a_model(model, tmp_path):
     gets its construction (before, the budget went to the first tasks and the others ran unscheduled); a row
     reduction, which the analytic model cannot describe, gets its template's first start measured (before, it
     kept the default schedule)."""
-    from tiletune.model.tuner import tune_model
+    from tiletune.model.tuning.tuner import tune_model
     from tiletune.records import load
     from tiletune.schedules import starts
 
@@ -296,7 +296,7 @@ def test_a_tasks_construction_does_not_depend_on_the_other_tasks(model):
 
 
 def test_a_crash_in_one_task_loses_nothing_of_the_others(model, tmp_path, monkeypatch):
-    from tiletune.model import tuner
+    from tiletune.model.tuning import tuner
 
     _, tasks = model
     victim = tasks.tasks[0].workload.key
@@ -357,7 +357,7 @@ def test_model_tasks_command_measures_latency_shares(spec, tuned, capsys):
 
 
 def test_gradient_scheduler_follows_the_expected_decrease():
-    from tiletune.model.scheduler import FlopsScheduler, GradientScheduler
+    from tiletune.model.tuning.scheduler import FlopsScheduler, GradientScheduler
 
     class T:
         def __init__(self, calls, flops, history, group="conv2d"):
@@ -416,7 +416,7 @@ def test_an_onnx_model_builds_and_matches_onnxruntime(home, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     from tiletune.api import load_model
     from tiletune.cli import main
-    from tiletune.model.source import load
+    from tiletune.model.frontend.source import load
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
@@ -434,7 +434,7 @@ def test_an_onnx_model_builds_and_matches_onnxruntime(home, tmp_path, capsys):
 def test_metaschedule_gives_every_task_its_round():
     """MetaSchedule's trials per iteration: 64 at most, an equal share of the budget when that is less, so that
     every task of the model is tuned once before any is tuned twice (18 bert-small tasks, 250 trials -> 13)."""
-    from tiletune.model.baselines import per_iter
+    from tiletune.model.evaluate.baselines import per_iter
 
     assert per_iter(250, 18) == 13
     assert per_iter(10_000, 20) == 64
@@ -445,8 +445,8 @@ def test_metaschedule_gives_every_task_its_round():
 def test_sibling_tasks_measure_each_others_best_first(model, tmp_path):
     """The block's two convolutions (one with ReLU, one with the residual and ReLU) are siblings: each round of
     one starts with the other's best configurations that it has not measured (inside its trials), none without."""
-    from tiletune.model.tasks import ModelTasks
-    from tiletune.model.tuner import sibling_key, tune_model
+    from tiletune.model.kernels.tasks import ModelTasks
+    from tiletune.model.tuning.tuner import sibling_key, tune_model
 
     _, tasks = model
     convs = [k for k in tasks.tasks if "conv2d" in k.name and "x3x8x8" in k.workload.key]
@@ -480,7 +480,7 @@ def test_a_gather_counts_the_rows_it_reads_not_its_table():
     output), not the whole table."""
     from tvm.script import tirx as T
 
-    from tiletune.model.tasks import _param_bytes
+    from tiletune.model.kernels.tasks import _param_bytes
 
     @T.prim_func(s_tir=True)
     def take(A: T.Buffer((T.int64(1000), T.int64(64)), "float32"), idx: T.Buffer((T.int64(8),), "int32"),

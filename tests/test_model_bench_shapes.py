@@ -38,8 +38,8 @@ def _rows(path):
 
 
 def test_records_name_their_shapes(spec, records):
-    from tiletune.model.shapes import recorded_shapes
-    from tiletune.model.source import load
+    from tiletune.model.dynamic.shapes import recorded_shapes
+    from tiletune.model.frontend.source import load
     from tiletune.target import host_target
 
     assert recorded_shapes(load(spec), host_target(), "NHWC", str(records)) == [{"seq": 16}, {"seq": 32}]
@@ -121,7 +121,7 @@ def test_onnx_export_keeps_the_symbolic_dimensions(spec, tmp_path):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
     from tiletune.model.build import compare
-    from tiletune.model.source import export_onnx, load, onnx_session
+    from tiletune.model.frontend.source import export_onnx, load, onnx_session
 
     source = load(spec)
     path = str(tmp_path / "seq.onnx")

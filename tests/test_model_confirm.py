@@ -1,4 +1,4 @@
-"""Confirmation before a model build (tiletune.model.confirm): which candidates are re-measured, how, and
+"""Confirmation before a model build (tiletune.model.tuning.confirm): which candidates are re-measured, how, and
 which kernel the build then takes; the tuning loop never recalls a confirmation."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from tiletune.errors import TiletuneError
 from tiletune.measure import FunctionMeasurer
-from tiletune.model.confirm import candidates, check_top, chosen, confirm_settings, confirm_task, confirmed
+from tiletune.model.tuning.confirm import candidates, check_top, chosen, confirm_settings, confirm_task, confirmed
 from tiletune.records import CONFIRM, Record, RecordWriter, load, same_kernel
 from tiletune.tune import known_from_records, tune
 from tiletune.strategies import create

@@ -1,4 +1,4 @@
-"""The model conformance suite (tiletune.model.conformance): every layer family, through torch.export and ONNX,
+"""The model conformance suite (tiletune.model.evaluate.conformance): every layer family, through torch.export and ONNX,
 in NHWC (the default) and NCHW for the families with 2-D convolutions, tunes every task (a successful trial
 each), builds and matches torch. Plus the pieces it rests on: DAG epilogues, the layout conversion that never
 breaks a model, failures in one line."""
@@ -7,8 +7,8 @@ import pytest
 
 from tiletune.errors import one_line
 from tiletune.model.build import untuned_reasons
-from tiletune.model.conformance import cases, run_case
-from tiletune.model.families import CONV_FAMILIES, FAMILIES
+from tiletune.model.evaluate.conformance import cases, run_case
+from tiletune.model.frontend.families import CONV_FAMILIES, FAMILIES
 from tiletune.records import Record
 from tiletune.target import parse_target
 
@@ -97,14 +97,14 @@ def test_dag_epilogues_fuse_into_the_write_back_and_match(home, epilogue):
 
 
 def _relax(family):
-    from tiletune.model.pipeline import prepare
-    from tiletune.model.source import load
+    from tiletune.model.passes.pipeline import prepare
+    from tiletune.model.frontend.source import load
 
     return prepare(load(f"family:{family}")).mod
 
 
 def test_a_model_without_convolutions_is_not_converted(home):
-    from tiletune.model.layout import convert
+    from tiletune.model.passes.layout import convert
 
     mod = _relax("multihead_attention")
     got = convert(mod, "NHWC")
@@ -115,9 +115,9 @@ def test_a_model_without_convolutions_is_not_converted(home):
 def test_operators_without_an_nhwc_form_keep_their_layout(home):
     """ConvertLayout used to push NHWC into conv2d_transpose, which has no NHWC legalization: the kernel
     vanished from the task list and the build failed. It keeps NCHW now, with transposes around it."""
-    from tiletune.model.layout import convert, relax_ops
-    from tiletune.model.tasks import model_tasks
-    from tiletune.model.source import load
+    from tiletune.model.passes.layout import convert, relax_ops
+    from tiletune.model.kernels.tasks import model_tasks
+    from tiletune.model.frontend.source import load
 
     got = convert(_relax("grouped_dilated"), "NHWC")
     assert got.notes == []
@@ -132,7 +132,7 @@ def test_operators_without_an_nhwc_form_keep_their_layout(home):
 def test_a_failed_conversion_keeps_the_model_and_says_why(home, monkeypatch):
     from tvm import relax
 
-    from tiletune.model import layout
+    from tiletune.model.passes import layout
 
     def broken(*a, **k):
         raise RuntimeError("std::bad_alloc")
@@ -158,7 +158,7 @@ def _record(workload, error=None, message=""):
 
 
 def test_a_failing_task_says_why_and_how_often():
-    from tiletune.model.tuner import TaskState
+    from tiletune.model.tuning.tuner import TaskState
 
     st = TaskState(kernel=None)
     st.trials = 5
@@ -171,8 +171,8 @@ def test_a_failing_task_says_why_and_how_often():
 
 
 def test_build_names_the_tasks_left_to_the_default_schedule(home, tmp_path):
-    from tiletune.model.source import load
-    from tiletune.model.tasks import model_tasks
+    from tiletune.model.frontend.source import load
+    from tiletune.model.kernels.tasks import model_tasks
     from tiletune.records import RecordWriter
 
     tasks = model_tasks(load("family:gelu_mlp"), parse_target(None), "NHWC")

@@ -18,10 +18,10 @@ from tiletune.cli import main
 from tiletune.errors import TiletuneError
 from tiletune.model.build import (RTOL, ModelRunner, check, compare, compile_module, constructed_configs,
                                   scheduled_module)
-from tiletune.model.gpu_default import RULES, has_gpu
-from tiletune.model.pipeline import prepare
-from tiletune.model.source import load
-from tiletune.model.tasks import model_tasks
+from tiletune.model.kernels.gpu_default import RULES, has_gpu
+from tiletune.model.passes.pipeline import prepare
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import model_tasks
 from tiletune.schedules.cuda import cuda_source
 from tiletune.target import parse_target
 

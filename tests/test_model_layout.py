@@ -1,4 +1,4 @@
-"""tiletune model with NHWC convolutions (tiletune.model.layout) and tasks that start from their constructed
+"""tiletune model with NHWC convolutions (tiletune.model.passes.layout) and tasks that start from their constructed
 kernels: a small CNN (conv-bn-ReLU6, a depthwise conv, a residual block, max pooling, global average pooling,
 linear) converted to NHWC keeps NHWC from the first convolution to the pooling, its conv tasks vectorize over
 the output channels, its pooling and mean kernels are parallel and vectorized, the built model equals torch's
@@ -57,7 +57,7 @@ def spec(home):
 
 @pytest.fixture(scope="module")
 def nhwc(spec):
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     return load_model_tasks(spec, host_target(), "NHWC")
 
@@ -80,7 +80,7 @@ def _build_matches_torch(spec, source, records, lib, layout, capsys, seed):
 
 
 def test_nhwc_convs_vectorize_over_output_channels_and_transposes_cancel(spec, nhwc):
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     _, tasks = nhwc
     assert tasks.layout == "NHWC"
@@ -116,7 +116,7 @@ def test_nhwc_convs_vectorize_over_output_channels_and_transposes_cancel(spec, n
 
 
 def test_nhwc_pooling_and_mean_are_parallel_and_vectorized(nhwc):
-    from tiletune.model.default_schedule import PARALLEL_MIN, checked
+    from tiletune.model.kernels.default_schedule import PARALLEL_MIN, checked
 
     _, tasks = nhwc
     pools = [k for k in tasks.kernels if not k.tunable and ("pool" in k.name or "mean" in k.name)]
@@ -135,8 +135,8 @@ def test_nhwc_pooling_and_mean_are_parallel_and_vectorized(nhwc):
 def test_nhwc_model_tuned_from_constructions_matches_torch(spec, nhwc, home, tmp_path, capsys):
     from tiletune.cli import main
     from tiletune.construct import constructions
-    from tiletune.model.tasks import load_model_tasks
-    from tiletune.model.tuner import MODEL_START_K, tune_model
+    from tiletune.model.kernels.tasks import load_model_tasks
+    from tiletune.model.tuning.tuner import MODEL_START_K, tune_model
     from tiletune.schedules import make_space
 
     source, tasks = nhwc
@@ -170,7 +170,7 @@ def test_nhwc_model_tuned_from_constructions_matches_torch(spec, nhwc, home, tmp
 def test_task_defaults_start_from_both_constructions_and_still_fall_back():
     import warnings
 
-    from tiletune.model.tuner import MODEL_START, MODEL_START_K, task_defaults
+    from tiletune.model.tuning.tuner import MODEL_START, MODEL_START_K, task_defaults
     from tiletune.space import ChoiceKnob, Space
     from tiletune.strategies import create
 
@@ -190,7 +190,7 @@ def test_task_defaults_start_from_both_constructions_and_still_fall_back():
 
 def test_bad_layout_is_one_line(capsys):
     from tiletune.cli import main
-    from tiletune.model.layout import check_layout
+    from tiletune.model.passes.layout import check_layout
 
     with pytest.raises(TiletuneError, match="unknown layout 'NCWH'; accepted: NCHW, NHWC"):
         check_layout("NCWH")
@@ -203,12 +203,12 @@ def test_bad_layout_is_one_line(capsys):
 
 
 def test_nchw16c_blocks_the_dense_convolutions_and_matches_torch(spec, home, tmp_path, capsys):
-    """NCHW16c (tiletune.model.nchwc): the pointwise convolution (16 -> 16 channels) becomes a blocked kernel whose
+    """NCHW16c (tiletune.model.passes.nchwc): the pointwise convolution (16 -> 16 channels) becomes a blocked kernel whose
     innermost spatial axis is the 16 output channels of a block and whose innermost reduction the 16 input
     channels of one; the stem (3 input channels) and the depthwise convolution stay NHWC with their epilogues
     fused; tuned for a few trials and built, the model equals torch. On a GPU the layout is refused in one line."""
-    from tiletune.model.tasks import load_model_tasks
-    from tiletune.model.tuner import tune_model
+    from tiletune.model.kernels.tasks import load_model_tasks
+    from tiletune.model.tuning.tuner import tune_model
 
     source, tasks = load_model_tasks(spec, host_target(), "nchw16c")
     assert tasks.layout == "NCHW16c" and not tasks.notes

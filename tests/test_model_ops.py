@@ -89,7 +89,7 @@ TORCH_ONLY = {
 
 
 def _source(name, fn, with_index, path, tmp_path):
-    from tiletune.model.source import from_torch, export_onnx, load
+    from tiletune.model.frontend.source import from_torch, export_onnx, load
 
     torch.manual_seed(0)
     example = (torch.randn(SHAPE),) + ((_index(),) if with_index else ())
@@ -103,7 +103,7 @@ def _source(name, fn, with_index, path, tmp_path):
 
 def _build(source):
     from tiletune.model.build import ModelRunner, compile_module, scheduled_module
-    from tiletune.model.tasks import model_tasks
+    from tiletune.model.kernels.tasks import model_tasks
 
     tasks = model_tasks(source, TARGET, "NHWC")
     mod, _ = scheduled_module(tasks, {})
@@ -145,7 +145,7 @@ def test_scatter_reduce_forms_onnx_cannot_express_build_from_torch(name, tmp_pat
 def test_a_stable_sort_keeps_ties_in_order(descending, tmp_path):
     """``sort(stable=True)`` (ATen's ``sort.stable``; torch's ONNX exporter refuses it) on integers with ties:
     the indices of equal values in their input order, as torch gives them."""
-    from tiletune.model.source import from_torch
+    from tiletune.model.frontend.source import from_torch
 
     class Ties(nn.Module):
         def forward(self, m):
@@ -159,7 +159,7 @@ def test_a_stable_sort_keeps_ties_in_order(descending, tmp_path):
 
 
 def test_an_unsupported_scatter_reduction_is_refused_in_one_line(tmp_path):
-    from tiletune.model.importer import to_relax
+    from tiletune.model.frontend.importer import to_relax
 
     fn = lambda m, y: torch.zeros(SHAPE, dtype=torch.int64).scatter_reduce(  # noqa: E731
         2, m.perm, y[..., :3].long(), "mean")
@@ -177,7 +177,7 @@ def test_library_kernels_get_a_root_block_the_prepacking_accepts():
     import tvm
     from tvm import relax
 
-    from tiletune.model.library_kernels import needs_root, with_root_blocks
+    from tiletune.model.kernels.library_kernels import needs_root, with_root_blocks
 
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((4, 8), "float32"))
@@ -201,7 +201,7 @@ def test_library_kernels_get_a_root_block_the_prepacking_accepts():
 
 
 def test_kernel_operators_are_read_from_the_kernel_name():
-    from tiletune.model.library_kernels import describe, kernel_operators, reason
+    from tiletune.model.kernels.library_kernels import describe, kernel_operators, reason
 
     assert kernel_operators("fused_matmul_add_tanh1_multiply2") == ["matmul", "add", "tanh", "multiply"]
     assert kernel_operators("scatter_elements1") == ["scatter_elements"]
@@ -213,9 +213,9 @@ def test_kernel_operators_are_read_from_the_kernel_name():
 
 def test_a_fusion_failure_names_the_operator_without_tvm_check_text(monkeypatch, tmp_path):
     """A legalization that fails (here: made to fail with a TVM-like check message) is named by its operator."""
-    from tiletune.model import nchwc
-    from tiletune.model.pipeline import prepare
-    from tiletune.model.tasks import fuse
+    from tiletune.model.passes import nchwc
+    from tiletune.model.passes.pipeline import prepare
+    from tiletune.model.kernels.tasks import fuse
 
     def broken(bb, call):
         raise ValueError("Check failed: (n > 0) is false: the index tensor is empty")
@@ -235,7 +235,7 @@ def test_a_compile_failure_names_the_kernel_and_its_operators_without_tvm_check_
     from tvm import s_tir
 
     from tiletune.model.build import compile_module, scheduled_module
-    from tiletune.model.tasks import model_tasks
+    from tiletune.model.kernels.tasks import model_tasks
 
     src, _ = _source("relu", lambda m, y: torch.relu(y) * 2.0, False, "torch", tmp_path)
     tasks = model_tasks(src, TARGET, "NHWC")
@@ -260,7 +260,7 @@ def test_onnx_frontend_errors_name_the_operator_and_print_nothing():
     from onnx import TensorProto, helper
     from tvm.relax.frontend.onnx import from_onnx
 
-    from tiletune.model.onnx_ops import onnx_converters
+    from tiletune.model.frontend.onnx_ops import onnx_converters
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
     k = helper.make_tensor_value_info("k", TensorProto.INT64, [1])
@@ -284,7 +284,7 @@ def test_onnx_fold_takes_static_shapes_and_known_branches():
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
-    from tiletune.model.onnx_fold import fold_constants
+    from tiletune.model.frontend.onnx_fold import fold_constants
 
     def model(dim):
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim, 8])

@@ -67,8 +67,8 @@ def _keys(path) -> list[str]:
 
 
 def test_source_keeps_the_symbolic_dimension(spec):
-    from tiletune.model.pipeline import prepare
-    from tiletune.model.source import load
+    from tiletune.model.passes.pipeline import prepare
+    from tiletune.model.frontend.source import load
 
     source = load(spec)
     assert source.dynamic and source.inputs[0].shape == (1, "seq", 32)
@@ -81,8 +81,8 @@ def test_source_keeps_the_symbolic_dimension(spec):
 
 
 def test_a_kernel_identical_at_two_shapes_is_one_task(spec):
-    from tiletune.model.shapes import parse_shapes, shape_tasks
-    from tiletune.model.source import load
+    from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks
+    from tiletune.model.frontend.source import load
     from tiletune.target import host_target
 
     source = load(spec.replace(":make", ":two_inputs"))
@@ -122,7 +122,7 @@ def test_tune_two_lengths_add_one_build_once_and_run_any_length(spec, home, tmp_
     from tiletune.api import load_model
     from tiletune.cli import main
     from tiletune.errors import TiletuneError
-    from tiletune.model.source import load
+    from tiletune.model.frontend.source import load
 
     rec = tmp_path / "seq.jsonl"
     quick = ["-s", "random", "--repeat", "1", "--min-repeat-ms", "0", "-q"]
@@ -197,7 +197,7 @@ def test_a_cuda_library_tuned_shapes_and_dlight_for_the_others(spec, tmp_path, c
     from tiletune.api import load_model
     from tiletune.cli import main
     from tiletune.model.build import RTOL, compare
-    from tiletune.model.source import load
+    from tiletune.model.frontend.source import load
     from tiletune.target import has_gpu
 
     out = tmp_path / "seq_cuda.so"

@@ -1,4 +1,4 @@
-"""ONNX LSTM / GRU / RNN converters (tiletune.model.onnx_ops): torch's exports imported by TVM's ONNX frontend,
+"""ONNX LSTM / GRU / RNN converters (tiletune.model.frontend.onnx_ops): torch's exports imported by TVM's ONNX frontend,
 compiled for the CPU and compared output by output with torch; hand-made nodes that torch never writes
 (GRU linear_before_reset=0, reverse direction, sequence_lens) against ONNX Runtime; refusals in one line."""
 import warnings
@@ -15,7 +15,7 @@ from tvm import relax  # noqa: E402
 from tvm.relax.frontend.onnx import from_onnx, onnx_frontend  # noqa: E402
 
 from tiletune.errors import TiletuneError  # noqa: E402
-from tiletune.model.onnx_ops import onnx_converters  # noqa: E402
+from tiletune.model.frontend.onnx_ops import onnx_converters  # noqa: E402
 
 INPUT, HIDDEN, SEQ, BATCH = 5, 7, 4, 2
 

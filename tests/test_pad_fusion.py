@@ -1,4 +1,4 @@
-"""A pad kernel taken into the kernel that makes its input (``tiletune.model.pad_fusion``): the pad is recognized
+"""A pad kernel taken into the kernel that makes its input (``tiletune.model.kernels.pad_fusion``): the pad is recognized
 by its TIR, the border boxes cover the border exactly once, a producer scheduled by a tuned configuration writes
 the padded tensor equal to numpy's pad of its own output, and in a model the single-reader pads disappear while
 the outputs still match torch."""
@@ -31,7 +31,7 @@ def _legalized_pad(shape, pads, value=0.0):
     ((2, 3, 4), ((1, 0), (0, 0), (2, 2)), -1.5),
 ])
 def test_a_legalized_pad_is_recognized_with_its_widths_and_value(shape, pads, value):
-    from tiletune.model.pad_fusion import PadSpec, pad_spec
+    from tiletune.model.kernels.pad_fusion import PadSpec, pad_spec
 
     spec = pad_spec(_legalized_pad(shape, pads, value))
     assert spec == PadSpec(tuple(b for b, _ in pads), tuple(a for _, a in pads), value)
@@ -42,7 +42,7 @@ def test_kernels_that_are_not_a_pad_are_not_recognized():
     import tvm
     from tvm import te
 
-    from tiletune.model.pad_fusion import PadSpec, pad_spec
+    from tiletune.model.kernels.pad_fusion import PadSpec, pad_spec
 
     x = te.placeholder((4, 6), name="x")
     shifted = te.compute((5, 6), lambda i, j: tvm.tirx.if_then_else(i >= 1, x[i - 1, j], 0.0), name="s")
@@ -58,7 +58,7 @@ def test_kernels_that_are_not_a_pad_are_not_recognized():
 @pytest.mark.parametrize("shape,before,after", [((1, 5, 7, 3), (0, 1, 2, 0), (0, 1, 0, 0)),
                                                 ((2, 3, 4), (1, 0, 2), (0, 3, 1))])
 def test_the_border_boxes_cover_the_border_once_and_nothing_else(shape, before, after):
-    from tiletune.model.pad_fusion import PadSpec, border_regions
+    from tiletune.model.kernels.pad_fusion import PadSpec, border_regions
 
     spec = PadSpec(before, after, 0.0)
     hits = np.zeros(spec.padded(shape), int)
@@ -76,7 +76,7 @@ def test_a_tuned_producer_writes_the_padded_tensor():
     import tvm
     from tvm import te, topi
 
-    from tiletune.model.pad_fusion import PadSpec, into_padded, with_border
+    from tiletune.model.kernels.pad_fusion import PadSpec, into_padded, with_border
     from tiletune.schedules import check, cpu, make_space
     from tiletune.workloads.primfunc import PrimFuncWorkload
 
@@ -119,7 +119,7 @@ def test_a_tuned_producer_writes_the_padded_tensor():
 def test_a_producer_that_reads_its_own_output_is_left_alone():
     from tvm import te
 
-    from tiletune.model.pad_fusion import PadSpec, into_padded
+    from tiletune.model.kernels.pad_fusion import PadSpec, into_padded
 
     a = te.placeholder((4, 8), name="a")
     b = te.placeholder((8, 6), name="b")
@@ -155,7 +155,7 @@ def make():
 def test_in_a_model_single_reader_pads_are_fused_and_the_outputs_match_torch(home):
     pytest.importorskip("torch")
     from tiletune.model.build import ModelRunner, compare, compile_module, constructed_configs, scheduled_module
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     path = home / "pad_model.py"
     path.write_text(FACTORY)
@@ -178,7 +178,7 @@ def test_in_a_model_single_reader_pads_are_fused_and_the_outputs_match_torch(hom
     assert compare(ModelRunner(compile_module(mod, tasks.target))(*x), source.reference(x)) < 1e-4
     # what ``model tasks`` says of the two pad kernels
     from tiletune.commands.model import task_table
-    from tiletune.model.pad_fusion import fused_calls
+    from tiletune.model.kernels.pad_fusion import fused_calls
 
     assert sorted(fused_calls(tasks.fused).values()) == [1]
     table = task_table(tasks)

@@ -1,10 +1,10 @@
 """A weight whose width the vector registers do not divide is padded once and its matmul's result sliced
-(tiletune.model.pad_widths): the task's loops divide, the weight still packs, and the model matches torch."""
+(tiletune.model.passes.pad_widths): the task's loops divide, the weight still packs, and the model matches torch."""
 import pytest
 
-from tiletune.model.pad_widths import padded_width
-from tiletune.model.source import load
-from tiletune.model.tasks import model_tasks
+from tiletune.model.passes.pad_widths import padded_width
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import model_tasks
 from tiletune.target import parse_target
 
 

@@ -10,7 +10,7 @@ import pytest
 import tiletune.schedules.cpu as cpu
 from tiletune.construct import constructions, panel_constructions
 from tiletune.measure import FunctionMeasurer
-from tiletune.model.confirm import CONFIRM, confirm_task
+from tiletune.model.tuning.confirm import CONFIRM, confirm_task
 from tiletune.records import Record, RecordWriter, load
 from tiletune.schedules import check, make_space
 from tiletune.space import Config
@@ -45,7 +45,7 @@ def make():
 
 @pytest.fixture(scope="module")
 def tasks(home):
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     path = home / "panel_model.py"
     path.write_text(FACTORY)

@@ -35,7 +35,7 @@ def make():
 
 @pytest.fixture(scope="module")
 def model(home):
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     path = home / "mlp_model.py"
     path.write_text(FACTORY)

@@ -1,15 +1,15 @@
-"""A layout copy read by one matmul is taken into it (tiletune.model.producer_fusion): the query's and the value's
+"""A layout copy read by one matmul is taken into it (tiletune.model.kernels.producer_fusion): the query's and the value's
 head transposes are no kernels of their own; the key's (which the kernel would read strided along its vectorized
 axis) and the attention output's (read through a division of the reduction axis) stay copies; pads stay out of
 convolutions; the merged kernels tune and build to torch's values."""
 import pytest
 
 from tiletune.measure.base import MeasureSettings
-from tiletune.model import producer_fusion
+from tiletune.model.kernels import producer_fusion
 from tiletune.model.build import ModelRunner, best_configs, compare, compile_module, scheduled_module
-from tiletune.model.source import load
-from tiletune.model.tasks import model_tasks
-from tiletune.model.tuner import tune_model
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import model_tasks
+from tiletune.model.tuning.tuner import tune_model
 from tiletune.target import parse_target
 
 from .test_split_slices import QKV  # GPT-2's attention at odd widths: 3 heads of 7, a sequence of 7

@@ -137,7 +137,7 @@ def test_model_tasks_tune_build_and_load_leave_stderr_clean(tmp_path, capfd, mon
     assert "matches the original" in out
     assert not any(quiet.is_noise(line) for line in err.splitlines()), err
     assert "Warning" not in err, err
-    assert "Fast mode" not in err, err  # the embedding's gather has a bounds rule (tiletune.model.indices)
+    assert "Fast mode" not in err, err  # the embedding's gather has a bounds rule (tiletune.model.passes.indices)
     # the same steps with the filter off: TVM does print each kind of line (so the test above can fail)
     assert main(["--verbose", "model", "tasks", spec]) == 0
     assert main(["model", "build", spec, "-o", str(tmp_path / "m2.so")]) == 0

@@ -292,12 +292,12 @@ def test_vectors_of_odd_lengths_are_split_into_register_sized_pieces(n3):
 
 
 def test_a_blocked_convolution_counts_its_channel_block_as_weight_vectors(tmp_path):
-    """NCHW16c (tiletune.model.nchwc): the output-channel block axis ``o`` is read by the weight only, so its
+    """NCHW16c (tiletune.model.passes.nchwc): the output-channel block axis ``o`` is read by the weight only, so its
     tile multiplies the weight vectors V, not the pixels P; the vectorized 16-channel block must be whole."""
     import tvm
     from tvm import te
 
-    from tiletune.model.nchwc import conv2d_nchwc
+    from tiletune.model.passes.nchwc import conv2d_nchwc
     from tiletune.workloads import PrimFuncWorkload
 
     data = te.placeholder((1, 4, 7, 7, 16), name="data")

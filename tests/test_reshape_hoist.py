@@ -1,10 +1,10 @@
-"""Elementwise operators moved before reshapes (tiletune.model.reshape_hoist): an activation after nn.Linear on a
+"""Elementwise operators moved before reshapes (tiletune.model.passes.reshape_hoist): an activation after nn.Linear on a
 3-D input fuses into the matmul's kernel, and the reshape pairs in between cancel."""
 import pytest
 
-from tiletune.model.pipeline import prepare
-from tiletune.model.source import load
-from tiletune.model.tasks import model_tasks
+from tiletune.model.passes.pipeline import prepare
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import model_tasks
 from tiletune.target import parse_target
 
 pytestmark = pytest.mark.tvm
@@ -23,7 +23,7 @@ def test_reshape_pairs_cancel_and_values_are_unchanged(home):
     import tvm
     from tvm import relax
 
-    from tiletune.model.reshape_hoist import hoist_over_reshapes
+    from tiletune.model.passes.reshape_hoist import hoist_over_reshapes
 
     source = load("family:gelu_mlp")
     mod = prepare(source).mod  # hoisted already; the import without it is rebuilt below to compare
@@ -44,7 +44,7 @@ def test_residual_and_mask_adds_join_the_matmul_kernel(home):
     the scores fuse into their matmuls; a broadcast that the reshape would change is left alone."""
     import torch
 
-    from tiletune.model.source import from_torch
+    from tiletune.model.frontend.source import from_torch
 
     class M(torch.nn.Module):
         def __init__(self):

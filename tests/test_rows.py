@@ -69,7 +69,7 @@ def spec(home):
 
 @pytest.fixture(scope="module")
 def model(spec):
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     return load_model_tasks(spec, host_target())
 
@@ -113,7 +113,7 @@ def test_row_reductions_are_tasks_with_their_rows(model):
 def test_what_is_no_row_reduction_is_refused(model):
     from tvm import te
 
-    from tiletune.model.tasks import extract
+    from tiletune.model.kernels.tasks import extract
 
     a = te.placeholder((4, 6, 8), name="a")
     k = te.reduce_axis((0, 6), name="k")
@@ -195,8 +195,8 @@ def pool():
 
 @pytest.mark.parametrize("strategy", ["random", "xgb", "evo", "dgd"])
 def test_strategies_tune_row_tasks(model, home, pool, strategy):
-    from tiletune.model.tasks import ModelTasks
-    from tiletune.model.tuner import tune_model
+    from tiletune.model.kernels.tasks import ModelTasks
+    from tiletune.model.tuning.tuner import tune_model
     from tiletune.records import CONFIRM, load
     from tiletune.schedules import starts
 
@@ -239,7 +239,7 @@ def test_gensor_and_roller_propose_a_row_reductions_template_starts(model):
 
 def test_the_model_builds_with_tuned_row_kernels_and_matches_torch(model, home, pool):
     from tiletune.model.build import ModelRunner, best_configs, check, compile_module, scheduled_module
-    from tiletune.model.tuner import tune_model
+    from tiletune.model.tuning.tuner import tune_model
 
     source, tasks = model
     rec = home / "rows-model.jsonl"

@@ -282,10 +282,10 @@ def test_model_tune_through_rpc(farm, tmp_path):
     """``model tune --rpc``: every task's kernels are measured on the farm's devices (a task's sessions are
     released when the next round goes to another task, so the tasks never wait for each other's devices)."""
     pytest.importorskip("torch")
-    from tiletune.model.pipeline import prepare
-    from tiletune.model.source import load as load_model_source
-    from tiletune.model.tasks import extract, fuse
-    from tiletune.model.tuner import tune_model
+    from tiletune.model.passes.pipeline import prepare
+    from tiletune.model.frontend.source import load as load_model_source
+    from tiletune.model.kernels.tasks import extract, fuse
+    from tiletune.model.tuning.tuner import tune_model
 
     tasks = extract(fuse(prepare(load_model_source("tiny")).mod, host_target()), host_target())
     recs = tmp_path / "m.jsonl"

@@ -1,5 +1,5 @@
-"""The rule for shapes a dynamic model was not tuned at (tiletune.model.shape_rule) and transfer across shapes
-(tiletune.model.shape_transfer): nearest tuned shape and its intervals, kernel identity across shapes, a tuned
+"""The rule for shapes a dynamic model was not tuned at (tiletune.model.dynamic.shape_rule) and transfer across shapes
+(tiletune.model.dynamic.shape_transfer): nearest tuned shape and its intervals, kernel identity across shapes, a tuned
 configuration applied to a symbolic kernel, configurations adapted to other extents, seeds measured first."""
 import re
 import warnings
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tiletune.model.source import Dim
+from tiletune.model.frontend.source import Dim
 from tiletune.space import Space
 from tiletune.workloads.base import Axis
 
 
 def test_nearest_and_its_intervals_cover_the_bounds_without_overlap():
-    from tiletune.model.shape_rule import nearest, ranges
+    from tiletune.model.dynamic.shape_rule import nearest, ranges
 
     dims = {"seq": Dim("seq", 16, 256), "batch": Dim("batch", 1, 4)}
     tuned = [{"batch": b, "seq": s} for b in (1, 4) for s in (32, 64, 128)]
@@ -29,7 +29,7 @@ def test_nearest_and_its_intervals_cover_the_bounds_without_overlap():
 
 
 def test_adapt_keeps_inner_tiles_that_divide_and_the_constraint():
-    from tiletune.model.shape_transfer import adapt
+    from tiletune.model.dynamic.shape_transfer import adapt
 
     space = Space.from_axes([Axis("m", 96, "S"), Axis("n", 64, "S"), Axis("k", 256, "R")], levels=(4, 2),
                              choices={"unroll": (0, 16), "pack": (0, 1)})
@@ -66,9 +66,9 @@ def test_context_seeds_are_measured_first(space):
 @pytest.fixture(scope="module")
 def attn(home):
     """The test model of test_model_shapes.py: its symbolic module, fused, and its static kernels at seq=16."""
-    from tiletune.model.shapes import shape_tasks
-    from tiletune.model.source import load
-    from tiletune.model.tasks import fuse
+    from tiletune.model.dynamic.shapes import shape_tasks
+    from tiletune.model.frontend.source import load
+    from tiletune.model.kernels.tasks import fuse
     from tiletune.target import host_target
 
     path = home / "seq_model_rule.py"
@@ -83,7 +83,7 @@ def test_a_symbolic_kernel_matches_its_static_kernels_and_takes_their_configurat
     import tvm_ffi
 
     from tiletune.construct import constructions
-    from tiletune.model.shape_rule import first_correct, matches, signature
+    from tiletune.model.dynamic.shape_rule import first_correct, matches, signature
     from tiletune.schedules import make_space
     from tiletune.schedules.cpu import schedule
 

@@ -1,4 +1,4 @@
-"""Shared search across shapes (issue 38, ``model tune --shapes ... --shared-search``, tiletune.model.shared_search):
+"""Shared search across shapes (issue 38, ``model tune --shapes ... --shared-search``, tiletune.model.dynamic.shared_search):
 a model with a symbolic sequence length tuned at two lengths by one search per kernel; every shape's tasks get
 records in the one records file, each task's best is a measured successful record, a re-run recalls everything,
 the build matches torch at the tuned lengths and between them; bad use is one line."""
@@ -50,17 +50,17 @@ def _records(path):
 
 
 def test_shares():
-    from tiletune.model.shared_search import _shares
+    from tiletune.model.dynamic.shared_search import _shares
 
     assert _shares(20, [2, 2, 1]) == [8, 8, 4]
     assert sum(_shares(7, [3, 2, 2])) == 7 and _shares(1, [2, 2]) in ([1, 0], [0, 1])
 
 
 def test_groups_are_one_kernel_at_every_shape(spec):
-    from tiletune.model.shapes import parse_shapes, shape_tasks
-    from tiletune.model.shared_search import groups_of
-    from tiletune.model.source import load
-    from tiletune.model.tuner import TaskState
+    from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks
+    from tiletune.model.dynamic.shared_search import groups_of
+    from tiletune.model.frontend.source import load
+    from tiletune.model.tuning.tuner import TaskState
     from tiletune.schedules import make_space
     from tiletune.target import host_target
 
@@ -102,9 +102,9 @@ def test_shared_search_tunes_every_shape_and_builds(spec, tmp_path, capsys):
         by_kernel.setdefault(r["workload"].split("[")[0], []).append(r["workload"])
     assert sorted(len(v) for v in by_kernel.values()) == [8, 8] and all(len(set(v)) == 2 for v in by_kernel.values())
     # every shape starts from its own top construction (what a task of tune_model measures first)
-    from tiletune.model.shapes import parse_shapes, shape_tasks
-    from tiletune.model.source import load
-    from tiletune.model.tuner import MODEL_START_K
+    from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks
+    from tiletune.model.frontend.source import load
+    from tiletune.model.tuning.tuner import MODEL_START_K
     from tiletune.schedules import make_space
     from tiletune.strategies.base import TuneContext
     from tiletune.strategies.starts import DEFAULT_START_SWEEP, start_states

@@ -1,10 +1,10 @@
-"""A split read part by part becomes one strided slice per part (tiletune.model.split_slices): GPT-2's q/k/v split
+"""A split read part by part becomes one strided slice per part (tiletune.model.passes.split_slices): GPT-2's q/k/v split
 is no kernel of its own, each part fuses into the transpose that reads it, and the values are unchanged."""
 import pytest
 
-from tiletune.model.source import load
-from tiletune.model.split_slices import part_bounds
-from tiletune.model.tasks import model_tasks
+from tiletune.model.frontend.source import load
+from tiletune.model.passes.split_slices import part_bounds
+from tiletune.model.kernels.tasks import model_tasks
 from tiletune.target import parse_target
 
 pytestmark = pytest.mark.tvm

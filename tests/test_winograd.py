@@ -1,4 +1,4 @@
-"""Winograd's F(2x2, 3x3) for a model's 3x3 convolutions (``tiletune.model.winograd``): the three transforms
+"""Winograd's F(2x2, 3x3) for a model's 3x3 convolutions (``tiletune.model.passes.winograd``): the three transforms
 compute the convolution, their own schedules build to what the unscheduled kernels compute, only the
 convolutions it can take are rewritten, and in a model the products become a tuned batched matmul while the
 outputs still match torch."""
@@ -36,8 +36,8 @@ def _run(func, *arrays):
 def test_the_transforms_with_their_schedules_compute_the_convolution(m, n, h, w, c, k):
     from tvm import te
 
-    from tiletune.model import winograd
-    from tiletune.model.default_schedule import VECTOR
+    from tiletune.model.passes import winograd
+    from tiletune.model.kernels.default_schedule import VECTOR
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((n, h + 2, w + 2, c)).astype("float32")
@@ -62,8 +62,8 @@ def test_the_transforms_with_their_schedules_compute_the_convolution(m, n, h, w,
 def test_the_default_schedule_gives_a_transform_its_own_and_checks_it():
     from tvm import te
 
-    from tiletune.model import winograd
-    from tiletune.model.default_schedule import VECTOR, checked
+    from tiletune.model.passes import winograd
+    from tiletune.model.kernels.default_schedule import VECTOR, checked
 
     x = te.placeholder((1, 8, 6, 24), name="x")
     func = te.create_prim_func([x, winograd.input_transform(x, 6, 4)])
@@ -94,8 +94,8 @@ def _conv_module(convs):
 
 
 def test_only_the_convolutions_it_can_take_are_rewritten():
-    from tiletune.model import winograd
-    from tiletune.model.layout import relax_ops
+    from tiletune.model.passes import winograd
+    from tiletune.model.passes.layout import relax_ops
 
     taken = (((1, 10, 10, 16), (3, 3, 16, 32), 1, 0, 1), ((1, 9, 7, 16), (3, 3, 16, 32), 1, 0, 1))  # 8x8, 7x5
     left = (((1, 10, 10, 16), (3, 3, 16, 32), 2, 0, 1),  # stride 2
@@ -137,9 +137,9 @@ def make():
 def test_in_a_model_the_products_are_a_tuned_batched_matmul_and_the_outputs_match_torch(home, monkeypatch, size, alpha,
                                                                                         tiles):
     pytest.importorskip("torch")
-    from tiletune.model import winograd
+    from tiletune.model.passes import winograd
     from tiletune.model.build import ModelRunner, compare, compile_module, constructed_configs, scheduled_module
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     path = home / f"winograd_model_{alpha}.py"
     path.write_text(FACTORY.replace("HEIGHT", str(size[0])).replace("WIDTH", str(size[1])))
@@ -166,7 +166,7 @@ def test_the_conformance_family_takes_both_tiles():
     """``family:winograd`` (the model conformance suite builds and checks it): F(4x4) where the output divides into
     4x4 tiles, F(2x2) where it does not, every stride-1 3x3 convolution rewritten."""
     pytest.importorskip("torch")
-    from tiletune.model.tasks import load_model_tasks
+    from tiletune.model.kernels.tasks import load_model_tasks
 
     _, tasks = load_model_tasks("family:winograd", host_target())
     products = sorted(k.inputs for k in tasks.tasks if len(k.inputs[0]) == 3)

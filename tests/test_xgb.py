@@ -188,7 +188,7 @@ def test_knob_transfer_across_operators_is_an_error(tmp_path):
 
 
 def test_added_seeds_are_measured_next_and_visited_ones_refused():
-    """Strategy.add_seeds (a sibling task's best, tiletune.model.tuner): xgb measures them before its own
+    """Strategy.add_seeds (a sibling task's best, tiletune.model.tuning.tuner): xgb measures them before its own
     proposals, once; a strategy without a seed queue takes none."""
     space = gemm_space()
     s = create("xgb", space, seed=0, options={"start": "random"})

@@ -324,7 +324,7 @@ class Model:
 
     def _shape_main(self, values: dict[str, int]):
         """The function that runs a dynamic model at ``values``: the library's ``main`` at a tuned shape; at
-        another, the library constructed for that shape at its first use (``tiletune.model.first_use``, in its
+        another, the library constructed for that shape at its first use (``tiletune.model.dynamic.first_use``, in its
         own process, kept in ``PATH.shapes/``) once it is there; the library's ``main`` (its rule for shapes not
         tuned) until then, or with ``first_use="wait"`` after waiting for it."""
         import tvm
@@ -342,7 +342,7 @@ class Model:
             lib.parent.mkdir(parents=True, exist_ok=True)
             with open(str(lib)[:-3] + ".log", "w") as log:
                 job = self._jobs[key] = subprocess.Popen(
-                    [sys.executable, "-m", "tiletune.model.first_use", self._path, key], stdout=log,
+                    [sys.executable, "-m", "tiletune.model.dynamic.first_use", self._path, key], stdout=log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if job is not None:
             if self._first_use == "wait":

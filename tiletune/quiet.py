@@ -14,7 +14,7 @@ not known noise (``NOISE``): other warnings and errors still reach the user, onc
 Lines that announce a wrong result are not noise (``WRONG``): ``quiet_tvm`` keeps them out of the terminal and
 raises them, once the call into TVM has returned, as one TiletuneError in the project's words. ``Fast mode
 segfaults when there are out-of-bounds indices`` (topi ``take`` in its ``fast`` mode, which reads a negative or
-too large index outside its tensor) is one: ``tiletune.model.indices`` gives every gather a bounds rule, so a
+too large index outside its tensor) is one: ``tiletune.model.passes.indices`` gives every gather a bounds rule, so a
 model's legalization never meets it, and one that does is refused rather than built.
 
 ``TILETUNE_VERBOSE=1`` in the environment (``tiletune --verbose`` sets it) turns the filter off: everything TVM

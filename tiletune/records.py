@@ -28,7 +28,7 @@ from .errors import TiletuneError, one_line
 
 SCHEMA = 1
 #: the ``strategy`` of a record that re-measures a candidate before a model is built
-#: (``tiletune.model.confirm``); the tuning loop never recalls such a record
+#: (``tiletune.model.tuning.confirm``); the tuning loop never recalls such a record
 CONFIRM = "confirm"
 
 

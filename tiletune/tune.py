@@ -59,7 +59,7 @@ class TuneRun:
 
 def measured_record(result: MeasureResult, *, space: Space, workload: str, target: str, flops: int,
                     strategy: str, seed: int | None, trial: int, started: float, measurer: str) -> Record:
-    """The record of one measurement (also the model path's confirmations, ``tiletune.model.confirm``)."""
+    """The record of one measurement (also the model path's confirmations, ``tiletune.model.tuning.confirm``)."""
     return Record(
         workload=workload, target=target, config=space.to_dict(result.config), costs=tuple(result.costs),
         median_s=result.median if result.ok else None, gflops=result.gflops(flops), error=result.error,
@@ -75,7 +75,7 @@ def known_from_records(path: str | Path | None, space: Space, workload: str, tar
 
     With ``measurer``, only records produced by that kind of measurer count: a simulated (replay) cost
     is never recalled as a hardware measurement, nor the other way round. Confirmation records
-    (``tiletune.model.confirm``) are never recalled."""
+    (``tiletune.model.tuning.confirm``) are never recalled."""
     if path is None or not Path(path).exists():
         return {}
     known: dict[Config, Record] = {}

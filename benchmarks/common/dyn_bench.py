@@ -38,7 +38,7 @@ from tiletune.bench.results import read_jsonl
 from tiletune.bench.vendor import UNSET_ENV, torch_kernel
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import time_callable
-from tiletune.model.source import load
+from tiletune.model.frontend.source import load
 
 HERE = Path(__file__).resolve().parent
 

@@ -7,7 +7,7 @@
   so the same computation is written out. Returns the last hidden state.
 - ``bert_mini``: the same with 2 layers, hidden 256, 4 heads, intermediate 1024 and seq in 16..256, batch 1:
   small enough to tune at several shapes in minutes (``benchmarks/defaults/shape_rule.py``, ``benchmarks/defaults/shape_transfer.py``).
-- ``mobilenetv2(width)``: the built-in MobileNetV2 (``tiletune.model.zoo``, its channels rounded as torchvision does),
+- ``mobilenetv2(width)``: the built-in MobileNetV2 (``tiletune.model.frontend.zoo``, its channels rounded as torchvision does),
   1x3x224x224; ``mobilenetv2_075`` etc. name the widths of Fig. 12.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from tiletune.model import zoo
+from tiletune.model.frontend import zoo
 
 
 class Layer(nn.Module):
@@ -69,7 +69,7 @@ def bert_mini():
 
 
 def mobilenetv2(width: float = 1.0):
-    """The built-in MobileNetV2 (``tiletune.model.zoo``) at channel multiplier ``width``."""
+    """The built-in MobileNetV2 (``tiletune.model.frontend.zoo``) at channel multiplier ``width``."""
     return zoo.mobilenetv2(width)
 
 

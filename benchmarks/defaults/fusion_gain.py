@@ -1,4 +1,4 @@
-"""What moving elementwise operators before reshapes gains end to end (tiletune.model.reshape_hoist).
+"""What moving elementwise operators before reshapes gains end to end (tiletune.model.passes.reshape_hoist).
 
     python benchmarks/defaults/fusion_gain.py --model bert-small --out benchmarks/out/fusion-gain [--per-task 4] [--rounds 5]
 
@@ -26,11 +26,11 @@ from gzjsonl import unpack  # noqa: E402  (benchmarks/common/gzjsonl.py)
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.model.build import best_configs, compile_module, export, scheduled_module
-from tiletune.model.pipeline import prepare
-from tiletune.model.layout import convert
-from tiletune.model.source import load
-from tiletune.model.tasks import extract, fuse
-from tiletune.model.tuner import tune_model
+from tiletune.model.passes.pipeline import prepare
+from tiletune.model.passes.layout import convert
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import extract, fuse
+from tiletune.model.tuning.tuner import tune_model
 from tiletune.target import parse_target
 
 TIMER = r"""
@@ -40,7 +40,7 @@ from tiletune.api import load_model
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import time_callable
-from tiletune.model.source import load
+from tiletune.model.frontend.source import load
 path, spec, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
 model = load_model(path)
 inputs = load(spec).random_inputs(0)

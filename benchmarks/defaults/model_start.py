@@ -11,7 +11,7 @@ latencies to ``OUT/<model>-<setting>/results.jsonl``, the table to ``OUT/summary
 tuning run is skipped; a timing made in an earlier invocation is kept unless ``--retime N`` asks for the
 N-th timing (a new directory per N). Run on an idle machine.
 
-Confirmation (``tiletune model tune --confirm K``, ``tiletune.model.confirm``; off by default): ``--confirm 3,0``
+Confirmation (``tiletune model tune --confirm K``, ``tiletune.model.tuning.confirm``; off by default): ``--confirm 3,0``
 runs every setting with the top 3 confirmed and again without (``-confirm0``); with ``--records-from DIR`` both
 start from the records of an earlier run, so their tuning is recalled, not measured again, and the two builds
 choose among the same measured kernels.
@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 
 from tiletune.bench.results import read_jsonl
-from tiletune.model.bench import latest
-from tiletune.model.source import short_name
-from tiletune.model.tasks import load_model_tasks
+from tiletune.model.evaluate.bench import latest
+from tiletune.model.frontend.source import short_name
+from tiletune.model.kernels.tasks import load_model_tasks
 from tiletune.target import host_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl

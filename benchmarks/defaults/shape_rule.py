@@ -5,7 +5,7 @@ The model (default ``benchmarks/common/dyn_models.py:bert_mini``) is tuned at ``
 and, as the reference, at each ``--test`` shape alone (same trials per task) into another. Per test shape, the
 latency of:
 
-- ``nearest``: the library built at the tuned shapes with rule "nearest" (``tiletune.model.shape_rule``: the
+- ``nearest``: the library built at the tuned shapes with rule "nearest" (``tiletune.model.dynamic.shape_rule``: the
   symbolic module, its tunable kernels scheduled with the nearest tuned shape's configurations, predicated at
   the edges);
 - ``default``: the same library with rule "default" (the symbolic module, every kernel default-scheduled);
@@ -35,12 +35,12 @@ from tiletune.construct import constructions
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import time_callable
 from tiletune.model.build import Chosen, compile_module, export, scheduled_module
-from tiletune.model.dims import bind
-from tiletune.model.first_use import path_for, portable_spec
-from tiletune.model.shapes import (best_configs_shaped, check_bindings, dispatch_module, parse_shapes,
+from tiletune.model.frontend.dims import bind
+from tiletune.model.dynamic.first_use import path_for, portable_spec
+from tiletune.model.dynamic.shapes import (best_configs_shaped, check_bindings, dispatch_module, parse_shapes,
                                    shape_tasks)
-from tiletune.model.source import load
-from tiletune.model.tasks import extract, fuse
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import extract, fuse
 from tiletune.schedules import make_space
 from tiletune.target import host_target
 
@@ -99,9 +99,9 @@ def build_gensor(spec: str, layout: str, binding: dict, path: Path) -> dict:
 
 def first_use(lib: Path, binding: dict) -> dict:
     """What ``load_model`` pays the first time it meets ``binding``: the construction's own process
-    (``tiletune.model.first_use``), start to end."""
+    (``tiletune.model.dynamic.first_use``), start to end."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tiletune.model.first_use", str(lib),
+    subprocess.run([sys.executable, "-m", "tiletune.model.dynamic.first_use", str(lib),
                     ",".join(f"{k}={v}" for k, v in binding.items())], check=True)
     wall = time.perf_counter() - t0
     desc = json.loads(Path(path_for(str(lib), binding) + ".json").read_text())

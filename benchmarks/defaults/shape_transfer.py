@@ -6,7 +6,7 @@ shapes, the neighbours) and ``ref.jsonl`` (each ``--test`` shape tuned alone at 
 reference). Per test shape it tunes, with ``--trials-per-task // 2`` trials per task:
 
 - ``transfer``: into a copy of ``tuned.jsonl``, ``model tune --shapes DIM=V --shape-transfer``
-  (``tiletune.model.shape_transfer``: neighbours' records as the cost model's transfer data, their best
+  (``tiletune.model.dynamic.shape_transfer``: neighbours' records as the cost model's transfer data, their best
   configurations adapted and measured first);
 - ``half``: alone (``--no-shape-transfer``), the control at the same budget;
 
@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from tiletune.bench.results import read_jsonl
-from tiletune.model.shapes import parse_shapes, shape_tasks
-from tiletune.model.source import load
+from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks
+from tiletune.model.frontend.source import load
 from tiletune.records import load as load_records
 from tiletune.target import host_target, target_key
 

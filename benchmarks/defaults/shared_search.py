@@ -7,7 +7,7 @@ The model (default ``benchmarks/common/dyn_models.py:bert_mini``) at the ``--sha
 - ``alone``: each shape tuned alone (``model tune --shapes DIM=V``, the default search) at ``--trials-per-task``
   trials per task, all into ``alone.jsonl`` (a kernel that does not change with the shape is measured at the first
   shape and recalled at the others);
-- ``shared``: all shapes at once with ``--shared-search`` (``tiletune.model.shared_search``) and half of alone's
+- ``shared``: all shapes at once with ``--shared-search`` (``tiletune.model.dynamic.shared_search``) and half of alone's
   trial budget, into ``shared.jsonl``;
 - ``half``: each shape alone at half the trials per task, the control at shared's budget, into ``half.jsonl``.
 
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from tiletune.bench.results import read_jsonl
-from tiletune.model.shapes import parse_shapes, shape_tasks
-from tiletune.model.source import load
+from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks
+from tiletune.model.frontend.source import load
 from tiletune.records import load as load_records
 from tiletune.target import host_target, target_key
 

@@ -1,4 +1,4 @@
-"""The model conformance suite's table: every layer family (tiletune.model.families) x import path (torch.export,
+"""The model conformance suite's table: every layer family (tiletune.model.frontend.families) x import path (torch.export,
 ONNX) x layout (NHWC, NCHW), each imported, tuned for a few trials per task, built and checked against torch.
 
     python benchmarks/goals/model_conformance.py --out benchmarks/out/model-conformance [--families a,b] [--trials 2]
@@ -16,8 +16,8 @@ import tempfile
 import time
 
 from tiletune.measure.factory import shared_pool
-from tiletune.model.conformance import Outcome, cases, run_case, table
-from tiletune.model.families import FAMILIES
+from tiletune.model.evaluate.conformance import Outcome, cases, run_case, table
+from tiletune.model.frontend.families import FAMILIES
 from tiletune.target import parse_target
 
 

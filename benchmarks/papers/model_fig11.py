@@ -15,7 +15,7 @@ Model: ``benchmarks/common/dyn_models.py:bert_small`` (Bert-small's encoder: 4 l
 - ``search``: ``tiletune model tune --shapes ... --no-shape-transfer`` at ``--trials-per-task`` trials per task
   (xgb, each shape's tasks searched on their own, one budget), then ``model build``: tuning time = both;
 - ``shared``: ``model tune --shapes ... --shared-search`` (the DietCode-like search: one search per kernel for all
-  its shapes, ``tiletune.model.shared_search``) at **half** the search's trials, then ``model build``: the goal is
+  its shapes, ``tiletune.model.dynamic.shared_search``) at **half** the search's trials, then ``model build``: the goal is
   >= 0.95x the per-shape search's latency with at most half its measurements. (Transfer across shapes needs
   shapes tuned before: ``benchmarks/defaults/shape_transfer.py`` measures it.)
 - ``torch`` (eager) and ``torch-compile`` (``dynamic=True``: one compilation for the shapes; the first call of
@@ -41,8 +41,8 @@ import numpy as np
 
 from tiletune.bench.plots import agg_pyplot
 from tiletune.bench.results import read_jsonl
-from tiletune.model.shapes import parse_shapes, shape_tasks
-from tiletune.model.source import load
+from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks
+from tiletune.model.frontend.source import load
 from tiletune.target import host_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl

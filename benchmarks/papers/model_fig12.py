@@ -33,7 +33,7 @@ import numpy as np
 
 from tiletune.bench.plots import agg_pyplot
 from tiletune.bench.results import read_jsonl
-from tiletune.model.tasks import load_model_tasks
+from tiletune.model.kernels.tasks import load_model_tasks
 from tiletune.target import parse_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl

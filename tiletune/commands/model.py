@@ -9,25 +9,25 @@ from ..api import set_threads
 from ..errors import TiletuneError
 from ..hardware import detect_cpu
 from ..measure.base import MeasureSettings
-from ..model.baselines import METHODS
-from ..model.bench import bench_model, bench_model_shapes, parse_methods
-from ..model.gpu_default import has_gpu
-from ..model import pad_fusion
-from ..model.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
-from ..model.precision import DTYPES
+from ..model.evaluate.baselines import METHODS
+from ..model.evaluate.bench import bench_model, bench_model_shapes, parse_methods
+from ..model.kernels.gpu_default import has_gpu
+from ..model.kernels import pad_fusion
+from ..model.passes.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
+from ..model.passes.precision import DTYPES
 from ..model.build import CHECK_WAITS, best_configs, kernel_latencies
 from ..model.library import BuiltModel, build_model
-from ..model.progress import ModelProgress
-from ..model.source import short_name
-from ..model.scheduler import SCHEDULERS
-from ..model.shapes import best_configs_shaped, parse_shapes, shape_tasks
-from ..model.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
-from ..model.shared_search import shared_search
-from ..model.source import load as load_source
-from ..model.tasks import ModelTasks, model_tasks
-from ..model.confirm import CONFIRM_DEFAULT, check_top
-from ..model.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, SIBLING_SEEDS, tune_model
-from ..model.zoo import MODELS
+from ..model.tuning.progress import ModelProgress
+from ..model.frontend.source import short_name
+from ..model.tuning.scheduler import SCHEDULERS
+from ..model.dynamic.shapes import best_configs_shaped, parse_shapes, shape_tasks
+from ..model.dynamic.shape_transfer import DEFAULT as SHAPE_TRANSFER, shape_transfer
+from ..model.dynamic.shared_search import shared_search
+from ..model.frontend.source import load as load_source
+from ..model.kernels.tasks import ModelTasks, model_tasks
+from ..model.tuning.confirm import CONFIRM_DEFAULT, check_top
+from ..model.tuning.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, SIBLING_SEEDS, tune_model
+from ..model.frontend.zoo import MODELS
 from ..paths import check_output
 from ..target import check_local_target, is_cuda, parse_target
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
@@ -187,7 +187,7 @@ def _layout(text: str) -> str:
 
 def _load(args) -> tuple:
     """(source, its tasks, the DynamicTasks of a model with symbolic dimensions else None): a dynamic model's
-    tasks are those of every shape of --shapes (tiletune.model.shapes), merged."""
+    tasks are those of every shape of --shapes (tiletune.model.dynamic.shapes), merged."""
     target = parse_target(args.target)
     if args.dtype != "float32" and not is_cuda(target):
         raise TiletuneError(f"--dtype {args.dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model "

@@ -2,7 +2,7 @@
 
 A model is a ``Spec``: a seed and its list of steps ``(position, op)``. ``build(spec)`` turns it into a
 ``Generated``: the source of a module (``class Fuzz`` and a factory ``model()`` returning ``(module,
-example_inputs[, dynamic_shapes])``, the convention of ``tiletune.model.source``) and a one-line description
+example_inputs[, dynamic_shapes])``, the convention of ``tiletune.model.frontend.source``) and a one-line description
 of its ops. Design choices:
 
 - The source text is the single form of a model: the fuzzer executes it, and a reproducer is the same text

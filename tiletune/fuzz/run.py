@@ -1,5 +1,5 @@
 """The differential run of one generated model, in this process: import, fuse, build and run it through each
-import path and compare with PyTorch, the way ``tiletune.model.conformance.run_case`` does.
+import path and compare with PyTorch, the way ``tiletune.model.evaluate.conformance.run_case`` does.
 
 Per path (``torch``: torch.export; ``onnx``: ``export_onnx`` then TVM's ONNX frontend; the reference is
 always the torch module) the outcome is one of
@@ -84,7 +84,7 @@ def _inputs(source, torch_source, seeds) -> list[tuple[dict | None, list[np.ndar
     example = [np.ascontiguousarray(t.detach().numpy()) for t in torch_source.example]
     if not torch_source.dynamic:
         return [(None, example)] + [(None, torch_source.random_inputs(s)) for s in seeds]
-    from ..model.shapes import check_bindings
+    from ..model.dynamic.shapes import check_bindings
 
     out = [(torch_source.example_binding(), example)]
     for b in check_bindings(torch_source, [torch_source.example_binding()]):
@@ -99,7 +99,7 @@ def _compare(runner, source, torch_source, seeds, res: PathResult) -> float | No
     from ..model import build as B
 
     if hasattr(B, "input_sets"):
-        from ..model.shapes import check_bindings
+        from ..model.dynamic.shapes import check_bindings
 
         bindings = check_bindings(torch_source, [torch_source.example_binding()]) if torch_source.dynamic else [None]
         worst = 0.0
@@ -148,7 +148,7 @@ def _export_at_fault(runner, onnx_source, torch_source, seeds) -> bool:
 
 def _tune(tasks, records: str, trials: int, pool) -> None:
     from ..measure.base import MeasureSettings
-    from ..model.tuner import tune_model
+    from ..model.tuning.tuner import tune_model
 
     if tasks.tasks:
         tune_model(tasks, strategy="random", trials=trials * len(tasks.tasks), records=records,
@@ -161,11 +161,11 @@ def _runner(source, binding: dict, target: dict, records: str, tune: int, pool, 
     """The compiled model of ``source`` (see the module docstring; ``binding``: the example's size of a
     symbolic model, which an ONNX source does not know); ``stage[0]`` follows where it is."""
     from ..model.build import ModelRunner, best_configs, compile_module, scheduled_module
-    from ..model.tasks import model_tasks
+    from ..model.kernels.tasks import model_tasks
 
     stage[0] = "import"
     if source.dynamic:
-        from ..model.shapes import dynamic_library, shape_tasks
+        from ..model.dynamic.shapes import dynamic_library, shape_tasks
 
         dyn = shape_tasks(source, target, "NHWC", [binding])
         if tune:
@@ -191,8 +191,8 @@ def _runner(source, binding: dict, target: dict, records: str, tune: int, pool, 
 def check_path(torch_source, path: str, *, workdir: str, tune: int = 0, pool=None,
                seeds=(0, 1, 2)) -> PathResult:
     """One path of one model (see the module docstring); every failure is caught into the result."""
-    from ..model.source import export_onnx
-    from ..model.source import load as load_source
+    from ..model.frontend.source import export_onnx
+    from ..model.frontend.source import load as load_source
     from ..target import parse_target
 
     t0 = time.perf_counter()
@@ -239,7 +239,7 @@ def torch_check(module, example, dynamic_shapes) -> str | None:
             out = module(*example)
     except Exception as e:  # noqa: BLE001
         return f"torch:{type(e).__name__}"
-    from ..model.source import flat_tensors
+    from ..model.frontend.source import flat_tensors
 
     if not all(torch.isfinite(t).all() for t in flat_tensors(out) if t.is_floating_point()):
         return "nonfinite"
@@ -254,7 +254,7 @@ def torch_check(module, example, dynamic_shapes) -> str | None:
 
 def run_model(spec: Spec, *, workdir: str, paths=PATHS, tune: int = 0, pool=None, seeds=(0, 1, 2)) -> dict:
     """One model through ``paths``: a JSON-able row (seed, steps, description, dynamic, one result per path)."""
-    from ..model.source import from_torch
+    from ..model.frontend.source import from_torch
 
     gen = build(spec)
     row = {**spec.to_json(), "description": gen.description, "dynamic": gen.dynamic, "tune": tune, "paths": {}}

@@ -2,12 +2,12 @@
 export one library, and export the kernels as a MetaSchedule database.
 
 - ``best_configs(tasks, records)``: per task, the kernel of its workload key for this target that
-  ``tiletune.model.confirm.chosen`` takes: the fastest of its last confirmation, else the best successful
+  ``tiletune.model.tuning.confirm.chosen`` takes: the fastest of its last confirmation, else the best successful
   record (a records file with no record of any of the model's tasks is refused: it belongs to another
   model).
 - ``scheduled_module``: the fused module with every task that has a best record replaced by the CPU
   template's schedule of that configuration, and every other kernel by the default schedule
-  (``tiletune.model.default_schedule.checked``).
+  (``tiletune.model.kernels.default_schedule.checked``).
 - ``compile_module``: TVM's CPU pipeline without its legalization and fusion (the module is already
   fused and scheduled): the weights that tuned kernels take in panels packed once (``SplitLayoutRewritePreproc``
   + ``FoldConstant``, see ``tiletune.schedules.cpu``), ``RewriteDataflowReshape .. CallTIRRewrite`` and the
@@ -43,12 +43,12 @@ from ..schedules import check as check_config, cpu, cuda_mma, make_space, schedu
 from ..target import has_gpu, is_cuda, target_key
 from ..workloads.base import np_dtype
 from ..workloads.rows import RowWorkload
-from . import gpu_default, pad_fusion
-from .confirm import chosen
-from .default_schedule import checked
-from .layout import unlowered_ops
-from .library_kernels import describe, reason, with_root_blocks
-from .tasks import Kernel, ModelTasks
+from .kernels import gpu_default, pad_fusion
+from .tuning.confirm import chosen
+from .kernels.default_schedule import checked
+from .passes.layout import unlowered_ops
+from .kernels.library_kernels import describe, reason, with_root_blocks
+from .kernels.tasks import Kernel, ModelTasks
 
 
 #: the largest error of a built model's outputs against the original's in float32, relative to the outputs'
@@ -203,7 +203,7 @@ def foreign_workloads(tasks: ModelTasks, records: str | None, read: list | None 
 def scheduled_module(tasks: ModelTasks, chosen: dict[str, Chosen], fuse_pads: bool = True):
     """(the fused module with every kernel scheduled, {global name: how it is scheduled}). On a CPU target,
     ``fuse_pads``: every padding kernel whose input one kernel makes for it alone is taken into that kernel
-    (``tiletune.model.pad_fusion``; docs/decisions/model-layout.md)."""
+    (``tiletune.model.kernels.pad_fusion``; docs/decisions/model-layout.md)."""
     how: dict[str, str] = {}
     mod = tasks.fused
     funcs = {}
@@ -278,7 +278,7 @@ def compile_module(mod, target: dict, cuda_graph: bool = False):
     TVM's ``RewriteCUDAGraph`` lifts each function's kernels on static storage (the whole inference of a static
     shape, the model's input first copied into it) into a CUDA graph, captured at the first call and replayed at
     the later ones: one launch instead of one per kernel (``model build --cuda-graph``). On a CPU, TVM's own sort,
-    scan, topk and scatter kernels get a root block first (``tiletune.model.library_kernels.with_root_blocks``: the
+    scan, topk and scatter kernels get a root block first (``tiletune.model.kernels.library_kernels.with_root_blocks``: the
     weight prepacking refused them); a failure names the kernel, its operators and the cause in one line."""
     import tvm
     from tvm import relax
@@ -300,7 +300,7 @@ def compile_module(mod, target: dict, cuda_graph: bool = False):
     pipeline = tvm.transform.Sequential(prepack + dataflow_lower_passes(tgt) + finalize_passes(tgt))
     if not is_cuda(target):  # numpy inputs pass without a copy (tiletune.alignment); GPU arrays are TVM's own
         mod = with_param_alignment(mod, PARAM_ALIGNMENT)
-    if prepack:  # TVM's sort, scan, topk and scatter kernels, which its prepacking refused: model/library_kernels.py
+    if prepack:  # TVM's sort, scan, topk and scatter kernels, which its prepacking refused: model/kernels/library_kernels.py
         mod = with_root_blocks(mod)
     ctx = tvm.transform.PassContext.current()
     config = {**dict(ctx.config), "relax.backend.use_cuda_graph": bool(cuda_graph)}
@@ -319,7 +319,7 @@ def _failing_kernel(mod, tgt, prepack=()) -> tuple[str, str] | None:
     compiles (the failure is then in the model's own passes). Each kernel goes through the ``prepack`` passes
     first, as in the model's pipeline (a kernel those passes refuse made the whole model fail), then through
     TVM's build; the reason names the step, in our words, and TVM's explanation without its check text
-    (``tiletune.model.library_kernels.reason``)."""
+    (``tiletune.model.kernels.library_kernels.reason``)."""
     import tvm
 
     for gv, f in mod.functions.items():

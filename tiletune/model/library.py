@@ -2,7 +2,7 @@
 ``BuiltModel`` that says what it did; ``tiletune model build`` only prints that.
 
 The steps, static and dynamic alike: the records file is read once; a model with symbolic dimensions is built at
-``shapes`` (``--shapes``), else at the shapes the records were tuned at (``tiletune.model.shapes.recorded_shapes``),
+``shapes`` (``--shapes``), else at the shapes the records were tuned at (``tiletune.model.dynamic.shapes.recorded_shapes``),
 else at the example's shape (a note says which); each task takes its chosen kernel (``best_configs``: the records'
 best, ``construct``: a construction for the others); the module is scheduled, compiled and written only once the
 library, loaded as ``load_model`` loads it, matches the original (``export_checked``); ``database`` also writes
@@ -18,12 +18,12 @@ from ..records import load
 from ..target import parse_target
 from .build import (best_configs, check_waits, compile_module, constructed_configs, export_checked, export_database,
                     foreign_workloads, input_sets, scheduled_module, untuned_reasons)
-from .dims import label, parse_shapes
-from .first_use import portable_spec
-from .layout import DEFAULT_LAYOUT
-from .shapes import dynamic_library, other_shapes, recorded_shapes, shape_tasks
-from .source import load as load_source
-from .tasks import model_tasks
+from .frontend.dims import label, parse_shapes
+from .dynamic.first_use import portable_spec
+from .passes.layout import DEFAULT_LAYOUT
+from .dynamic.shapes import dynamic_library, other_shapes, recorded_shapes, shape_tasks
+from .frontend.source import load as load_source
+from .kernels.tasks import model_tasks
 
 
 @dataclass

@@ -324,7 +324,7 @@ class RegisterTile:
     spatial knobs at positions ``spatial`` (the last one vectorized) needs P V + min(P, V) + 1 vector
     registers of ``lanes`` fp32 lanes, at most ``registers`` - 1 of the target's ``registers``. The knobs at
     positions ``channel`` are spatial axes that the broadcast operand does not read (a blocked convolution's
-    output-channel block, ``tiletune.model.nchwc``): their tiles multiply the weight vectors V, not the pixels P;
+    output-channel block, ``tiletune.model.passes.nchwc``): their tiles multiply the weight vectors V, not the pixels P;
     with such knobs the vectorized axis is the block itself, whose innermost tile must then be all of it (one
     register of a 16-channel block; a part of it would leave lanes idle)."""
 
@@ -466,7 +466,7 @@ def check_limits(workload: Workload, space: Space, config: Config) -> None:
 
 def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None, func=None):
     """Build the TensorIR schedule of ``config``. ``func``: schedule this PrimFunc instead of the workload's, one
-    with the same blocks and loops whose extents may be symbolic (``tiletune.model.shape_rule``): a symbolic
+    with the same blocks and loops whose extents may be symbolic (``tiletune.model.dynamic.shape_rule``): a symbolic
     loop keeps the configuration's inner factors and its outermost one is left to TVM (ceil-divided, the tail
     predicated)."""
     import tvm

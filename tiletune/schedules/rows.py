@@ -23,7 +23,7 @@ Knobs (all categorical: the space has no tile knobs, so Gensor and Roller do not
 
 Starts (``starts``; the local searches' default ``start=construct`` measures them first): the one-pass schedule
 at the widest lanes up to 16, serial; the separate passes, serial; the same two in at most ``START_CHUNKS``
-parallel chunks (the passes so are the default schedule's kind, ``tiletune.model.default_schedule``); the
+parallel chunks (the passes so are the default schedule's kind, ``tiletune.model.kernels.default_schedule``); the
 parallel one pass without kept intermediates. Why these, in this order: docs/decisions/row-reductions.md.
 """
 from __future__ import annotations

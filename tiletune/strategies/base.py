@@ -59,7 +59,7 @@ class TuneContext:
     results a cost model may learn from (xgb, evo, dgd), and ``levels`` is the tiling levels the space was
     built with (``space.parse_levels``), so that transferred records map into the same kind of space.
     ``seeds``: configurations (knob dicts) from elsewhere, such as the best of the same kernel at a neighbouring
-    shape (``tiletune.model.shape_transfer``), that a local search measures first, before its own start."""
+    shape (``tiletune.model.dynamic.shape_transfer``), that a local search measures first, before its own start."""
 
     workload: Any = None
     target: dict | None = None
@@ -122,7 +122,7 @@ class Strategy(ABC):
         """Results for configurations asked before."""
 
     def add_seeds(self, configs: Sequence[Config]) -> int:
-        """Configurations learned elsewhere during a run (the best of a sibling task, ``tiletune.model.tuner``)
+        """Configurations learned elsewhere during a run (the best of a sibling task, ``tiletune.model.tuning.tuner``)
         to measure next, before the strategy's own proposals; returns how many it took. A strategy without a
         queue of seeds takes none."""
         return 0

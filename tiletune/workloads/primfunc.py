@@ -431,7 +431,7 @@ class PrimFuncWorkload(Workload):
     def weights(self) -> frozenset[str]:
         """The inputs that are the model's constants (weights): the parameters whose indices the function's
         ``layout_free_buffers`` attribute lists, as TVM's ``AttachAttrLayoutFreeBuffers`` and
-        ``tiletune.model.tasks`` set it. The CPU template may give them in a packed layout, packed once when
+        ``tiletune.model.kernels.tasks`` set it. The CPU template may give them in a packed layout, packed once when
         the model is built (``tiletune.schedules.cpu``)."""
         attrs = self.func.attrs or {}
         names = [p.name for p in self.func.params]

@@ -40,9 +40,9 @@ from tiletune.construct.gensor import GensorWalk  # noqa: E402
 from tiletune.analytic import etir  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
 from tiletune.model.build import constructed_configs  # noqa: E402
-from tiletune.model.shapes import parse_shapes, shape_tasks  # noqa: E402
-from tiletune.model.source import load  # noqa: E402
-from tiletune.model.tasks import model_tasks  # noqa: E402
+from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks  # noqa: E402
+from tiletune.model.frontend.source import load  # noqa: E402
+from tiletune.model.kernels.tasks import model_tasks  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
 
 

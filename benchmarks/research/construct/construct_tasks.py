@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "common"))
 from tiletune.construct import gensor  # noqa: E402
 from tiletune.measure.factory import make_measurer  # noqa: E402
 from tiletune.model.build import constructed_configs  # noqa: E402
-from tiletune.model.shapes import parse_shapes, shape_tasks  # noqa: E402
-from tiletune.model.source import load  # noqa: E402
+from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks  # noqa: E402
+from tiletune.model.frontend.source import load  # noqa: E402
 from tiletune.target import host_target  # noqa: E402
 
 MODEL = str(Path(__file__).resolve().parents[2] / "common" / "dyn_models.py") + ":bert_small"

@@ -36,8 +36,8 @@ from tiletune.analytic.etir import Model  # noqa: E402
 from tiletune.measure.base import MeasureSettings  # noqa: E402
 from tiletune.measure.local import build_kernel, run_kernel  # noqa: E402
 from tiletune.model.build import constructed_configs, kernel_latencies  # noqa: E402
-from tiletune.model.shapes import parse_shapes, shape_tasks  # noqa: E402
-from tiletune.model.source import load  # noqa: E402
+from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks  # noqa: E402
+from tiletune.model.frontend.source import load  # noqa: E402
 from tiletune.target import parse_target  # noqa: E402
 
 

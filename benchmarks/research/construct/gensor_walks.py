@@ -30,8 +30,8 @@ from dyn_bench import run  # noqa: E402
 from tiletune.bench.results import read_jsonl  # noqa: E402
 from tiletune.cli import main as cli  # noqa: E402
 from tiletune.construct import gensor  # noqa: E402
-from tiletune.model.shapes import parse_shapes  # noqa: E402
-from tiletune.model.source import load  # noqa: E402
+from tiletune.model.dynamic.shapes import parse_shapes  # noqa: E402
+from tiletune.model.frontend.source import load  # noqa: E402
 
 MODEL = f"{HERE.parents[1] / 'common' / 'dyn_models.py'}:bert_small"
 

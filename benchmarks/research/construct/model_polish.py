@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.construct import constructions  # noqa: E402
 from tiletune.analytic.etir import Model  # noqa: E402
-from tiletune.model.tasks import load_model_tasks  # noqa: E402
+from tiletune.model.kernels.tasks import load_model_tasks  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402
 from tiletune.space import ChoiceKnob, Config  # noqa: E402
 from tiletune.target import host_target  # noqa: E402

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import tvm
 
-from tiletune.model.shapes import shape_tasks
-from tiletune.model.source import load
+from tiletune.model.dynamic.shapes import shape_tasks
+from tiletune.model.frontend.source import load
 from tiletune.schedules import cpu, make_space
 from tiletune.target import host_target
 

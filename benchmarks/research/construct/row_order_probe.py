@@ -94,7 +94,7 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["constructions"] and sys.argv[2:]:
         construction_probe([parse(k) for k in sys.argv[2:]])
     elif sys.argv[1:2] == ["model"] and sys.argv[3:]:
-        from tiletune.model.tasks import load_model_tasks
+        from tiletune.model.kernels.tasks import load_model_tasks
         _, tasks = load_model_tasks(sys.argv[2], TARGET, "NCHW")
         construction_probe([t.workload for t in tasks.tasks if any(p in t.workload.key for p in sys.argv[3:])])
     else:

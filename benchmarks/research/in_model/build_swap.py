@@ -13,7 +13,7 @@ import json
 from dataclasses import replace
 
 from tiletune.model.build import best_configs, compile_module, export, scheduled_module
-from tiletune.model.tasks import load_model_tasks
+from tiletune.model.kernels.tasks import load_model_tasks
 from tiletune.target import parse_target
 
 

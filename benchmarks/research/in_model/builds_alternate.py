@@ -16,7 +16,7 @@ from tvm import relax
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import time_callable
-from tiletune.model.source import load
+from tiletune.model.frontend.source import load
 
 SETTINGS = MeasureSettings(repeat=5, min_repeat_ms=200)
 

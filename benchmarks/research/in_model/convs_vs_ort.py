@@ -39,7 +39,7 @@ from vm_calls import TimedVM, timed_calls  # benchmarks/research/in_model/vm_cal
 
 def classes_of(tasks) -> dict[str, str]:
     """{kernel name: its class} for our build's convolutions and classifier (the rest is "other")."""
-    from tiletune.model.pad_fusion import fused_name, fusable
+    from tiletune.model.kernels.pad_fusion import fused_name, fusable
 
     key = {}
     for k in tasks.kernels:
@@ -53,7 +53,7 @@ def classes_of(tasks) -> dict[str, str]:
         elif "layer_norm" in k.name or "softmax" in k.name:
             key.update({n: "layer norm" if "layer_norm" in k.name else "softmax" for n in k.names})
     key.update(_winograd_classes(tasks))
-    for prod, pad in fusable(tasks.fused):  # a producer that writes a pad's buffer (tiletune.model.pad_fusion)
+    for prod, pad in fusable(tasks.fused):  # a producer that writes a pad's buffer (tiletune.model.kernels.pad_fusion)
         if prod in key:
             key[fused_name(prod, pad)] = key[prod]
     return key
@@ -61,7 +61,7 @@ def classes_of(tasks) -> dict[str, str]:
 
 def anchor_class(workload) -> str:
     """A tuned matmul's class from its anchor's axes (the operands' shapes do not tell it when the kernel reads a
-    layout copy's source, ``tiletune.model.producer_fusion``): the spatial axes [batch..., M, N] and the reduction K."""
+    layout copy's source, ``tiletune.model.kernels.producer_fusion``): the spatial axes [batch..., M, N] and the reduction K."""
     spatial = [a.extent for a in workload.axes_no_tvm() if a.kind == "S"]
     k = math.prod(a.extent for a in workload.axes_no_tvm() if a.kind == "R")
     *lead, m, n = [1] * max(0, 2 - len(spatial)) + spatial
@@ -82,9 +82,9 @@ def matmul_class(a, b) -> str:
 
 def _winograd_classes(tasks) -> dict[str, str]:
     """{kernel name: its convolution's class} for the three kernels of each convolution that Winograd's transforms
-    compute (tiletune.model.winograd): the product [a2, P, C] x [a2, C, K], the input transform that makes its
+    compute (tiletune.model.passes.winograd): the product [a2, P, C] x [a2, C, K], the input transform that makes its
     [a2, P, C], the output transform that reads its [a2, P, K] and writes the 1 x Ho x Wo x K output."""
-    from tiletune.model.winograd import transform
+    from tiletune.model.passes.winograd import transform
 
     kinds = {k.name: transform(k.func) for k in tasks.kernels}
     outputs = {k.inputs[0]: k for k in tasks.kernels if kinds[k.name] == "output"}  # by the products they read
@@ -123,7 +123,7 @@ class OrtSide:
     def __init__(self, model: str, threads: int):
         import onnxruntime as rt
 
-        from tiletune.model.source import export_onnx, load
+        from tiletune.model.frontend.source import export_onnx, load
 
         src = load(model)
         d = tempfile.mkdtemp()

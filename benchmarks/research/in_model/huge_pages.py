@@ -118,7 +118,7 @@ def main() -> int:
     import tvm
     from tvm import relax
 
-    from tiletune.model.source import load
+    from tiletune.model.frontend.source import load
     from tiletune.quiet import quiet_tvm
 
     dev = tvm.cpu()

@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.measure.local import COLD_PREPROC, build_kernel, kernel_arguments  # noqa: E402
-from tiletune.model.tasks import load_model_tasks  # noqa: E402
+from tiletune.model.kernels.tasks import load_model_tasks  # noqa: E402
 from tiletune.records import best, load  # noqa: E402
 from tiletune.schedules import make_space  # noqa: E402
 from tiletune.target import host_target  # noqa: E402

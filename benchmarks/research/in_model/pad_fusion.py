@@ -1,4 +1,4 @@
-"""The pads taken into their producers (``tiletune.model.pad_fusion``) against the pads as kernels of their own:
+"""The pads taken into their producers (``tiletune.model.kernels.pad_fusion``) against the pads as kernels of their own:
 both builds of a model exported, and every fused producer timed alone against its unfused kernel plus the pad
 kernel (not a test).
 
@@ -30,10 +30,10 @@ def main() -> None:
 
     import tvm
 
-    from tiletune.model import pad_fusion as pf
+    from tiletune.model.kernels import pad_fusion as pf
     from tiletune.model.build import ModelRunner, best_configs, check, compile_module, export, scheduled_module
-    from tiletune.model.source import load
-    from tiletune.model.tasks import model_tasks
+    from tiletune.model.frontend.source import load
+    from tiletune.model.kernels.tasks import model_tasks
     from tiletune.schedules import cpu
     from tiletune.target import host_target
 

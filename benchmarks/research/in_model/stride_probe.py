@@ -47,8 +47,8 @@ def main() -> None:
 
     import tvm
 
-    from tiletune.model.source import load
-    from tiletune.model.tasks import model_tasks
+    from tiletune.model.frontend.source import load
+    from tiletune.model.kernels.tasks import model_tasks
     from tiletune.records import load as load_records
     from tiletune.schedules import check, cpu, make_space
     from tiletune.target import host_target

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tiletune.errors import TiletuneError  # noqa: E402
 from tiletune.measure.local import COLD_PREPROC, build_kernel, kernel_arguments  # noqa: E402
-from tiletune.model.tasks import load_model_tasks  # noqa: E402
+from tiletune.model.kernels.tasks import load_model_tasks  # noqa: E402
 from tiletune.records import best, load  # noqa: E402
 from tiletune.schedules import check, make_space  # noqa: E402
 from tiletune.schedules.cpu import InvalidConfig  # noqa: E402

@@ -9,7 +9,7 @@ Each side in a child process of its own, one after the other, ``--rounds`` times
 built from the records in their layout, NHWC unless ``LAYOUT=`` names another, TVM_NUM_THREADS = the thread
 count; one side per ``-r``; ``+padkernels``: the pads left kernels of their own, ``scheduled_module``'s
 ``fuse_pads=False``; ``+direct``: the 3x3 convolutions direct, not by Winograd's transforms,
-``tiletune.model.winograd.WINOGRAD`` off; ``+spinN``: TVM's pool threads spin N times after a parallel
+``tiletune.model.passes.winograd.WINOGRAD`` off; ``+spinN``: TVM's pool threads spin N times after a parallel
 call before they sleep, ``TVM_THREAD_POOL_SPIN_COUNT=N``, TVM's default 300,000; ``+thp``: glibc's allocations on
 transparent huge pages, ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``) and ONNX Runtime (intra-op threads = the
 thread count, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset as for every vendor baseline). A child times
@@ -49,11 +49,11 @@ def parse_side(rec: str) -> tuple[str, list[str], str]:
 def setup(side: str, model: str, records: str, threads: int):
     """One single inference of ``side`` as a callable (ours: the model built from ``records``), warmed up."""
     layout, mods, records = parse_side(records)
-    from tiletune.model.source import export_onnx, load, onnx_session
+    from tiletune.model.frontend.source import export_onnx, load, onnx_session
 
     src = load(model)
     if side in ("torch", "torch-compile"):
-        from tiletune.model.baselines import _torch_method
+        from tiletune.model.evaluate.baselines import _torch_method
 
         prepare, call, _ = _torch_method(src, threads, compiled=side == "torch-compile")
         inputs = prepare(src.random_inputs(0))
@@ -68,10 +68,10 @@ def setup(side: str, model: str, records: str, threads: int):
         import tvm
 
         from tiletune.model.build import ModelRunner, best_configs, compile_module, scheduled_module
-        from tiletune.model.tasks import model_tasks
+        from tiletune.model.kernels.tasks import model_tasks
         from tiletune.target import host_target
 
-        from tiletune.model import winograd
+        from tiletune.model.passes import winograd
 
         winograd.WINOGRAD = "direct" not in mods
         tasks = model_tasks(src, host_target(), layout or "NHWC", "float32")

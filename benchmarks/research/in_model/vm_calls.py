@@ -20,8 +20,8 @@ class TimedVM:
         from tvm import relax
 
         from tiletune.model.build import best_configs, compile_module, scheduled_module
-        from tiletune.model.source import load
-        from tiletune.model.tasks import model_tasks
+        from tiletune.model.frontend.source import load
+        from tiletune.model.kernels.tasks import model_tasks
         from tiletune.target import host_target
 
         src = load(model)

@@ -19,10 +19,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from tiletune.model import default_schedule as ds
+from tiletune.model.kernels import default_schedule as ds
 from tiletune.model.build import best_configs, compile_module, scheduled_module
-from tiletune.model.source import load
-from tiletune.model.tasks import model_tasks
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import model_tasks
 from tiletune.target import host_target
 
 

@@ -15,10 +15,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from tiletune.model.default_schedule import default_schedule
-from tiletune.model.pipeline import prepare
-from tiletune.model.source import load
-from tiletune.model.tasks import extract
+from tiletune.model.kernels.default_schedule import default_schedule
+from tiletune.model.passes.pipeline import prepare
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import extract
 from tiletune.target import parse_target
 
 

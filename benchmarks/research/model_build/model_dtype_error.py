@@ -1,5 +1,5 @@
 """The error a compute dtype adds to whole models (docs/decisions/model-dtype-tolerance.md): each model imported,
-cast by ``tiletune.model.precision.cast`` (what ``--dtype`` does on a CUDA target), built for this CPU with the
+cast by ``tiletune.model.passes.precision.cast`` (what ``--dtype`` does on a CUDA target), built for this CPU with the
 default schedules, and compared with PyTorch in float32 on random inputs of ``--seeds`` seeds; the largest error
 relative to the output's scale, per dtype. The CPU computes the same cast module as the GPU build, so the error
 of the cast itself is measured without a GPU (a GPU's kernels add their own rounding order on top).
@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 
 from tiletune.model.build import ModelRunner, compare, compile_module, scheduled_module
-from tiletune.model.source import load
-from tiletune.model.tasks import model_tasks
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import model_tasks
 from tiletune.target import parse_target
 
 

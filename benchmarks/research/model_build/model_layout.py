@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tiletune.bench.results import read_jsonl
 from tiletune.model.build import best_configs
-from tiletune.model.tasks import load_model_tasks
+from tiletune.model.kernels.tasks import load_model_tasks
 from tiletune.target import host_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "common"))  # benchmarks/common/: cli_run

@@ -5,7 +5,7 @@
 Extracts the model's row-reduction tasks (``tiletune.workloads.rows``) and tunes them alone, ``--trials`` trials
 each (the local searches start from the template's starts, ``tiletune.schedules.rows.starts``), into
 ``--records`` (resumed when it exists). Then, in ``--rounds`` alternating rounds, times every kernel as TVM builds
-it unscheduled, with the default schedule (``tiletune.model.default_schedule``), at each of the template's starts
+it unscheduled, with the default schedule (``tiletune.model.kernels.default_schedule``), at each of the template's starts
 and at the tuned best (each time the median of 3 samples of >= 50 ms), and prints the medians in microseconds and
 GB/s (the kernel's parameters, each read or written once, per second). The machine's copy bandwidth comes first
 and last: numpy copying a 256 MiB array (DRAM) and a 1 MiB one (cache), one thread, read + write counted.
@@ -22,9 +22,9 @@ import tvm
 
 from tiletune.measure.base import MeasureSettings
 from tiletune.model.build import best_configs
-from tiletune.model.default_schedule import checked
-from tiletune.model.tasks import ModelTasks, load_model_tasks
-from tiletune.model.tuner import tune_model
+from tiletune.model.kernels.default_schedule import checked
+from tiletune.model.kernels.tasks import ModelTasks, load_model_tasks
+from tiletune.model.tuning.tuner import tune_model
 from tiletune.schedules import make_space, schedule, starts
 from tiletune.target import parse_target
 from tiletune.workloads.rows import RowWorkload

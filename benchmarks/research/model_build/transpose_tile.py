@@ -17,8 +17,8 @@ import tvm
 from tvm import s_tir
 
 from tiletune.api import set_threads
-from tiletune.model import default_schedule as ds
-from tiletune.model.tasks import load_model_tasks
+from tiletune.model.kernels import default_schedule as ds
+from tiletune.model.kernels.tasks import load_model_tasks
 from tiletune.target import host_target
 
 

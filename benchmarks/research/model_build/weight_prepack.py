@@ -19,7 +19,7 @@ from tvm import relax
 from tiletune.measure.base import MeasureSettings
 from tiletune.measure.timing import time_callable
 from tiletune.model.build import ModelRunner, best_configs, compare, compile_module, scheduled_module
-from tiletune.model.tasks import load_model_tasks
+from tiletune.model.kernels.tasks import load_model_tasks
 from tiletune.schedules import cpu
 from tiletune.target import host_target
 
