@@ -120,12 +120,12 @@ def test_without_the_index_rule_the_build_is_refused_and_nothing_is_written(deco
     memory before the tensor holds varies, and may even equal the right row: no output check alone can be sure of
     catching a read outside a tensor). A wrong index that stays inside the tensor is refused by the check of the
     written library. Either way no library is written."""
-    import tiletune.model.frontend.importer as importer
+    import tiletune.model.passes.pipeline as pipeline
     import tiletune.model.kernels.tasks as tasks
     from tiletune.cli import main
 
     lib = str(tmp_path / "bad.so")
-    monkeypatch.setattr(importer, "normalize_indices", lambda mod, where="": mod)
+    monkeypatch.setattr(pipeline, "normalize_indices", lambda mod, where="": mod)
     monkeypatch.setattr(tasks, "normalize_indices", lambda mod, where="": mod)
     assert main(["model", "build", f"{decoder}:index", "-o", lib]) == 2
     assert "reads its indices without a bounds rule" in capsys.readouterr().err
@@ -151,7 +151,7 @@ def test_without_the_index_rule_the_build_is_refused_and_nothing_is_written(deco
                 mod[gv] = Zero().visit_expr(f)
         return indices.normalize_indices(mod, where)
 
-    monkeypatch.setattr(importer, "normalize_indices", first_row)
+    monkeypatch.setattr(pipeline, "normalize_indices", first_row)
     assert main(["model", "build", f"{decoder}:index", "-o", lib]) == 2
     err = capsys.readouterr().err
     assert "output differs from the original's on the example inputs: max error" in err, err

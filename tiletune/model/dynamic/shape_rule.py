@@ -28,6 +28,7 @@ from ...quiet import quiet_tvm
 from ...schedules.cpu import schedule
 from ...workloads.primfunc import walk_expr
 from ..frontend.dims import label
+from ..kernels.library_kernels import writes_by_index
 
 
 def value_at(expr, binding: dict[str, int]) -> int | None:
@@ -126,11 +127,14 @@ def first_correct(func, target: dict, bindings: list[dict[str, int]], candidates
     """(the first of ``candidates`` that builds and computes what TVM's unscheduled build of ``func`` computes
     at every binding of ``bindings`` on random inputs, its name), or (``func``, "none") when none does or the
     inputs cannot be made. ``candidates``: (name, a function returning the scheduled PrimFunc) pairs, tried in
-    order; one that raises counts as failing. ``cache``: a dict the caller keeps for the next call with the same
+    order; one that raises counts as failing. A kernel that writes where an index tensor says (a scatter,
+    ``library_kernels.writes_by_index``) is not run on random inputs: (``func``, "none"). ``cache``: a dict the caller keeps for the next call with the same
     ``func`` and ``bindings`` (the inputs and the reference outputs, made once)."""
     import tvm
     import tvm_ffi
 
+    if writes_by_index(func):  # random indices would write outside the output (a scatter): left as it is
+        return func, "none"
     params = []
     for p in func.params:
         if not hasattr(p, "shape"):
@@ -163,7 +167,8 @@ def first_correct(func, target: dict, bindings: list[dict[str, int]], candidates
                     if np.issubdtype(np.dtype(dtype), np.floating):
                         arrays.append(rng.standard_normal(s).astype(dtype))
                     else:
-                        arrays.append(rng.integers(0, 2 if dtype == "bool" else 4, size=s).astype(dtype))
+                        lo = 0 if dtype == "bool" else 1  # no 0 in an integer: a divisor would trap
+                        arrays.append(rng.integers(lo, 2 if dtype == "bool" else 4, size=s).astype(dtype))
                 cases.append(arrays)
             ref_fn = build(func)
         except Exception:  # noqa: BLE001  (shapes it cannot evaluate, a kernel TVM cannot build alone: leave it)
