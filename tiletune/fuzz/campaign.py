@@ -21,7 +21,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .generate import Spec, generate
+from .generate import Spec, build, generate
 from .reduce import reduce_spec, still_fails, write_reproducer
 from .run import PATHS, reason_key
 from .worker import Worker
@@ -127,7 +127,6 @@ def reduce_all(d: Path, rows: list[dict], worker: Worker, log=print) -> None:
 
 
 def _describe(spec: Spec) -> str:
-    from .generate import build
 
     return build(spec).description
 

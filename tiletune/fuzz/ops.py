@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 
-from .generate import SYM, SYM_MIN, Model, T
+from .frame import SYM, SYM_MIN, Model, T
 
 Rng = random.Random
 

@@ -13,8 +13,10 @@ import multiprocessing as mp
 import os
 import signal
 
-from .generate import Spec
-from .run import PATHS
+from ..measure.factory import shared_pool
+from ..target import parse_target
+from .generate import Spec, build
+from .run import PATHS, run_model
 
 
 def _serve(conn, workdir: str, log: str) -> None:
@@ -23,7 +25,6 @@ def _serve(conn, workdir: str, log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 2)
     os.close(fd)
-    from .run import run_model
 
     pool = None
     while True:
@@ -32,9 +33,6 @@ def _serve(conn, workdir: str, log: str) -> None:
             break
         spec, opts = Spec.from_json(msg[0]), msg[1]
         if opts.get("tune") and pool is None:
-            from ..measure.factory import shared_pool
-            from ..target import parse_target
-
             pool = shared_pool(parse_target("llvm"))
         try:
             row = run_model(spec, workdir=workdir, pool=pool, **opts)
@@ -122,7 +120,6 @@ def last_words(log: str, start: int = 0) -> str:
 
 def crash_row(spec: Spec, paths, why: str, tune: int = 0, words: str = "") -> dict:
     """The row of a model whose process died or hung: every path a crash (``words``: the process's last)."""
-    from .generate import build
 
     gen = build(spec)
     detail = f"the worker process {why.replace(':', ' ')}" + (f" ({words})" if words else "")
