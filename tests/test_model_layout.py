@@ -228,3 +228,34 @@ def test_nchw16c_blocks_the_dense_convolutions_and_matches_torch(spec, home, tmp
     _build_matches_torch(spec, source, rec, tmp_path / "cnn16c.so", "NCHW16c", capsys, seed=5)
     with pytest.raises(TiletuneError, match="layout NCHW16c is for CPU targets"):
         load_model_tasks(spec, {"kind": "cuda", "arch": "sm_90"}, "NCHW16c")
+
+
+ROLL_AFTER_CONV = '''
+import torch
+
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 6, 1, stride=2)
+
+    def forward(self, x):
+        return torch.roll(self.conv(x), shifts=-2, dims=0)
+
+
+def model():
+    torch.manual_seed(0)
+    return M().eval(), (torch.randn(3, 4, 6, 3),), ({0: torch.export.Dim("batch", min=2, max=6)},)
+'''
+
+
+@pytest.mark.tvm
+def test_a_model_that_crashes_tvms_layout_conversion_keeps_its_layout_and_builds(tmp_path, capsys):
+    """TVM's ConvertLayout segfaults on a roll along a symbolic axis after a convolution (the fuzz campaign's seed
+    1603): the conversion is tried in a child process first, and the model builds as imported."""
+    from tiletune.cli import main
+
+    (tmp_path / "m.py").write_text(ROLL_AFTER_CONV)
+    assert main(["model", "build", f"{tmp_path / 'm.py'}:model", "-o", str(tmp_path / "m.so")]) == 0
+    out = capsys.readouterr().out
+    assert "brings TVM's ConvertLayout down on this model" in out and "matches the original" in out

@@ -47,6 +47,8 @@ as imported. The default, ``DEFAULT_LAYOUT`` = NHWC: docs/decisions/model-layout
 """
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 
 from ...errors import TiletuneError, one_line
@@ -100,8 +102,9 @@ def convert(mod, layout: str) -> Converted:
     - a model without a 2-D convolution is left as imported (nothing would gain);
     - operators without an NHWC kernel (``KEEP``: 1-D, 3-D and transposed convolutions) keep their layout, with
       the transposes around them;
-    - if ConvertLayout fails, or leaves an operator that TVM cannot legalize any more (and could before), the
-      model stays as imported, and the returned note says why in one line.
+    - if ConvertLayout fails, crashes (tried first in a forked child: ``survives``), or leaves an operator that
+      TVM cannot legalize any more (and could before), the model stays as imported, and the returned note says
+      why in one line.
     """
     import tvm
     from tvm import relax
@@ -111,12 +114,14 @@ def convert(mod, layout: str) -> Converted:
         return Converted(mod)
     if "relax.nn.conv2d" not in relax_ops(mod):
         return Converted(mod, ["no 2-D convolution: the model is left as imported"])
+    steps = ["NHWC", layout] if layout == nchwc.DATA else [layout]
+    passes = tvm.transform.Sequential([p for step in steps for p in (
+        relax.transform.ConvertLayout({**KEEP, **DESIRED[step]}), relax.transform.CanonicalizeBindings())])
+    if not survives(lambda: passes(clip_as_min_max(mod))):
+        return Converted(mod, [f"converting the convolutions to {layout} brings TVM's ConvertLayout down on this model "
+                               "(a crash, tried in a child process); the model keeps its imported layout"])
     try:
-        steps = ["NHWC", layout] if layout == nchwc.DATA else [layout]
-        out = tvm.transform.Sequential([p for step in steps for p in (
-            relax.transform.ConvertLayout({**KEEP, **DESIRED[step]}), relax.transform.CanonicalizeBindings())])(
-                clip_as_min_max(mod))
-        out = _pad_outside(out)
+        out = _pad_outside(passes(clip_as_min_max(mod)))
     except Exception as e:  # noqa: BLE001  (TVM's pass errors, std::bad_alloc on some attention graphs)
         return Converted(mod, [f"converting the convolutions to {layout} failed in TVM's ConvertLayout "
                                f"({one_line(str(e) or type(e).__name__)}); the model keeps its imported layout"])
@@ -126,6 +131,28 @@ def convert(mod, layout: str) -> Converted:
         return Converted(mod, [f"in {layout}, TVM cannot legalize {', '.join(sorted(lost))}; the model keeps its "
                                "imported layout"])
     return Converted(out)
+
+
+def survives(fn) -> bool:
+    """Whether ``fn()`` returns or raises in a forked child process rather than bringing it down (a segfault or an
+    abort inside TVM: its ConvertLayout crashes on some models, e.g. a roll along a symbolic axis after a
+    convolution); the child's result is dropped and its stderr silenced. Where ``os.fork`` is missing, True."""
+    if not hasattr(os, "fork"):
+        return True
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: run it, say nothing, leave without Python's clean-up
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            fn()
+        except BaseException:  # noqa: BLE001  (an exception is the parent's to meet again)
+            pass
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status)
 
 
 def relax_ops(mod) -> set[str]:
