@@ -115,12 +115,12 @@ def convert(mod, layout: str) -> Converted:
     if "relax.nn.conv2d" not in relax_ops(mod):
         return Converted(mod, ["no 2-D convolution: the model is left as imported"])
     steps = ["NHWC", layout] if layout == nchwc.DATA else [layout]
-    passes = tvm.transform.Sequential([p for step in steps for p in (
-        relax.transform.ConvertLayout({**KEEP, **DESIRED[step]}), relax.transform.CanonicalizeBindings())])
-    if not survives(lambda: passes(clip_as_min_max(mod))):
-        return Converted(mod, [f"converting the convolutions to {layout} brings TVM's ConvertLayout down on this model "
-                               "(a crash, tried in a child process); the model keeps its imported layout"])
     try:
+        passes = tvm.transform.Sequential([p for step in steps for p in (
+            relax.transform.ConvertLayout({**KEEP, **DESIRED[step]}), relax.transform.CanonicalizeBindings())])
+        if not survives(lambda: passes(clip_as_min_max(mod))):
+            return Converted(mod, [f"converting the convolutions to {layout} brings TVM's ConvertLayout down on this "
+                                   "model (a crash, tried in a child process); the model keeps its imported layout"])
         out = _pad_outside(passes(clip_as_min_max(mod)))
     except Exception as e:  # noqa: BLE001  (TVM's pass errors, std::bad_alloc on some attention graphs)
         return Converted(mod, [f"converting the convolutions to {layout} failed in TVM's ConvertLayout "
