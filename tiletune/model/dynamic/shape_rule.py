@@ -28,6 +28,7 @@ from ...quiet import quiet_tvm
 from ...schedules.cpu import schedule
 from ...workloads.primfunc import walk_expr
 from ..frontend.dims import label
+from ..kernels.default_schedule import random_input
 from ..kernels.library_kernels import writes_by_index
 
 
@@ -164,11 +165,7 @@ def first_correct(func, target: dict, bindings: list[dict[str, int]], candidates
                     s = tuple(value_at(e, b) for e in shape)
                     if None in s:
                         return func, "none"
-                    if np.issubdtype(np.dtype(dtype), np.floating):
-                        arrays.append(rng.standard_normal(s).astype(dtype))
-                    else:
-                        lo = 0 if dtype == "bool" else 1  # no 0 in an integer: a divisor would trap
-                        arrays.append(rng.integers(lo, 2 if dtype == "bool" else 4, size=s).astype(dtype))
+                    arrays.append(random_input(rng, s, dtype))
                 cases.append(arrays)
             ref_fn = build(func)
         except Exception:  # noqa: BLE001  (shapes it cannot evaluate, a kernel TVM cannot build alone: leave it)

@@ -273,6 +273,15 @@ def _run(func, target, args_np):
     return [a.numpy() for a in args]
 
 
+def random_input(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
+    """A random input of a kernel being checked: floats from a normal distribution, bools 0/1, other integers 1..3
+    (no 0: an integer divisor would trap)."""
+    if np.issubdtype(np.dtype(dtype), np.floating):
+        return rng.standard_normal(shape).astype(dtype)
+    low, high = (0, 2) if dtype == "bool" else (1, 4)
+    return rng.integers(low, high, size=shape).astype(dtype)
+
+
 def checked(func, target) -> tuple[object, str]:
     """(the default-scheduled ``func``, which schedule it got: "parallel+vector", "parallel" or "none"),
     checked against the unscheduled build on random inputs (see the module docstring). Cached per
@@ -289,14 +298,7 @@ def checked(func, target) -> tuple[object, str]:
     result = (func, "none")
     if params is not None and not writes_by_index(func):  # random indices would write outside the output
         rng = np.random.default_rng(0)
-        args = []
-        for shape, dtype in params:
-            if np.issubdtype(np.dtype(dtype), np.floating):
-                args.append(rng.standard_normal(shape).astype(dtype))
-            elif dtype == "bool":
-                args.append(rng.integers(0, 2, size=shape).astype(dtype))
-            else:
-                args.append(rng.integers(1, 4, size=shape).astype(dtype))  # no 0: a divisor would trap
+        args = [random_input(rng, shape, dtype) for shape, dtype in params]
         tgt = tvm.target.Target(target)
         try:
             ref = _run(func, tgt, args)
