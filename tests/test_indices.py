@@ -121,12 +121,10 @@ def test_without_the_index_rule_the_build_is_refused_and_nothing_is_written(deco
     catching a read outside a tensor). A wrong index that stays inside the tensor is refused by the check of the
     written library. Either way no library is written."""
     import tiletune.model.passes.pipeline as pipeline
-    import tiletune.model.kernels.tasks as tasks
     from tiletune.cli import main
 
     lib = str(tmp_path / "bad.so")
     monkeypatch.setattr(pipeline, "normalize_indices", lambda mod, where="": mod)
-    monkeypatch.setattr(tasks, "normalize_indices", lambda mod, where="": mod)
     assert main(["model", "build", f"{decoder}:index", "-o", lib]) == 2
     assert "reads its indices without a bounds rule" in capsys.readouterr().err
 

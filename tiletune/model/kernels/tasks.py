@@ -48,7 +48,6 @@ from ..passes.const_fold import fold_weights
 from ..frontend.dims import bind, parse_shapes
 from .fast_math import fast_math
 from .library_kernels import failing_operator, needs_root, reason
-from ..passes.indices import normalize_indices
 from ..passes import nchwc, winograd
 from ..passes.layout import DEFAULT_LAYOUT, check_layout_for
 from ..passes.pad_widths import pad_widths
@@ -128,7 +127,6 @@ def fuse(mod, target: dict, static: bool = True, name_operator: bool = True):
         if not is_cuda(target):
             mod = winograd.rewrite(mod)  # 3x3 convolutions by Winograd's transforms: docs/decisions/winograd.md
             mod = pad_widths(mod) if static else mod  # widths the vectors do not divide: decisions/pad-widths.md
-        mod = normalize_indices(mod)  # every gather with a bounds rule, also those the rewrites above made
         merge = [] if is_cuda(target) or not static else [  # docs/decisions/producer-fusion.md
             tvm.transform.module_pass(lambda m, _: producers_into_readers(m), opt_level=0, name="ProducersIntoReaders")]
         with tvm.target.Target(target) as tgt, quiet_tvm():  # legalization's warnings (take, pow)

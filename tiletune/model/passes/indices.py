@@ -18,8 +18,8 @@ module, before anything else sees it:
   memory outside it (no kernel here can raise). ``clip`` and ``nan`` modes the importer chose are kept.
 
 No ``take`` is left in ``fast`` mode, so TVM's warning for it means a wrong result (``tiletune.quiet.WRONG``).
-The importer runs the pass on what it imports, and ``tiletune.model.kernels.tasks.fuse`` again before legalization, on
-what the project's own rewrites made of it.
+``tiletune.model.passes.pipeline.prepare`` runs the pass right after the import; none of the later rewrites makes a
+gather.
 
 ``scatter_elements`` is left as TVM makes it: its kernel wraps negative indices itself (checked by
 ``tests/test_indices.py``).
