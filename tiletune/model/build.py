@@ -49,6 +49,7 @@ from .kernels.default_schedule import checked
 from .passes.layout import unlowered_ops
 from .kernels.library_kernels import describe, reason, with_root_blocks
 from .kernels.tasks import Kernel, ModelTasks
+from .frontend.dims import label
 
 
 #: the largest error of a built model's outputs against the original's in float32, relative to the outputs'
@@ -464,14 +465,10 @@ def export_checked(executable, path: str, meta: dict, source=None, bindings=(Non
     export(executable, tmp, {**meta, "check_error": None})
     try:
         model = load_model(tmp, first_use=None)
-        errors = {",".join(f"{k}={v}" for k, v in (b or {}).items()): check(source, model, binding=b, dtype=dtype)
-                  for b in bindings}
+        errors = {label(b or {}): check(source, model, binding=b, dtype=dtype) for b in bindings}
         del model
-        desc = {**json.loads(Path(tmp + ".json").read_text()), "check_error": max(errors.values())}
-        if any(errors):
-            desc["check_errors"] = errors
-        Path(tmp + ".json").write_text(json.dumps(desc, indent=1))
-        os.replace(tmp + ".json", path + ".json")
+        write_description(path, {**meta, "check_error": max(errors.values()),
+                                  **({"check_errors": errors} if any(errors) else {})})
         os.replace(tmp, path)
     finally:
         for leftover in (tmp, tmp + ".json"):
@@ -488,6 +485,11 @@ def export(executable, path: str, meta: dict) -> None:
     except (RuntimeError, OSError) as e:
         last = [line for line in str(e).strip().splitlines() if line.strip()][-1:] or [type(e).__name__]
         raise TiletuneError(f"exporting {path!r} failed: {last[0].strip()[:300]}") from None
+    write_description(path, meta)
+
+
+def write_description(path: str, meta: dict) -> None:
+    """``path + '.json'``, the description ``tiletune.api.load_model`` reads: ``meta`` and the inputs' alignment."""
     Path(path + ".json").write_text(json.dumps({**meta, "alignment": PARAM_ALIGNMENT}, indent=1))
 
 
