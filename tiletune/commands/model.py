@@ -14,7 +14,7 @@ from ..model.evaluate.bench import bench_model, bench_model_shapes, parse_method
 from ..model.kernels.gpu_default import has_gpu
 from ..model.kernels import pad_fusion
 from ..model.passes.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
-from ..model.passes.precision import DTYPES
+from ..model.passes.precision import DTYPES, check_dtype_for
 from ..model.build import CHECK_WAITS, best_configs, kernel_latencies
 from ..model.library import BuiltModel, build_model
 from ..model.tuning.progress import ModelProgress
@@ -189,9 +189,7 @@ def _load(args) -> tuple:
     """(source, its tasks, the DynamicTasks of a model with symbolic dimensions else None): a dynamic model's
     tasks are those of every shape of --shapes (tiletune.model.dynamic.shapes), merged."""
     target = parse_target(args.target)
-    if args.dtype != "float32" and not is_cuda(target):
-        raise TiletuneError(f"--dtype {args.dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model "
-                            "computes in float32")
+    check_dtype_for(args.dtype, target)
     source = load_source(args.model)
     bindings = parse_shapes(getattr(args, "shapes", None), source)  # a bad --shapes: one line before the import
     dyn = None
@@ -460,8 +458,7 @@ def run_bench(args) -> int:
     if args.repeat < 1 or args.min_repeat_ms < 0 or args.timeout <= 0:
         raise TiletuneError("--repeat must be >= 1, --min-repeat-ms >= 0 and --timeout > 0")
     target = parse_target(args.target)
-    if args.dtype != "float32" and not is_cuda(target):
-        raise TiletuneError(f"--dtype {args.dtype} is for CUDA targets (--target cuda[:sm_XX])")
+    check_dtype_for(args.dtype, target)
     if args.cuda_graph and not is_cuda(target):
         raise TiletuneError("--cuda-graph is for a CUDA target (--target cuda[:sm_XX])")
     if is_cuda(target) and not has_gpu():

@@ -21,6 +21,7 @@ from .build import (best_configs, check_waits, compile_module, constructed_confi
 from .frontend.dims import label, parse_shapes
 from .dynamic.first_use import portable_spec
 from .passes.layout import DEFAULT_LAYOUT
+from .passes.precision import check_dtype_for
 from .dynamic.shapes import dynamic_library, other_shapes, recorded_shapes, shape_tasks
 from .frontend.source import load as load_source
 from .kernels.tasks import model_tasks
@@ -62,9 +63,7 @@ def build_model(spec: str, output: str, *, records: str | None = None, target: d
     """Build ``spec`` into the library ``output`` (see the module docstring); a TiletuneError, one line, when a
     step cannot be done or the library does not match the original (nothing is written then)."""
     target = target if isinstance(target, dict) else parse_target(target)
-    if dtype != "float32" and target.get("kind") != "cuda":
-        raise TiletuneError(f"--dtype {dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model "
-                            "computes in float32")
+    check_dtype_for(dtype, target)
     source = load_source(spec)
     bindings = parse_shapes(shapes, source)  # a bad --shapes: one line before the import
     if records is not None and not os.path.exists(records):

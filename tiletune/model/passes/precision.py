@@ -19,6 +19,7 @@ Two steps around it, each a choice the pass leaves open:
 from __future__ import annotations
 
 from ...errors import TiletuneError, one_line
+from ...target import is_cuda
 from .layout import clip_as_min_max, rewrite_functions
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -33,6 +34,14 @@ def check_dtype(dtype: str | None) -> str:
     if dtype not in DTYPES:
         raise TiletuneError(f"--dtype {dtype!r}: the model's compute dtype is one of {', '.join(DTYPES)}")
     return dtype
+
+
+def check_dtype_for(dtype: str, target: dict) -> None:
+    """A one-line TiletuneError unless ``dtype`` is float32 or ``target`` is a CUDA target (on a CPU the model
+    computes in float32)."""
+    if dtype != "float32" and not is_cuda(target):
+        raise TiletuneError(f"--dtype {dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model "
+                            "computes in float32")
 
 
 def cast(mod, dtype: str):
