@@ -379,3 +379,16 @@ def test_onnx_indexing_operators_match_onnx_runtime_on_negative_and_boundary_ind
     run = ModelRunner(compile_module(mod, target))
     x = [np.random.default_rng(0).standard_normal((3, 5)).astype("float32"), *runtime.values()]
     assert compare(run(*x), source.reference(x)) == 0.0
+
+
+def test_an_original_that_fails_on_the_check_inputs_is_one_line():
+    """A model torch.export takes but PyTorch cannot run (torch.gather of a negative index in its example)."""
+    from tiletune.model.build import check
+
+    class Failing(_Source):
+        def reference(self, inputs):
+            raise RuntimeError("index -1 is out of bounds for dimension 1 with size 11\nmore")
+
+    with pytest.raises(TiletuneError, match=r"^the original model fails on random inputs \(seed 0\), so the build "
+                                            r"cannot be checked: RuntimeError: index -1 is out of bounds"):
+        check(Failing(), lambda x: [x * 2])

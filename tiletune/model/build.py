@@ -432,7 +432,11 @@ def check(source, run, seed: int = 0, binding: dict[str, int] | None = None, dty
     at = f" at {', '.join(f'{k}={v}' for k, v in binding.items())}" if binding else ""
     worst = 0.0
     for what, inputs in input_sets(source, seed, binding):
-        want = source.reference(inputs)
+        try:
+            want = source.reference(inputs)
+        except Exception as e:  # noqa: BLE001  (the user's model: its own error, in one line)
+            raise TiletuneError(f"the original model fails on {what}{at}, so the build cannot be checked: "
+                                f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}") from None
         first = [np.array(o, copy=True) for o in run(*inputs)]
         second = [np.array(o, copy=True) for o in run(*inputs)]
         for got in (first, second):
