@@ -1,0 +1,161 @@
+"""``torch.compile(model, backend="tiletune", options={...})``: every graph dynamo hands over runs through the
+project's model path (docs/torch.md).
+
+The backend is registered through the ``torch_dynamo_backends`` entry point (pyproject.toml), so that
+``backend="tiletune"`` works with no import; ``tiletune.torch_backend.compile(model, **options)`` (also
+``tiletune.compile``) is the same thing.
+
+- Each graph is compiled at its first call, on the real inputs (``CompiledGraph``): ``tiletune.torch_backend.graph``
+  does one shape; a graph with symbolic sizes (``dynamic=True``, ``torch._dynamo.mark_dynamic``) is compiled once
+  per shape it meets, at that shape's first call, up to ``max_shapes`` shapes (``Options``); the shapes after those run
+  in PyTorch, with one line: recompilation is bounded. Compiled shapes come from the cache where the cache has them.
+- Modes (``Options.mode``): ``construct`` (default: the tuning database's kernels, a construction for the others,
+  no measurement), ``tune`` (the graph's tasks tuned into the database at its first call, under ``trials`` /
+  ``seconds``, with the progress display; then built), ``background`` (built as ``construct``, then a separate
+  process tunes the tasks into the database under the budget while the graph runs, and each time the database
+  gives a task a better kernel the graph is built again and swapped in: ``tiletune.torch_backend.background``).
+- A graph that cannot take the path runs in PyTorch; one line on stderr says which graph and why.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..errors import TiletuneError
+from .background import Background, tune_now
+from .graph import Fallback, GraphCompiler, _is_weight, Runner, relative_error, say, tolerance
+from .options import Options
+
+__all__ = ["backend", "compile", "Options", "CompiledGraph"]
+
+
+def backend(gm, example_inputs, options: dict | None = None, mode: str | None = None):
+    """The dynamo backend: ``gm`` as a callable that runs it through tiletune (module docstring). ``mode`` (torch's
+    ``mode=`` argument) is not used: tiletune's own modes are ``options={"mode": ...}``."""
+    opts = Options.parse(options)
+    if mode not in (None, "default"):
+        raise TiletuneError(f"torch.compile mode={mode!r} is inductor's; tiletune's modes are options={{'mode': "
+                            "'construct' | 'tune' | 'background'}}")
+    return CompiledGraph(gm, opts)
+
+
+def compile(model, *, dynamic: bool | None = None, fullgraph: bool = False, **options):
+    """``torch.compile(model, backend=tiletune's backend, options=options)``, with torch's ``dynamic`` and
+    ``fullgraph``; options are checked here, before the first call."""
+    import torch
+
+    Options.parse(options)
+    return torch.compile(model, backend=backend, dynamic=dynamic, fullgraph=fullgraph, options=options or None)
+
+
+class _Entry:
+    """One shape of a graph: its runner (None: it runs in PyTorch), the compiler that made it, its weights' ids."""
+
+    def __init__(self, runner, compiler=None, reason: str = ""):
+        self.runner, self.compiler, self.reason = runner, compiler, reason
+        self.background: Background | None = None
+
+
+class CompiledGraph:
+    """The callable dynamo runs in place of ``gm`` (the module docstring)."""
+
+    def __init__(self, gm, opts: Options):
+        self.gm, self.opts = gm, opts
+        self.entries: dict[tuple, _Entry] = {}
+        self.dynamic = any(n.op == "placeholder" and _is_symint(n) for n in gm.graph.nodes)
+        self.lock = threading.Lock()
+        self._sig_at: list[int] | None = None  # placeholder positions of the signature (user tensors, sizes)
+        self.said_overflow = False
+
+    def _signature(self, args) -> tuple:
+        if not self.dynamic:
+            return ()
+        if self._sig_at is None:
+            import torch
+
+            self._sig_at = [i for i, (n, a) in enumerate(zip(_placeholders(self.gm), args))
+                            if not (isinstance(a, torch.Tensor) and _weight(n, a))]
+        out = []
+        for i in self._sig_at:
+            a = args[i]
+            out.append((tuple(a.shape), a.dtype) if hasattr(a, "shape") else int(a))
+        return tuple(out)
+
+    def __call__(self, *args):
+        sig = self._signature(args)
+        entry = self.entries.get(sig)
+        if entry is None:
+            with self.lock:
+                entry = self.entries.get(sig)
+                if entry is None:
+                    entry = self._compile(args, sig)
+                    self.entries[sig] = entry
+        if entry.runner is None:
+            return tuple(self.gm(*args))
+        c = entry.compiler
+        if c.plan.consts and any((args[i].data_ptr(), args[i]._version) != ident
+                                 for i, ident in zip(c.plan.consts, c.const_ids)):
+            say(f"{c.name} runs in PyTorch from now on: its weights changed after it was compiled")
+            entry.runner = None
+            return tuple(self.gm(*args))
+        runner = entry.runner
+        return tuple(runner([args[i] for i in c.plan.user]))
+
+    def _compile(self, args, sig) -> _Entry:
+        compiled = sum(1 for e in self.entries.values() if e.compiler is not None)
+        if self.dynamic and compiled >= self.opts.max_shapes:
+            if not self.said_overflow:
+                say(f"a dynamic graph met more than max_shapes={self.opts.max_shapes} shapes: the others run in "
+                    "PyTorch (raise max_shapes to compile more)")
+                self.said_overflow = True
+            return _Entry(None, reason="max_shapes")
+        try:
+            c = GraphCompiler(self.gm, args, self.opts)
+        except Fallback as e:
+            say(f"a graph runs in PyTorch: {e}")
+            return _Entry(None, reason=str(e))
+        try:
+            built = c.cached() if self.opts.mode != "tune" else None
+            if built is None:
+                if self.opts.mode == "tune":
+                    tune_now(c)
+                built = c.build()
+            runner = Runner(built.module, c.plan, c.example_in[0].device if c.example_in else _cpu())
+            if self.opts.check:
+                got = runner(c.example_in)
+                err = relative_error(got, c.example_out)
+                allowed = tolerance(c.plan.out_dtypes)
+                if not err <= allowed:
+                    raise Fallback(f"its compiled outputs differ from PyTorch's by {err:.3g} (allowed {allowed:g})")
+        except Fallback as e:
+            say(f"{c.name} runs in PyTorch: {e}")
+            return _Entry(None, c, str(e))
+        if not self.opts.quiet:
+            what = "from the cache" if built.from_cache else f"compiled in {built.seconds:.1f} s"
+            shape = ", ".join("x".join(map(str, t.shape)) for t in c.example_in)
+            say(f"{c.name} ({shape}): {what}; {built.tuned} kernels from the database, {built.constructed} "
+                f"constructed ({self.opts.construct}), {len(built.how) - built.tuned - built.constructed} default")
+        entry = _Entry(runner, c)
+        if self.opts.mode == "background":
+            entry.background = Background(c, entry, built)
+            entry.background.start()
+        return entry
+
+
+def _placeholders(gm) -> list:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _is_symint(node) -> bool:
+    import torch
+
+    return isinstance(node.meta.get("example_value"), torch.SymInt) or "SymInt" in str(node.type)
+
+
+def _weight(node, value) -> bool:
+    return _is_weight(node, value)
+
+
+def _cpu():
+    import torch
+
+    return torch.device("cpu")
