@@ -42,7 +42,10 @@ def test_records_name_their_shapes(spec, records):
     from tiletune.model.frontend.source import load
     from tiletune.target import host_target
 
-    assert recorded_shapes(load(spec), host_target(), "NHWC", str(records)) == [{"seq": 16}, {"seq": 32}]
+    from tiletune.records import load as load_records
+
+    rows = load_records(str(records))
+    assert recorded_shapes(load(spec), host_target(), "NHWC", rows) == [{"seq": 16}, {"seq": 32}]
 
 
 def test_bench_every_method_at_every_shape_and_resume(spec, records, tmp_path, capsys):

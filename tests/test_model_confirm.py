@@ -6,7 +6,8 @@ import pytest
 
 from tiletune.errors import TiletuneError
 from tiletune.measure import FunctionMeasurer
-from tiletune.model.tuning.confirm import candidates, check_top, chosen, confirm_settings, confirm_task, confirmed
+from tiletune.model.tuning.confirm import check_top, confirm_settings, confirm_task
+from tiletune.records import candidates, chosen, confirmed
 from tiletune.records import CONFIRM, Record, RecordWriter, load, same_kernel
 from tiletune.tune import known_from_records, tune
 from tiletune.strategies import create

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import socket
+import statistics
 import time
 import typing
 import warnings
@@ -203,6 +204,57 @@ def failures(records: Iterable[Record]) -> Counter:
     """The failed trials of ``records`` counted by (error kind, message in one line); configurations the template
     refused (``invalid``) are not failures: they were never built."""
     return Counter((r.error, one_line(r.message)) for r in records if r.error and r.error != "invalid")
+
+
+def candidates(records: Iterable[Record], workload: str, top: int) -> list[Record]:
+    """The best tuning record of each of the ``top`` fastest configurations of ``workload`` (confirmation
+    records excluded), fastest first."""
+    by_config: dict[str, Record] = {}
+    for r in records:
+        if not same_kernel(r.workload, workload) or r.strategy == CONFIRM or not r.ok:
+            continue
+        k = config_key(r.config)
+        if k not in by_config or r.median_s < by_config[k].median_s:
+            by_config[k] = r
+    return sorted(by_config.values(), key=lambda r: r.median_s)[:top]
+
+
+def latest_pass(records: Iterable[Record], workload: str) -> tuple[int, list[Record]]:
+    """(number, records) of the latest confirmation pass of ``workload``; (0, []) when it has none."""
+    mine = [r for r in records if same_kernel(r.workload, workload) and r.strategy == CONFIRM]
+    if not mine:
+        return 0, []
+    n = max(r.trial for r in mine)
+    return n, [r for r in mine if r.trial == n]
+
+
+def confirmed(records: Iterable[Record], workload: str) -> dict[str, float]:
+    """{config key: median of its pooled samples} of the latest pass, failed configurations left out."""
+    _, rows = latest_pass(records, workload)
+    samples: dict[str, list[float]] = {}
+    failed: set[str] = set()
+    for r in rows:
+        k = config_key(r.config)
+        if r.ok and r.costs:
+            samples.setdefault(k, []).extend(r.costs)
+        else:
+            failed.add(k)
+    return {k: float(statistics.median(v)) for k, v in samples.items() if k not in failed}
+
+
+def chosen(records: list[Record], workload: str) -> tuple[dict, float, float] | None:
+    """(config, seconds per call, GFLOPS) of the kernel a build takes for ``workload``: the configuration of the
+    latest confirmation pass (``CONFIRM``, ``tiletune.model.tuning.confirm``) with the lowest median of its samples
+    pooled over the rounds (a configuration that failed in any round of the pass is out); without a pass, the best
+    recorded median. None when it has no successful record."""
+    conf = confirmed(records, workload)
+    if conf:
+        key = min(conf, key=conf.get)
+        rec = next(r for r in records if same_kernel(r.workload, workload) and r.ok and config_key(r.config) == key)
+        flops = rec.gflops * rec.median_s * 1e9  # the workload's FLOPs, from any successful record
+        return rec.config, conf[key], flops / conf[key] / 1e9
+    b = best(records, workload)
+    return None if b is None else (b.config, b.median_s, b.gflops)
 
 
 def now() -> float:

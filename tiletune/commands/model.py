@@ -9,6 +9,8 @@ from ..api import set_threads
 from ..errors import TiletuneError
 from ..hardware import detect_cpu
 from ..measure.base import MeasureSettings
+from ..measure.cluster import CLUSTER_HELP, cluster_address
+from ..measure.factory import check_sources, shared_pool
 from ..model.evaluate.baselines import METHODS
 from ..model.evaluate.bench import bench_model, bench_model_shapes, parse_methods
 from ..model.kernels.gpu_default import has_gpu
@@ -16,7 +18,7 @@ from ..model.kernels import pad_fusion
 from ..model.passes.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
 from ..model.passes.precision import DTYPES, check_dtype_for
 from ..model.build import CHECK_WAITS, best_configs, kernel_latencies
-from ..model.library import BuiltModel, build_model
+from ..model.library import build_model
 from ..model.tuning.progress import ModelProgress
 from ..model.frontend.source import short_name
 from ..model.tuning.scheduler import SCHEDULERS
@@ -83,6 +85,8 @@ def add_parser(sub) -> None:
                    "on a shared machine the fastest single measurement is often a lucky one); 0: off "
                    "(--shared-search: always off)")
     add_measure_arguments(u, batch_size=8)
+    u.add_argument("--cluster", default=None, metavar="ADDRESS", help=CLUSTER_HELP + "; the tasks' batches are "
+                   "built and measured over its nodes")
     u.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     u.add_argument("--shapes", action="append", default=None, metavar="NAME=V1,V2",
                    help=SHAPES_HELP + "; every shape's tasks share the budget and the records file, and a later run "
@@ -318,7 +322,8 @@ def _check_shared(args) -> None:
         raise TiletuneError("--shared-search needs a model with symbolic dimensions and two or more shapes "
                             "(--shapes NAME=V1,V2,...)")
     for flag, bad in (("--seconds", args.seconds is not None), ("--shape-transfer", args.shape_transfer),
-                      ("--confirm", bool(args.confirm)), ("--rpc", getattr(args, "rpc", None) is not None)):
+                      ("--confirm", bool(args.confirm)), ("--rpc", getattr(args, "rpc", None) is not None),
+                      ("--cluster", getattr(args, "cluster_address", None) is not None)):
         if bad:
             raise TiletuneError(f"--shared-search does not take {flag}; its budget is --trials")
 
@@ -338,8 +343,10 @@ def run_tune(args) -> int:
         raise TiletuneError(f"--sibling-seeds must be >= 0, got {args.sibling_seeds}")
     check_output(args.records, "records file")
     rpc = rpc_address(args)  # a bad --rpc or an unreachable tracker: one line before the model is imported
+    args.cluster_address = cluster_address(args.cluster, os.environ, elsewhere=rpc is not None)
+    check_sources(rpc=rpc, cluster=args.cluster_address)
     target = parse_target(args.target)
-    if rpc is None and is_cuda(target):
+    if rpc is None and args.cluster_address is None and is_cuda(target):
         check_local_target(target)  # a CUDA target without a GPU here: one line
     shared = getattr(args, "shared_search", False)
     if shared:
@@ -369,7 +376,10 @@ def run_tune(args) -> int:
         if progress is not None and n:
             progress.note(f"  confirmed {state.kernel.name}: {n} measurements, best {state.best_gflops:.1f} GFLOPS")
 
+    pool = None
     try:
+        if args.cluster_address is not None:  # the cluster's workers, shared by the tasks (tiletune.measure.cluster)
+            pool = shared_pool(target, cluster=args.cluster_address)
         if shared:
             result = shared_search(dyn, trials=args.trials, records=args.records, strategy=args.strategy,
                                    scheduler=args.scheduler, round_trials=args.round_trials, batch_size=args.batch_size,
@@ -383,10 +393,12 @@ def run_tune(args) -> int:
                                 options=options_for(args.option, args.strategy), hardware=args.hardware, rpc=rpc,
                                 on_round=on_round, callbacks=(progress,) if progress is not None else (),
                                 confirm=args.confirm, on_confirm=on_confirm, transfer=transfer,
-                                siblings=args.sibling_seeds)
+                                siblings=args.sibling_seeds, pool=pool)
     finally:
         if progress is not None:
             progress.close()
+        if pool is not None:
+            pool.close()
     if shared:
         print(f"shared search: {result.shared_tasks} tasks in {result.groups} kernels searched across their shapes")
     print(f"{result.trials} trials ({result.measured} measured, {result.recalled} from records) in "
@@ -413,8 +425,6 @@ def run_tune(args) -> int:
 
 
 def run_build(args) -> int:
-    check_output(args.output, "model library", parents=False)
-    check_output(args.output + ".json", "model description", parents=False)
     built = build_model(args.model, args.output, records=args.records, target=args.target, layout=args.layout,
                         dtype=args.dtype, shapes=args.shapes, construct=args.construct, seed=args.seed,
                         check=not args.no_check, cuda_graph=args.cuda_graph, database=args.database)
@@ -428,8 +438,11 @@ def run_build(args) -> int:
     else:
         print(f"wrote {built.path}: {built.tuned} of {built.tasks} tasks with tuned kernels, "
               + (f"{made}, " if made else "") + f"{built.default_kernels} kernels with the default schedule")
-    if built.checked:
-        print(_checked_text(built))
+    if built.checked:  # tiletune.model.build.export_checked
+        where = (f" at {', '.join(built.checked)} (on each shape's input sets)" if any(built.checked)
+                 else f" on {built.check_sets} input sets")
+        print(f"the written library, loaded as load_model() loads it, matches the original{where}, each called "
+              f"twice (max error {max(built.checked.values()):.2g})")
     elif args.no_check:
         print("output not checked (--no-check)")
     if built.check_waits:
@@ -442,16 +455,6 @@ def run_build(args) -> int:
     if built.database is not None:
         print(f"wrote the MetaSchedule database {args.database} ({built.database} tuned kernels)")
     return 0
-
-
-def _checked_text(built: BuiltModel) -> str:
-    """What ``model build`` says of a library that passed its check (``tiletune.model.build.export_checked``)."""
-    if any(built.checked):
-        where = f" at {', '.join(built.checked)} (on each shape's input sets)"
-    else:
-        where = f" on {built.check_sets} input sets"
-    return (f"the written library, loaded as load_model() loads it, matches the original{where}, each called twice "
-            f"(max error {max(built.checked.values()):.2g})")
 
 
 def run_bench(args) -> int:

@@ -2,7 +2,7 @@
 export one library, and export the kernels as a MetaSchedule database.
 
 - ``best_configs(tasks, records)``: per task, the kernel of its workload key for this target that
-  ``tiletune.model.tuning.confirm.chosen`` takes: the fastest of its last confirmation, else the best successful
+  ``tiletune.records.chosen`` takes: the fastest of its last confirmation, else the best successful
   record (a records file with no record of any of the model's tasks is refused: it belongs to another
   model).
 - ``scheduled_module``: the fused module with every task that has a best record replaced by the CPU
@@ -37,14 +37,13 @@ from ..errors import TiletuneError
 from ..measure.local import Prepacked, build_kernel
 from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
-from ..records import failures, kernel_identity, load, same_kernel
+from ..records import chosen, failures, kernel_identity, load, same_kernel
 from ..construct import constructions, row_starts
 from ..schedules import check as check_config, cpu, cuda_mma, make_space, schedule
 from ..target import has_gpu, is_cuda, target_key
 from ..workloads.base import np_dtype
 from ..workloads.rows import RowWorkload
 from .kernels import gpu_default, pad_fusion
-from .tuning.confirm import chosen
 from .kernels.default_schedule import checked
 from .passes.layout import unlowered_ops
 from .kernels.library_kernels import describe, reason, with_root_blocks

@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ..db.kernels import database_configs
 from ..errors import TiletuneError
+from ..paths import check_output
 from ..records import load
 from ..target import parse_target
 from .build import (best_configs, check_waits, compile_module, constructed_configs, export_checked, export_database,
@@ -61,17 +63,19 @@ def build_model(spec: str, output: str, *, records: str | None = None, target: d
                 construct: str | None = None, seed: int = 0, check: bool = True, cuda_graph: bool = False,
                 database: str | None = None) -> BuiltModel:
     """Build ``spec`` into the library ``output`` (see the module docstring); a TiletuneError, one line, when a
-    step cannot be done or the library does not match the original (nothing is written then)."""
+    step cannot be done (an output that cannot be written, a missing records file: before anything is imported) or the library does not match the original (nothing is written then)."""
     target = target if isinstance(target, dict) else parse_target(target)
-    check_dtype_for(dtype, target)
-    source = load_source(spec)
-    bindings = parse_shapes(shapes, source)  # a bad --shapes: one line before the import
+    check_output(output, "model library", parents=False)
+    check_output(output + ".json", "model description", parents=False)
     if records is not None and not os.path.exists(records):
         raise TiletuneError(f"records file {records!r} does not exist")
     recs = load(records) if records is not None else None  # read once, here
+    check_dtype_for(dtype, target)
+    source = load_source(spec)
+    bindings = parse_shapes(shapes, source)  # a bad --shapes: one line before the import
     notes: list[str] = []
     if source.dynamic and not shapes and recs is not None:
-        tuned = recorded_shapes(source, target, layout, records, dtype=dtype, read=recs)
+        tuned = recorded_shapes(source, target, layout, recs, dtype=dtype)
         if tuned:
             bindings = tuned
             notes.append(f"building the shapes {records} was tuned at: {'; '.join(label(b) for b in tuned)} "
@@ -94,7 +98,8 @@ def build_model(spec: str, output: str, *, records: str | None = None, target: d
                  "source": portable_spec(source.spec), "first_use": True}
     else:
         tasks = model_tasks(source, target, layout, dtype)
-        chosen = recorded = best_configs(tasks, records, recs)
+        # the tasks the records leave without a kernel take the tuning database's (tiletune.db)
+        chosen = recorded = database_configs(tasks, best_configs(tasks, records, recs))
         if construct:
             chosen = constructed_configs(tasks, construct, recorded, seed=seed)
         mod, how = scheduled_module(tasks, chosen)

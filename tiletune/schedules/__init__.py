@@ -1,5 +1,6 @@
 """Config -> TensorIR schedule, per target family (``cpu`` for LLVM targets, ``cuda`` for CUDA targets:
-``cuda_mma`` on tensor cores for float16/bfloat16 inputs, ``cuda`` SIMT otherwise, and for fused PrimFunc
+``cuda_wgmma`` (wgmma + TMA) for float16/bfloat16 gemm and batch_matmul on ``sm_90a``, ``cuda_mma`` on tensor
+cores for the other float16/bfloat16 inputs, ``cuda`` SIMT otherwise, and for fused PrimFunc
 kernels whose anchor is no GEMM), and the space of a
 workload that each family's template tunes. Row reductions (``tiletune.workloads.rows``) have a template of
 their own on LLVM targets (``rows``), with its own start points (``starts``)."""
@@ -15,7 +16,8 @@ from ..target import is_cuda
 from ..workloads.base import HALF, Workload
 from ..workloads.primfunc import PrimFuncWorkload
 from ..workloads.rows import RowWorkload
-from . import cpu, cuda, cuda_mma, rows
+from . import cpu, cuda, cuda_mma, cuda_wgmma, rows, x86_int8
+from . import x86_bf16
 
 
 def _rows(workload: Workload, target: dict[str, Any] | None) -> bool:
@@ -26,6 +28,11 @@ def _rows(workload: Workload, target: dict[str, Any] | None) -> bool:
         raise TiletuneError(f"{workload.key}: row reductions are tuned on LLVM CPU targets; on CUDA dlight "
                             "schedules them")
     return True
+
+
+def _wgmma(workload: Workload, target: dict[str, Any] | None) -> bool:
+    """Whether ``workload`` goes to the Hopper template (``cuda:sm_90a`` and a GEMM it builds)."""
+    return cuda_wgmma.is_sm90a(target) and cuda_wgmma.supports(workload)
 
 
 def _mma(workload: Workload, target: dict[str, Any] | None) -> bool:
@@ -40,6 +47,12 @@ def _mma(workload: Workload, target: dict[str, Any] | None) -> bool:
     return True
 
 
+def _bf16(workload: Workload, target: dict[str, Any] | None) -> bool:
+    """Whether ``workload`` goes to the bf16 template of x86's matrix instructions (``x86_bf16.path``)."""
+    return (workload.dtype == "bfloat16" and not is_cuda(target) and not isinstance(workload, RowWorkload)
+            and x86_bf16.path(workload, target) is not None)
+
+
 def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None) -> Space:
     """The default space of a workload for a target: (4, 2) levels and the template's choice knobs
     (unroll; pack for the CPU template where it applies); for NHWC conv2d on a CPU, the register-tile rule
@@ -47,11 +60,18 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
     row reduction, the choice knobs of ``rows.make_space``."""
     if _rows(workload, target):
         return rows.make_space(workload)
+    if _wgmma(workload, target):
+        return cuda_wgmma.make_space(workload, levels, target)
     if _mma(workload, target):
         return cuda_mma.make_space(workload, levels, target)
     if is_cuda(target):
         return cuda.make_space(workload, levels, target)
-    space = Space.from_axes(workload.axes(), levels=levels, choices=cpu.choice_knobs(workload))
+    if x86_int8.applies(workload, target):  # uint8 x int8 -> int32 products: vpdpbusd
+        return x86_int8.make_space(workload, levels, target)
+    if _bf16(workload, target):  # bf16 products: vdpbf16ps / tdpbf16ps
+        return x86_bf16.make_space(workload, levels, target)
+    choices = cpu.choice_knobs(workload)
+    space = Space.from_axes(workload.axes(), levels=levels, choices=choices)
     space.constraint = cpu.register_rule(workload, space, target)
     return space
 
@@ -60,10 +80,16 @@ def check(workload: Workload, space: Space, config: Config, target: dict[str, An
     """Raise ``cpu.InvalidConfig`` (or its GPU subclass) when the target's template rejects ``config``."""
     if _rows(workload, target):
         rows.check(workload, space, config)
+    elif _wgmma(workload, target):
+        cuda_wgmma.check(workload, space, config, target)
     elif _mma(workload, target):
         cuda_mma.check(workload, space, config, target)
     elif is_cuda(target):
         cuda.check(workload, space, config, target)
+    elif x86_int8.applies(workload, target):
+        x86_int8.check(workload, space, config)
+    elif _bf16(workload, target):
+        x86_bf16.check(workload, space, config)
     else:
         cpu.check(workload, space, config)
 
@@ -71,10 +97,16 @@ def check(workload: Workload, space: Space, config: Config, target: dict[str, An
 def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any]):
     if _rows(workload, target):
         return rows.schedule(workload, space, config, target)
+    if _wgmma(workload, target):
+        return cuda_wgmma.schedule(workload, space, config, target)
     if _mma(workload, target):
         return cuda_mma.schedule(workload, space, config, target)
     if is_cuda(target):
         return cuda.schedule(workload, space, config, target)
+    if x86_int8.applies(workload, target):
+        return x86_int8.schedule(workload, space, config, target)
+    if _bf16(workload, target):
+        return x86_bf16.schedule(workload, space, config, target)
     return cpu.schedule(workload, space, config, target)
 
 
@@ -89,6 +121,10 @@ def prepacked_inputs(workload: Workload, space: Space, config: Config, target: d
     (``cpu.prepacked``: weights of a model on the CPU template); {} for the other templates."""
     if _rows(workload, target) or is_cuda(target):
         return {}
+    if x86_int8.applies(workload, target):
+        return x86_int8.prepacked(workload, space, config)
+    if _bf16(workload, target):
+        return x86_bf16.prepacked(workload, space, config, target)
     return cpu.prepacked(workload, space, config)
 
 
@@ -110,8 +146,16 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
     Libraries given to users keep them."""
     import tvm
 
+    if _bf16(workload, target):  # refused in one line where this CPU cannot run the instruction; AMX tile state
+        x86_bf16.prepare_run(workload, target)
     sch = schedule(workload, space, config, target)
     mod = sch.mod
+    if _wgmma(workload, target):  # a TIRx kernel (TMA descriptors made on the host, no layout rewrite)
+        config = {} if arg_checks else {"tirx.disable_assert": True}
+        outer = tvm.transform.PassContext.current()
+        with tvm.transform.PassContext(opt_level=outer.opt_level, config={**outer.config, **config}):
+            with quiet_tvm():
+                return tvm.compile(mod, target=tvm.target.Target(target), tir_pipeline="tirx")
     if prepacked:  # a no-op for a kernel that packs no weight
         from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 

@@ -311,11 +311,11 @@ def weight_reuse(workload: Workload, space: Space, target: dict[str, Any] | None
     k_dim, n_dim = accesses[0].dims
     if n_dim.terms != ((last, 1),) or not k_dim.axes or not set(k_dim.axes) <= reductions:
         return None
+    rows = tuple(i for i, k in spatial if k.axis not in accesses[0].axes)
+    outer = _outer_levels(spatial[0][1].levels)
     if (l2 := l2_bytes(target)) is None:
         return None
-    rows = tuple(i for i, k in spatial if k.axis not in accesses[0].axes)
-    return WeightReuse(l2, rows, spatial[-1][0], k_dim.size * accesses[0].dtype_bytes,
-                       _outer_levels(spatial[0][1].levels))
+    return WeightReuse(l2, rows, spatial[-1][0], k_dim.size * accesses[0].dtype_bytes, outer)
 
 
 @dataclass(frozen=True)
@@ -426,9 +426,10 @@ def register_rule(workload: Workload, space: Space, target: dict[str, Any] | Non
     spatial = tuple(i for i, k in space.split_knobs if k.kind == "S")
     if not spatial or min(space.knobs[i].levels for i in spatial) < 2:
         return None
-    registers, lanes = vector_file(target)
     channel = () if read is None else tuple(i for i in spatial[:-1] if space.knobs[i].axis not in read)
-    return RegisterTile(registers, lanes, spatial, channel, weight_reuse(workload, space, target))
+    reuse = weight_reuse(workload, space, target)
+    registers, lanes = vector_file(target)
+    return RegisterTile(registers, lanes, spatial, channel, reuse)
 
 
 def _outer_levels(levels: int) -> int:

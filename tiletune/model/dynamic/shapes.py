@@ -35,7 +35,7 @@ library that runs at every shape within the bounds.
   and ``model bench --shapes``): the records' best kernels per tuned shape of ``dyn`` (``--construct``: a
   construction for the tasks without one), ``dispatch_module``, compiled, with the bindings ``model build`` checks
   it at (``check_bindings``).
-- ``recorded_shapes(source, target, layout, records)``: the shapes a records file holds tuned kernels of
+- ``recorded_shapes(source, target, layout, rows)``: the shapes a records file's rows hold tuned kernels of
   (``model bench --shapes`` takes its tuned shapes from the records, see its docstring).
 """
 from __future__ import annotations
@@ -45,7 +45,6 @@ from dataclasses import dataclass, field, replace
 
 from ..passes.pipeline import prepare
 from ...errors import TiletuneError
-from ...records import load
 from ...target import is_cuda, target_key
 from ...workloads.primfunc import walk_expr
 from ..kernels import gpu_default
@@ -205,9 +204,10 @@ def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> dict[str
     return binding
 
 
-def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str | None,
-                    dtype: str = "float32", read: list | None = None) -> list[dict[str, int]]:
-    """The bindings of ``source``'s symbolic dimensions that ``records`` holds tuned kernels of (in
+def recorded_shapes(source: ModelSource, target: dict, layout: str, rows: list,
+                    dtype: str = "float32") -> list[dict[str, int]]:
+    """The bindings of ``source``'s symbolic dimensions that the records ``rows`` (a records file's, read by the
+    caller: ``tiletune.records.load``) hold tuned kernels of (in
     ``parse_shapes`` order), found from the records alone, no option naming them: the shapes in each workload key
     (``NAME[1x16x32,32x96]@HASH``) are matched against the input shapes of the symbolic model's fused kernels,
     which give the candidate values of every dimension (an extent that is one dimension, linear in it, solved; a
@@ -217,7 +217,6 @@ def recorded_shapes(source: ModelSource, target: dict, layout: str, records: str
     import tvm
 
     tkey = target_key(target)
-    rows = read if read is not None else load(records, target=tkey, warn=False)
     have = {r.workload for r in rows if r.ok and r.target == tkey}
     static = [sh for sh in (_key_shapes(k) for k in have) if sh]
     if not static or not source.dims:

@@ -39,6 +39,7 @@ from ...bench.plots import agg_pyplot
 from ...bench.results import read_jsonl
 from ...errors import TiletuneError
 from ...measure.base import MeasureSettings
+from ...records import load as load_records
 from ...target import is_cuda
 from .baselines import CPU_ONLY, LABELS, METHODS, shapes_refusal
 from ..frontend.dims import label
@@ -245,7 +246,7 @@ def bench_model_shapes(source: ModelSource, bindings: list[dict[str, int]], *, o
         tuned = [dict(b) for b in bindings]
         note(f"{spec}: our build is constructed ({construct}) at {'; '.join(labels)}")
     elif todo.get("tiletune"):  # before any child: records without a shape of this model are one line
-        tuned = recorded_shapes(source, target, layout, records, dtype)
+        tuned = recorded_shapes(source, target, layout, load_records(records, warn=False), dtype)
         if not tuned:
             raise TiletuneError(f"records file {records} holds no tuned shape of {spec} (tune it first: tiletune model "
                                 f"tune {spec} --shapes ... -r {records}; and the same --layout, this is {layout})")

@@ -14,7 +14,8 @@ cut-off off, so every candidate gets all its samples.
   after a confirmation is confirmed again, in a new pass, among its new top candidates). The tuning loop
   never recalls them (``tiletune.tune.known_from_records``), so a resumed run replays its decisions
   exactly.
-- ``chosen(records, workload)``: the kernel the build takes: the configuration of the latest pass with the
+- ``chosen(records, workload)`` (``tiletune.records``, with ``candidates``, ``confirmed`` and ``latest_pass``: they
+  read records, and every reader of records takes them from there): the kernel the build takes: the configuration of the latest pass with the
   lowest median of all its samples pooled over the rounds (a configuration that failed in any round of the
   pass is out); without a pass (confirmation off, or a records file of an older version), the best
   recorded median, as before.
@@ -26,14 +27,11 @@ The top 5 by default (``CONFIRM_DEFAULT``): docs/decisions/model-confirm.md.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
-
-import numpy as np
 
 from ...construct import panel_constructions
 from ...errors import TiletuneError
 from ...measure.base import MeasureSettings, Measurer
-from ...records import CONFIRM, Record, RecordWriter, best, config_key, now, same_kernel
+from ...records import CONFIRM, Record, RecordWriter, candidates, config_key, latest_pass, now
 from ...tune import measured_record
 
 #: candidates re-measured per task: the default of ``tune_model`` and ``model tune --confirm``
@@ -41,55 +39,6 @@ from ...tune import measured_record
 CONFIRM_DEFAULT = 5
 #: interleaved rounds of a confirmation
 CONFIRM_ROUNDS = 2
-
-
-def candidates(records: Iterable[Record], workload: str, top: int) -> list[Record]:
-    """The best tuning record of each of the ``top`` fastest configurations of ``workload`` (confirmation
-    records excluded), fastest first."""
-    by_config: dict[str, Record] = {}
-    for r in records:
-        if not same_kernel(r.workload, workload) or r.strategy == CONFIRM or not r.ok:
-            continue
-        k = config_key(r.config)
-        if k not in by_config or r.median_s < by_config[k].median_s:
-            by_config[k] = r
-    return sorted(by_config.values(), key=lambda r: r.median_s)[:top]
-
-
-def latest_pass(records: Iterable[Record], workload: str) -> tuple[int, list[Record]]:
-    """(number, records) of the latest confirmation pass of ``workload``; (0, []) when it has none."""
-    mine = [r for r in records if same_kernel(r.workload, workload) and r.strategy == CONFIRM]
-    if not mine:
-        return 0, []
-    n = max(r.trial for r in mine)
-    return n, [r for r in mine if r.trial == n]
-
-
-def confirmed(records: Iterable[Record], workload: str) -> dict[str, float]:
-    """{config key: median of its pooled samples} of the latest pass, failed configurations left out."""
-    _, rows = latest_pass(records, workload)
-    samples: dict[str, list[float]] = {}
-    failed: set[str] = set()
-    for r in rows:
-        k = config_key(r.config)
-        if r.ok and r.costs:
-            samples.setdefault(k, []).extend(r.costs)
-        else:
-            failed.add(k)
-    return {k: float(np.median(v)) for k, v in samples.items() if k not in failed}
-
-
-def chosen(records: list[Record], workload: str) -> tuple[dict, float, float] | None:
-    """(config, seconds per call, GFLOPS) of the kernel the build takes for ``workload`` (see the module
-    docstring); None when it has no successful record."""
-    conf = confirmed(records, workload)
-    if conf:
-        key = min(conf, key=conf.get)
-        rec = next(r for r in records if same_kernel(r.workload, workload) and r.ok and config_key(r.config) == key)
-        flops = rec.gflops * rec.median_s * 1e9  # the workload's FLOPs, from any successful record
-        return rec.config, conf[key], flops / conf[key] / 1e9
-    b = best(records, workload)
-    return None if b is None else (b.config, b.median_s, b.gflops)
 
 
 def confirm_task(*, records: list[Record], records_path: str, workload: str, target: str, space, measurer: Measurer,

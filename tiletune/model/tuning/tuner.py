@@ -51,13 +51,13 @@ from ...errors import TiletuneError
 from ...hardware import for_target, load as load_hardware
 from ...measure.base import MeasureSettings, Measurer
 from ...measure.factory import WorkerPool, make_measurer, shared_pool
-from ...records import failures, load, same_kernel
+from ...records import chosen, failures, load, same_kernel
 from ...session import build_task
 from ...strategies import get as get_strategy
 from ...target import is_cuda, target_key
 from ...tune import TuneRun, tune
 from ...workloads.rows import RowWorkload
-from .confirm import CONFIRM_DEFAULT, check_top, chosen, confirm_settings, confirm_task
+from .confirm import CONFIRM_DEFAULT, check_top, confirm_settings, confirm_task
 from .scheduler import make_scheduler
 from ..kernels.tasks import Kernel, ModelTasks
 
