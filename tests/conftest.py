@@ -34,6 +34,25 @@ def space():
     return bowl_space()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_tuning_database(tmp_path_factory):
+    """The tuning database and compiled-graph cache (TILETUNE_CACHE_DIR, ``tiletune.db``) of the whole run, for
+    the fixtures of wider scope, in a temporary directory: no test writes into ~/.cache/tiletune."""
+    old = os.environ.get("TILETUNE_CACHE_DIR")
+    os.environ["TILETUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("tiletune-cache-session"))
+    yield
+    if old is None:
+        os.environ.pop("TILETUNE_CACHE_DIR", None)
+    else:
+        os.environ["TILETUNE_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def _own_tuning_database(_session_tuning_database, tmp_path_factory, monkeypatch):
+    """Each test's own tuning database (a fresh temporary TILETUNE_CACHE_DIR): none sees another test's kernels."""
+    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.mktemp("tiletune-cache")))
+
+
 @pytest.fixture(scope="module")
 def home(tmp_path_factory):
     """A fresh HOME for a test module (so the PrimFunc cache, ~/.cache/tiletune/primfuncs, is the module's own),

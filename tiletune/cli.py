@@ -8,12 +8,12 @@ import argparse
 import os
 import sys
 
-from .commands import bench, best, build, hardware, model, rpc, source, space, strategies, table, tune
+from .commands import bench, best, build, db, hardware, model, rpc, source, space, strategies, table, tune
 from .errors import TiletuneError
 from .quiet import VERBOSE_ENV
 
 # the command modules, in --help order
-COMMANDS = [tune, space, strategies, best, build, source, hardware, table, bench, rpc, model]
+COMMANDS = [tune, space, strategies, best, build, source, hardware, table, bench, rpc, model, db]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tiletune: interrupted (records written so far are kept)", file=sys.stderr)
         return 130
+    finally:  # tune, model tune, model build: the records file joins the tuning database (tiletune.commands.db)
+        _absorb(args)
+
+
+def _absorb(args) -> None:
+    try:
+        db.absorb_records(args)
+    except (TiletuneError, OSError) as e:
+        print(f"tiletune: warning: the records file was not added to the tuning database ({e})", file=sys.stderr)
 
 
 if __name__ == "__main__":
