@@ -111,6 +111,7 @@ def lower(workload: Workload, space: Space, config: Config, target: dict[str, An
         s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
         s_tir.transform.ConvertBlocksToOpaque(),
         s_tir.transform.CompactBufferAllocation(),
+        s_tir.transform.LowerMatchBuffer(),  # a tensorized block's operand views (the int8 template's vpdpbusd)
         s_tir.transform.LowerOpaqueBlock(),
         tirx.transform.FlattenBuffer(),
         tirx.transform.StmtSimplify(),

@@ -38,7 +38,7 @@ from typing import Mapping, Sequence
 
 from .base import Axis, Workload
 
-DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "uint8": 1, "int8": 1, "int32": 4}
 
 
 @dataclass(frozen=True)

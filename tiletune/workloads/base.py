@@ -21,17 +21,25 @@ except ImportError:  # pragma: no cover
     ml_dtypes = None
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
+# quantized families (``tiletune.workloads.quantized``): uint8 activations times int8 weights, accumulated exactly in
+# int32; their output (``out_dtype``) is the int32 accumulator, a dequantized float32 or a requantized uint8
+QUANTIZED_DTYPES = ("uint8",)
+INT_DTYPES = ("uint8", "int8", "int32")
 # half-precision inputs are multiplied and accumulated in float32 (as tensor cores and cuBLAS do); the output
 # dtype (``out_dtype=`` in the spec) is the input dtype by default, or float32
 # (docs/gpu.md, "Tensor cores")
 HALF = ("float16", "bfloat16")
-ACCUMULATION = {"float16": "float32", "bfloat16": "float32"}
+ACCUMULATION = {"float16": "float32", "bfloat16": "float32", "uint8": "int32"}
 # the check of a kernel's output against the reference, in one place: (rtol, atol per sqrt(reduction length))
 # of the accumulation dtype's rounding over the reduction, and the relative rounding of the output dtype
 # (two units in the last place: kernel and reference may round a sum to neighbouring values)
 ACCUMULATION_TOLERANCE = {"float64": (1e-4, 1e-11), "float32": (1e-4, 1e-4), "float16": (1e-1, 1e-1),
-                          "bfloat16": (2.5e-1, 5e-1)}
-OUTPUT_RTOL = {"float64": 0.0, "float32": 0.0, "float16": 2.0**-9, "bfloat16": 2.0**-6}
+                          "bfloat16": (2.5e-1, 5e-1), "int32": (0.0, 0.0)}
+OUTPUT_RTOL = {"float64": 0.0, "float32": 0.0, "float16": 2.0**-9, "bfloat16": 2.0**-6, "int32": 0.0, "uint8": 0.0,
+               "int8": 0.0}
+# an exact int32 accumulator's float epilogue (dequantize, bias) rounds like the reference's up to the contraction of
+# a multiply and an add into one fused multiply-add: a few units in the last place
+QUANTIZED_FLOAT_TOLERANCE = (1e-5, 1e-6)
 
 
 def np_dtype(dtype: str) -> np.dtype:
@@ -74,6 +82,8 @@ class Workload:
     #: whether the family computes through ``mac`` and ``finish``: half-precision inputs accumulated in float32
     #: (``ACCUMULATION``); otherwise a family computes in its input dtype
     mixed_precision: ClassVar[bool] = False
+    #: output dtypes besides the input dtype a family accepts (``out_dtype=`` in the spec); () = the half rule
+    out_dtypes: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, dtype: str = "float32", layout: str | None = None, out_dtype: str | None = None,
                  **values: int):
@@ -206,6 +216,8 @@ class Workload:
         for a in self.axes_no_tvm():
             if a.kind == "R":
                 red *= a.extent
+        if self.acc_dtype == "int32" and self.out_dtype not in INT_DTYPES:
+            return QUANTIZED_FLOAT_TOLERANCE
         rtol, atol = ACCUMULATION_TOLERANCE[self.acc_dtype]
         return (max(rtol, OUTPUT_RTOL[self.out_dtype]), atol * max(1.0, np.sqrt(red)))
 
@@ -263,25 +275,29 @@ def _accepted() -> str:
         lay = f"[,layout={'|'.join(cls.layouts)}]" if cls.layouts else ""
         dt = "|".join(cls.dtypes)
         out = ",out_dtype=float32" if cls.mixed_precision else ""
+        out = f",out_dtype={'|'.join(cls.out_dtypes)}" if cls.out_dtypes else out
         lines.append(f"  {op}:{ps}[,dtype={dt}]{out and '[' + out + ']'}{lay}")
     lines += [f"  {h}" for _, h in _SPEC_PARSERS]
     return "\n".join(lines)
 
 
-def make(op: str, dtype: str = "float32", layout: str | None = None, out_dtype: str | None = None,
+def make(op: str, dtype: str | None = None, layout: str | None = None, out_dtype: str | None = None,
          **values: int) -> Workload:
     if op not in _REGISTRY:
         raise TiletuneError(f"unknown operator {op!r}; accepted:\n{_accepted()}")
     cls = _REGISTRY[op]
-    if dtype not in DTYPES:
-        raise TiletuneError(f"unknown dtype {dtype!r}; accepted: {', '.join(DTYPES)}")
+    if dtype is None:  # float32, or a family's own first dtype (the quantized families' uint8)
+        dtype = "float32" if "float32" in cls.dtypes else cls.dtypes[0]
+    if dtype not in DTYPES + QUANTIZED_DTYPES:
+        raise TiletuneError(f"unknown dtype {dtype!r}; accepted: {', '.join(DTYPES + QUANTIZED_DTYPES)}")
     if dtype not in cls.dtypes:
         raise TiletuneError(f"{op} does not take dtype={dtype}; accepted: {', '.join(cls.dtypes)}")
     if out_dtype is not None and out_dtype != dtype:
         allowed = (dtype, ACCUMULATION[dtype]) if cls.mixed_precision and dtype in ACCUMULATION else (dtype,)
+        allowed = cls.out_dtypes or allowed
         if out_dtype not in allowed:
-            raise TiletuneError(f"{op}: out_dtype={out_dtype} with dtype={dtype}; accepted: {', '.join(allowed)} "
-                                "(half-precision inputs may give a float32 output)")
+            why = "" if cls.out_dtypes else " (half-precision inputs may give a float32 output)"
+            raise TiletuneError(f"{op}: out_dtype={out_dtype} with dtype={dtype}; accepted: {', '.join(allowed)}{why}")
     if layout is not None:
         if not cls.layouts:
             raise TiletuneError(f"{op} has no layout parameter (layout={layout!r} given)")
@@ -333,7 +349,7 @@ def parse(spec: str | Workload) -> Workload:
     op, _, body = spec.strip().partition(":")
     op = op.strip()
     values: dict[str, int] = {}
-    dtype = "float32"
+    dtype = None
     layout = out_dtype = None
     if body.strip():
         for item in body.split(","):

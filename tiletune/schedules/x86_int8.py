@@ -1,0 +1,347 @@
+"""Config -> TensorIR schedule of int8 matrix products on x86 CPUs: uint8 activations times int8 weights accumulated
+in int32 by ``vpdpbusd`` (AVX512-VNNI), one instruction per 16 int32 lanes x 4 products along the reduction.
+
+Which kernels: a workload whose anchor block accumulates ``int32(A[.., m, k]) * int32(W[.., k, n])`` with ``A``
+uint8 and ``W`` int8 (the quantized families ``qgemm``/``qbatch_matmul``, and a model's fused kernels of that form,
+``tiletune.model.passes.quantized``), the last spatial axis ``n`` a multiple of 16 and the reduction ``k`` of 4.
+The epilogue after the accumulator (zero point, dequantize or requantize, bias, activation) is fused into its
+write-back as in the float template (``tiletune.workloads.epilogue``).
+
+- **Weight layout.** ``W`` is copied into ``[.., n // 16, k // 4, n % 16, k % 4]``: each 64-byte row holds, for 16
+  output columns, 4 consecutive reduction elements, the operand ``vpdpbusd`` multiplies with 4 bytes of ``A``
+  broadcast to all lanes. For a model's weight the copy is annotated ``PREPACK`` (``tiletune.schedules.cpu``): the
+  model build runs it once, on the constant, and the tuner measures the kernel on the packed weight
+  (``prepacked``); an activation operand (``qbatch_matmul``) is packed by the kernel on every call.
+- **Knobs in units of the instruction's tile.** The space splits ``n`` in units of 16 columns and ``k`` in units of
+  4 (``make_space``: axes of ``N / 16`` and ``K / 4``); the other axes as the float template does. The loop order
+  is the float template's ``S0 S1 R0 S2 R1 S3``, then the instruction's own 16 x 4: the S3 tiles are the register
+  tile (rows x 16-column vectors of int32 accumulators), R1 the reduction steps over which they stay in registers.
+- **Register rule** (``VnniTile``): ``P x V`` accumulators (P rows, V vectors of 16 columns in the S3 tile), ``V``
+  weight vectors reused across the rows or ``P`` broadcasts across the vectors, and one streamed operand, within
+  the 32 AVX-512 registers less one for LLVM: ``P V + min(P, V) + 1 <= 31`` (the float template's outer-product
+  rule, ``tiletune.schedules.cpu``).
+- **The instruction.** TVM's own ``dot_16x4_vnni`` (``tvm.s_tir.tensor_intrin.x86``) passes its operands as
+  ``<16 x i32>``, which the LLVM bundled with TVM 0.27 rejects for ``llvm.x86.avx512.vpdpbusd.512`` ("Call parameter
+  type does not match function signature": it takes ``<64 x i8>``), and it matches only a global accumulator; this
+  module registers the same description with a ``local`` accumulator and the ``<64 x i8>`` operands
+  (``VNNI_INTRIN``).
+- **CPU features** (``tiletune.cpu_features``): the target must enable ``avx512_vnni`` (``+avx512vnni``; Zen 4 and
+  later, Ice Lake and later), else the space is refused in one line; a machine without it cannot measure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import cpu_features
+from ..errors import TiletuneError
+from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
+from ..workloads.base import Axis, Workload
+from ..workloads.epilogue import fuse_epilogue
+from ..workloads.primfunc import is_load, walk_expr
+from .cpu import MAX_LOCAL_ELEMS, PREPACK, InvalidConfig, _inline_producers, _outer_levels, _vectorize
+
+#: the tile of one ``vpdpbusd``: 16 int32 lanes, each summing 4 u8 x s8 products along the reduction
+LANES, DEPTH = 16, 4
+VNNI_INTRIN = "tiletune_vnni_u8s8i32_16x4_local"
+#: AVX-512's vector registers; one is left to LLVM (docs/decisions/register-tile.md)
+REGISTERS = 32
+
+
+def _register_intrinsics() -> None:
+    from tvm.s_tir import TensorIntrin
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def desc(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((16, 4), "int8", offset_factor=1),
+             C: T.Buffer((16,), "int32", offset_factor=1, scope="local")) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+            T.writes(C[0:16])
+            for i in T.serial(0, 16):
+                for k in T.serial(0, 4):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+    @T.prim_func(s_tir=True)
+    def impl(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((16, 4), "int8", offset_factor=1),
+             C: T.Buffer((16,), "int32", offset_factor=1, scope="local")) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+            T.writes(C[0:16])
+            a4 = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
+            C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
+                T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"), C.vload([0], dtype="int32x16"),
+                T.reinterpret(T.broadcast(a4, 16), dtype="int8x64"), B.vload([0, 0], dtype="int8x64"),
+                dtype="int32x16")
+
+    TensorIntrin.register(VNNI_INTRIN, desc, impl, override=True)
+
+
+_registered = False
+
+
+def _intrinsics() -> None:
+    global _registered
+    if not _registered:
+        _register_intrinsics()
+        _registered = True
+
+
+# ---- which kernels ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Operands:
+    """The anchor's operands: ``act`` (uint8, [.., m, k]) and ``weight`` (int8, [.., k, n]) by buffer name, the
+    names of the axes ``n`` (the weight's columns, last spatial) and ``k`` (the reduction)."""
+    act: str
+    weight: str
+    n: str
+    k: str
+
+
+def operands(workload: Workload) -> Operands | None:
+    """The int8 operands of ``workload``'s anchor (``Operands``), or None when it is no u8 x s8 -> i32 product."""
+    if getattr(workload, "acc_dtype", None) != "int32":
+        return None
+    axes = workload.axes_no_tvm()
+    spatial = [a.name for a in axes if a.kind == "S"]
+    reduction = [a.name for a in axes if a.kind == "R"]
+    if len(reduction) != 1 or not spatial:
+        return None
+    loads = _anchor_loads(workload)
+    if loads is None:
+        return None
+    names = [a.name for a in axes]
+    act = weight = None
+    for buf, dtype, idx in loads:  # idx: the axis name of each index, or None where it is not a plain axis
+        if dtype == "uint8" and len(idx) >= 2 and idx[-1] == reduction[0] and idx[-2] in spatial:
+            act = act or buf
+        elif dtype == "int8" and len(idx) >= 2 and idx[-2] == reduction[0] and idx[-1] == spatial[-1]:
+            weight = weight or buf
+    if act is None or weight is None or len(loads) != 2 or len(names) != len(set(names)):
+        return None
+    return Operands(act, weight, spatial[-1], reduction[0])
+
+
+def _anchor_loads(workload: Workload):
+    """[(buffer name, dtype, axis name per index)] of the anchor's update, from its TE compute or its PrimFunc."""
+    store = getattr(workload, "_store", None)
+    if store is not None:  # a PrimFunc workload
+        var_names = {str(v): a.name for v, a in zip(workload._iter_vars, workload.axes_no_tvm())}
+        value = store.value
+    else:
+        try:
+            out = workload.anchor_tensor()
+        except Exception:  # noqa: BLE001  (a workload without a TE compute)
+            return None
+        body = out.op.body[0]
+        var_names = {str(iv.var): a.name for iv, a in zip(list(out.op.axis) + list(out.op.reduce_axis),
+                                                           workload.axes_no_tvm())}
+        value = body.source[0] if hasattr(body, "source") else body
+    loads: list = []
+
+    def visit(e) -> None:
+        if is_load(e) and not e.source.same_as(store.buffer):  # a PrimFunc's BufferLoad (not the accumulator's)
+            buf, indices = e.source, e.indices
+        elif type(e).__name__ == "Call" and "tensor_load" in str(getattr(e, "op", "")):  # TE: tensor_load(T, i..)
+            buf, indices = e.args[0], e.args[1:]
+        else:
+            return
+        name = buf.name if hasattr(buf, "name") else buf.op.name
+        idx = tuple(var_names.get(str(i)) if type(i).__name__ == "Var" else None for i in indices)
+        loads.append((name, str(buf.dtype), idx))
+
+    walk_expr(value, visit)
+    return loads
+
+
+def applies(workload: Workload, target: dict[str, Any] | None) -> bool:
+    """Whether the int8 template schedules ``workload`` on ``target`` (an LLVM target and a u8 x s8 -> i32
+    anchor); its space then refuses a target without VNNI or shapes the instruction does not tile."""
+    if target is not None and target.get("kind") != "llvm":
+        return False
+    return operands(workload) is not None
+
+
+def refusal(workload: Workload, target: dict[str, Any] | None) -> str:
+    """Why the int8 template cannot schedule ``workload`` for ``target`` (one line), or ""."""
+    ops = operands(workload)
+    ext = {a.name: a.extent for a in workload.axes_no_tvm()}
+    if ext[ops.n] % LANES or ext[ops.k] % DEPTH:
+        return (f"{workload.key}: the int8 kernel tiles the columns by {LANES} and the reduction by {DEPTH} "
+                f"(vpdpbusd); n={ext[ops.n]}, k={ext[ops.k]}")
+    try:
+        cpu_features.require("avx512_vnni", "the int8 kernel (vpdpbusd)", target, machine=False)
+    except TiletuneError as e:
+        return f"{workload.key}: {e}"
+    return ""
+
+
+# ---- space --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VnniTile:
+    """The register rule of the module docstring: ``P V + min(P, V) + 1 <= REGISTERS - 1``."""
+    n_knob: str
+    row_knobs: tuple[str, ...]
+
+    def accumulators(self, space: Space, config: Config) -> tuple[int, int]:
+        d = space.to_dict(config)
+        p = 1
+        for name in self.row_knobs:
+            p *= d[name][-1]
+        return p, d[self.n_knob][-1]
+
+    def __call__(self, space: Space, config: Config) -> bool:
+        p, v = self.accumulators(space, config)
+        return p * v + min(p, v) + 1 <= REGISTERS - 1
+
+    def why(self, space: Space, config: Config) -> str:
+        p, v = self.accumulators(space, config)
+        return (f"register tile of {p} rows x {v} vectors of {LANES} int32 needs {p * v + min(p, v) + 1} vector "
+                f"registers > {REGISTERS - 1}")
+
+    def describe(self) -> str:
+        return (f"constraint: rows x vectors of the innermost tile + min of the two + 1 <= {REGISTERS - 1} "
+                f"AVX-512 registers (vpdpbusd register tile)")
+
+
+def unit_axes(workload: Workload) -> list[Axis]:
+    """The workload's axes with ``n`` in units of 16 columns and ``k`` in units of 4 (``LANES``, ``DEPTH``)."""
+    ops = operands(workload)
+    unit = {ops.n: LANES, ops.k: DEPTH}
+    return [Axis(a.name, a.extent // unit.get(a.name, 1), a.kind) for a in workload.axes()]
+
+
+def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None) -> Space:
+    """The int8 kernel's space (the module docstring); a one-line TiletuneError where it cannot run
+    (``refusal``)."""
+    why = refusal(workload, target)
+    if why:
+        raise TiletuneError(why)
+    ops = operands(workload)
+    space = Space.from_axes(unit_axes(workload), levels=levels, choices={"unroll": DEFAULT_UNROLL})
+    spatial = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"]
+    if min(k.levels for k in spatial) >= 2:
+        space.constraint = VnniTile(f"tile_{ops.n}", tuple(k.name for k in spatial if k.axis != ops.n))
+    return space
+
+
+def check(workload: Workload, space: Space, config: Config) -> None:
+    """InvalidConfig outside the register rule or beyond the accumulator tile's limit."""
+    if space.constraint is not None and not space.constraint(space, config):
+        raise InvalidConfig(space.constraint.why(space, config))
+    _check_limits(workload, space, config)
+
+
+def _check_limits(workload: Workload, space: Space, config: Config) -> None:
+    d = space.to_dict(config)
+    ops = operands(workload)
+    local = 1
+    for k in space.knobs:
+        if isinstance(k, SplitKnob) and k.kind == "S":
+            f = d[k.name]
+            for x in f[_outer_levels(len(f)):]:
+                local *= x * (LANES if k.axis == ops.n else 1)
+    if local > MAX_LOCAL_ELEMS:
+        raise InvalidConfig(f"accumulator tile of {local} elements > {MAX_LOCAL_ELEMS}")
+
+
+# ---- weight layout ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VnniLayout:
+    """``W[.., k, n]`` -> ``[.., n // 16, k // 4, n % 16, k % 4]``: what ``vpdpbusd`` reads as one 64-byte operand."""
+
+    def index_map(self, *iv):
+        *lead, k, n = iv
+        return (*lead, n // LANES, k // DEPTH, n % LANES, k % DEPTH)
+
+    def pack(self, array):
+        """``array`` (numpy, [.., K, N]) in this layout."""
+        import numpy as np
+
+        *lead, K, N = array.shape
+        split = array.reshape(*lead, K // DEPTH, DEPTH, N // LANES, LANES)
+        r = len(lead)
+        return np.ascontiguousarray(split.transpose(*range(r), r + 2, r, r + 3, r + 1))
+
+
+def prepacked(workload: Workload, space: Space, config: Config) -> dict[int, VnniLayout]:
+    """The inputs (by position) a measured kernel takes packed: the weight operand when it is a model's weight."""
+    ops = operands(workload)
+    if ops.weight not in getattr(workload, "weights", frozenset()):
+        return {}
+    return {workload.input_names().index(ops.weight): VnniLayout()}
+
+
+# ---- schedule -----------------------------------------------------------------------------------------------------
+def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None, func=None):
+    """The TensorIR schedule of ``config`` (the module docstring)."""
+    import tvm
+    from tvm import s_tir
+
+    _intrinsics()
+    _check_limits(workload, space, config)
+    ops = operands(workload)
+    d = space.to_dict(config)
+    sch = s_tir.Schedule(tvm.IRModule({"main": workload.prim_func() if func is None else func}))
+    anchor, epilogue = workload.anchor_name(), workload.epilogue_blocks()
+    _inline_producers(sch, anchor, keep=epilogue)
+    block = sch.get_sblock(anchor)
+
+    # the weight in the instruction's layout
+    reads = [r.source.name for r in sch.get(block).reads]
+    packed = sch.cache_read(block, reads.index(ops.weight), "global")
+    sch.transform_layout(packed, ("write", 0), VnniLayout().index_map)
+    if ops.weight in getattr(workload, "weights", frozenset()):
+        sch.annotate(packed, PREPACK, True)
+    ploops = sch.get_loops(packed)
+    sch.parallel(ploops[0])
+
+    axes = workload.axes()
+    loops = sch.get_loops(block)
+    spatial_tiles, reduce_tiles = [], []
+    lane = depth = None
+    for loop, ax in zip(loops, axes):
+        factors = list(d[f"tile_{ax.name}"])
+        if ax.name == ops.n:
+            parts = sch.split(loop, factors=factors + [LANES])
+            lane, parts = parts[-1], parts[:-1]
+        elif ax.name == ops.k:
+            parts = sch.split(loop, factors=factors + [DEPTH])
+            depth, parts = parts[-1], parts[:-1]
+        else:
+            parts = sch.split(loop, factors=factors) if len(factors) > 1 else [loop]
+        (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
+    ls, lr = len(spatial_tiles[0]), len(reduce_tiles[0])
+    s_outer = _outer_levels(ls)
+    order: list = []
+    for lv in range(s_outer):
+        order += [t[lv] for t in spatial_tiles]
+    for lv in range(lr - 1):
+        order += [t[lv] for t in reduce_tiles]
+    for lv in range(s_outer, ls - 1):
+        order += [t[lv] for t in spatial_tiles]
+    order += [t[lr - 1] for t in reduce_tiles]
+    if ls > s_outer:
+        order += [t[ls - 1] for t in spatial_tiles]
+    sch.reorder(*order, lane, depth)
+
+    outer = [t[0] for t in spatial_tiles]
+    fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+    sch.parallel(fused)
+    if d.get("unroll"):
+        sch.annotate(fused, "pragma_auto_unroll_max_step", int(d["unroll"]))
+        sch.annotate(fused, "pragma_unroll_explicit", 1)
+
+    attach = fused if s_outer == 1 or ls == 1 else spatial_tiles[-1][s_outer - 1]
+    wb = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
+    if epilogue:
+        fuse_epilogue(sch, epilogue)
+    _vectorize(sch, sch.get_loops(wb)[-1], LANES)
+
+    init = sch.decompose_reduction(block, reduce_tiles[0][0])
+    _vectorize(sch, sch.get_loops(init)[-1], LANES)
+    sch.tensorize(lane, VNNI_INTRIN)
+    return sch
