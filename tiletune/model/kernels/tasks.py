@@ -282,9 +282,10 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
         k = Kernel(name, [name], f, h, calls, 0, ins, out)
         try:
             wl = PrimFuncWorkload.from_prim_func(f, name=name)
+            why = _gpu_refusal(wl, target) if is_cuda(target) else ""
             if not is_mac(wl):
                 k.reason = "a reduction without a multiply-accumulate (sum, mean, pooling)"
-            elif is_cuda(target) and (why := _gpu_refusal(wl, target)):
+            elif why:
                 k.reason = why
             else:
                 k.workload, k.flops = wl, wl.flops
