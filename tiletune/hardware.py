@@ -458,7 +458,7 @@ _PRESETS = {
 }
 _ALIASES = {"4090": "rtx4090", "rtx-4090": "rtx4090", "orin": "orin-nano", "orinnano": "orin-nano",
             "titanxp": "titan-xp", "titan_xp": "titan-xp", "orin_nano": "orin-nano"}
-_ARCH = {"sm_89": "rtx4090", "sm_80": "a100", "sm_90": "h100", "sm_87": "orin-nano", "sm_61": "titan-xp"}
+_ARCH = {"sm_89": "rtx4090", "sm_80": "a100", "sm_90": "h100", "sm_90a": "h100", "sm_87": "orin-nano", "sm_61": "titan-xp"}
 
 
 def presets() -> list[str]:

@@ -1,0 +1,155 @@
+"""The Hopper template (schedules/cuda_wgmma.py): its dispatch and space without nvcc; with nvcc, for float16 and
+bfloat16 GEMMs (square, BERT's 512 x 2304 x 768, N = 1000 not a multiple of 16), a batch_matmul with a float32
+output and a persistent configuration, the TIRx kernel compiles for sm_90a into a cubin whose SASS holds HGMMA
+(wgmma) and UTMALDG (TMA loads) instructions, with no local memory (ptxas: no stack frame, no spills). The nvcc
+checks skip where nvcc is missing; the SASS counts also need cuobjdump and nvdisasm (on PATH, or the
+nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels). ``-k gpu``: the kernels against numpy, on a GPU of compute
+capability 9.0 only (the device script benchmarks/device/run_hopper.sh runs it)."""
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiletune.errors import TiletuneError
+from tiletune.schedules import build, cuda_mma, cuda_wgmma, make_space
+from tiletune.schedules.cuda import cuda_source
+from tiletune.target import has_gpu
+from tiletune.workloads import parse
+
+from .test_cuda_mma import _cuda_bin
+
+SM90A = {"kind": "cuda", "arch": "sm_90a"}
+
+
+def compile_sm90a(src: str, tmp: Path) -> dict:
+    """nvcc for sm_90a (the -gencode form: wgmma and setmaxnreg exist only there) with ptxas -v; SASS counts
+    where cuobjdump is found, and ptxas's performance remarks (C75xx)."""
+    cu, cubin = tmp / "k.cu", tmp / "k.cubin"
+    cu.write_text(src)
+    r = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v", "-o",
+                        str(cubin), str(cu)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
+    out = {"registers": int(re.search(r"Used (\d+) registers", r.stderr).group(1)),
+           "stack": int(m.group(1)), "spill_stores": int(m.group(2)), "spill_loads": int(m.group(3)),
+           "remarks": sorted(set(re.findall(r"\((C75\d\d)\)", r.stderr)))}
+    objdump, disasm = _cuda_bin("cuobjdump"), _cuda_bin("nvdisasm")
+    if objdump and disasm:
+        env = {**os.environ, "PATH": f"{Path(disasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        sass = subprocess.run([objdump, "-sass", str(cubin)], capture_output=True, text=True, env=env,
+                              timeout=120).stdout
+        out.update({op: len(re.findall(rf"\b{op}\b", sass)) for op in ("HGMMA", "UTMALDG", "HMMA", "LDL", "STL")})
+    return out
+
+
+# ---- dispatch and space (no nvcc needed) ------------------------------------------------------------
+def test_dispatch_and_space():
+    wl = parse("gemm:M=512,N=1000,K=768,dtype=float16")
+    space = make_space(wl, target=SM90A)
+    assert cuda_wgmma.owns(space) and set(space.names) == set(cuda_wgmma.KNOBS)
+    # sm_90 (no "a") and sm_80 keep the mma.sync template
+    assert cuda_mma.owns(make_space(wl, target={"kind": "cuda", "arch": "sm_90"}))
+    assert cuda_mma.owns(make_space(wl, target={"kind": "cuda", "arch": "sm_80"}))
+    # rows that are no whole 16-byte unit (the TMA's strides): mma.sync on sm_90a too
+    assert cuda_mma.owns(make_space(parse("gemm:M=64,N=50257,K=64,dtype=float16"), target=SM90A))
+    rng = np.random.default_rng(0)
+    allowed = [c for c in (space.get(int(i)) for i in rng.integers(space.size, size=400)) if space.allows(c)]
+    assert 0 < len(allowed) < 400
+    for c in allowed[:60]:
+        d, info = space.to_dict(c), cuda_wgmma.check(wl, space, c, SM90A)
+        assert d["block_m"] % (64 * d["consumers"]) == 0 and d["block_n"] % d["wgmma_n"] == 0
+        assert info.smem_bytes + cuda_wgmma.BARRIER_BYTES <= 227 * 1024 and info.acc_regs <= cuda_wgmma.ACC_REGS
+        assert info.threads == 128 * (d["consumers"] + 1)
+    assert space.allows(cuda_wgmma.default_config(wl, space, SM90A))
+
+
+def test_limits_and_refusals():
+    wl = parse("gemm:M=4096,N=4096,K=4096,dtype=bfloat16")
+    space = make_space(wl, target=SM90A)
+    base = {"block_m": 128, "block_n": 256, "block_k": 64, "stages": 4, "consumers": 2, "wgmma_n": 256,
+            "group_m": 8, "persistent": 0}
+    info = cuda_wgmma.check(wl, space, space.from_dict(base), SM90A)
+    assert (info.smem_bytes, info.acc_regs, info.threads, info.consumer_regs) == (196608, 128, 384, 232)
+    with pytest.raises(cuda_wgmma.InvalidWgmmaConfig, match="shared memory"):
+        cuda_wgmma.check(wl, space, space.from_dict({**base, "stages": 5}), SM90A)
+    with pytest.raises(cuda_wgmma.InvalidWgmmaConfig, match="accumulator registers"):
+        cuda_wgmma.check(wl, space, space.from_dict({**base, "consumers": 1, "stages": 3}), SM90A)
+    with pytest.raises(cuda_wgmma.InvalidWgmmaConfig, match="does not divide"):
+        cuda_wgmma.check(wl, space, space.from_dict({**base, "wgmma_n": 192}), SM90A)
+    persistent = cuda_wgmma.check(wl, space, space.from_dict({**base, "persistent": 1}), SM90A)
+    assert (persistent.tiles, persistent.grid) == (512, 132)  # one block per SM of the H100 preset
+    with pytest.raises(TiletuneError, match="sm_90a"):
+        cuda_wgmma.make_space(wl, target={"kind": "cuda", "arch": "sm_90"})
+    with pytest.raises(TiletuneError, match="no tiling levels"):
+        make_space(wl, levels=(4, 2), target=SM90A)
+
+
+# ---- TIRx -> CUDA C -> cubin -> SASS ------------------------------------------------------------------
+CASES = [
+    ("gemm:M=1024,N=1024,K=1024,dtype=float16", {}),
+    ("gemm:M=512,N=2304,K=768,dtype=float16", {}),  # BERT's QKV projection at M = 512
+    ("gemm:M=200,N=1000,K=72,dtype=bfloat16", {}),  # N not a multiple of 16, K not of the k-tile
+    ("batch_matmul:B=2,M=128,N=64,K=64,dtype=bfloat16,out_dtype=float32", {}),
+    ("gemm:M=2048,N=2048,K=512,dtype=float16", {"persistent": 1, "consumers": 1, "block_m": 128,
+                                                "block_n": 128, "wgmma_n": 64, "group_m": 1}),
+]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+@pytest.mark.parametrize("spec,over", CASES)
+def test_nvcc_compiles_wgmma_kernels(spec, over, tmp_path):
+    wl = parse(spec)
+    space = make_space(wl, target=SM90A)
+    config = cuda_wgmma.default_config(wl, space, SM90A)
+    if over:
+        config = space.from_dict({**space.to_dict(config), **over})
+    d, info = space.to_dict(config), cuda_wgmma.check(wl, space, config, SM90A)
+    src = cuda_source(build(wl, space, config, SM90A))
+    assert "wgmma.mma_async.sync.aligned.m64n" in src and "cp.async.bulk.tensor" in src
+    assert "__grid_constant__ CUtensorMap" in src
+    assert (".bf16.bf16" in src) == (wl.dtype == "bfloat16")
+    assert ("setmaxnreg" in src) == (d["consumers"] > 1)
+    r = compile_sm90a(src, tmp_path)
+    assert r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, (d, r)
+    assert "C7508" not in r["remarks"], r  # setmaxnreg not ignored
+    if "HGMMA" in r:
+        # one HGMMA per (16-step, m64 row, wgmma_n column) of a k-tile, nvcc unrolling the k-tiles at most fully
+        per_tile = d["block_k"] // 16 * info.m_atoms * info.n_atoms
+        assert r["HGMMA"] >= per_tile and r["HGMMA"] % per_tile == 0, (d, r)
+        assert r["UTMALDG"] > 0 and r["HMMA"] == 0 and r["LDL"] == r["STL"] == 0, r
+
+
+# ---- on a GPU: the numerics -------------------------------------------------------------------------
+def _sm90() -> bool:
+    if not has_gpu():
+        return False
+    import tvm
+
+    return str(tvm.cuda(0).compute_version) == "9.0"
+
+
+@pytest.mark.skipif(not _sm90(), reason="needs a GPU of compute capability 9.0 (H100/H200)")
+@pytest.mark.parametrize("spec,over", CASES + [
+    ("gemm:M=256,N=1000,K=1024,dtype=float16", {"stages": 2, "block_k": 128, "consumers": 1, "block_m": 128,
+                                               "block_n": 128, "wgmma_n": 128}),
+])
+def test_gpu_numerics(spec, over):
+    import tvm
+
+    wl = parse(spec)
+    space = make_space(wl, target=SM90A)
+    config = cuda_wgmma.default_config(wl, space, SM90A)
+    if over:
+        config = space.from_dict({**space.to_dict(config), **over})
+    ex = build(wl, space, config, SM90A)
+    inputs = wl.make_inputs(seed=0)
+    dev = tvm.cuda(0)
+    out = tvm.runtime.empty(wl.output_shape(), wl.out_dtype, dev)
+    ex.mod["main"](*[tvm.runtime.tensor(x, dev) for x in inputs], out)
+    rtol, atol = wl.tolerance()
+    np.testing.assert_allclose(out.numpy().astype("float32"), np.asarray(wl.reference(*inputs), dtype="float32"),
+                               rtol=rtol, atol=atol, err_msg=f"{spec} {space.to_dict(config)}")
