@@ -9,7 +9,7 @@ from ..construct import constructions
 from ..errors import TiletuneError
 from ..paths import check_output
 from ..records import best, load
-from ..schedules import build, check, cuda_mma, make_space, schedule
+from ..schedules import build, check, cuda_mma, cuda_wgmma, make_space, schedule
 from ..schedules.cpu import InvalidConfig
 from ..schedules.cuda import cuda_source
 from ..target import parse_target
@@ -92,6 +92,8 @@ def default_config(wl, space, target):
     allowed configuration of the space)."""
     import numpy as np
 
+    if cuda_wgmma.owns(space):
+        return cuda_wgmma.default_config(wl, space, target)
     if any(k.name == "block_m" for k in space.knobs):
         return cuda_mma.default_config(wl, space, target)
     try:

@@ -29,7 +29,9 @@ cores) has no TensorIR schedule primitive. Per thread block (``consumers + 1`` w
    most one group is in flight (the previous k-tile's) and release that k-tile's stage (one arrive per
    warpgroup on *empty*). The fp32 accumulators stay in registers (``wgmma_n / 2`` per m64 instruction and
    thread).
-5. Epilogue from registers: each accumulator cast to the output dtype and stored where it lies inside C.
+5. Epilogue from registers: each pair of neighbouring accumulators (columns 2j, 2j + 1 of a row) cast to the
+   output dtype and stored with one 4-byte (8 for float32) store where it lies inside C (N is even, so a pair is
+   inside or outside together).
 6. Tiles to blocks: ``group_m`` block-rows are walked together (rasterization: consecutive blocks share B's
    columns in L2). ``persistent`` 1: a grid of one block per SM (the preset's SM count) loops over the tiles,
    the mbarrier ring running on across tiles, so the producer loads the next tile while the consumers store.
@@ -69,6 +71,15 @@ ACC_REGS = 128
 # wgmma_noop_barrier takes the register by value)
 ACC_FENCE = ("__device__ __forceinline__ void tiletune_acc_fence(float& r) "
              "{ asm volatile(\"\" : \"+f\"(r) :: \"memory\"); }")
+# two fp32 accumulators (neighbouring columns) cast and stored with one 4- or 8-byte store
+STORE2 = {
+    "float16": "__device__ __forceinline__ void tiletune_store2_f16(half* p, float a, float b) "
+               "{ *reinterpret_cast<half2*>(p) = __floats2half2_rn(a, b); }",
+    "bfloat16": "__device__ __forceinline__ void tiletune_store2_bf16(nv_bfloat16* p, float a, float b) "
+                "{ *reinterpret_cast<nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b); }",
+    "float32": "__device__ __forceinline__ void tiletune_store2_f32(float* p, float a, float b) "
+               "{ *reinterpret_cast<float2*>(p) = make_float2(a, b); }",
+}
 BARRIER_BYTES = 1024  # static shared memory besides the stages (mbarriers), what the limit check reserves
 KNOBS = {
     "block_m": (64, 128, 256),
@@ -327,6 +338,7 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
     A_SDO = 8 * ATOM * eb // 16  # 8 rows of 128 bytes between core-matrix groups, in 16-byte units
     B_LDO = BK * ATOM * eb // 16  # one 64-column atom of B (BK rows of 128 bytes), in 16-byte units
     GROUP = GM * TN  # tiles per rasterization group
+    store2 = "tiletune_store2_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[out_dtype]
 
     def coords(tile):  # (batch, m0, n0) of a tile index, group_m block-rows at a time
         b = tile // (TM * TN)
@@ -432,12 +444,14 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
                         T.ptx.mbarrier.arrive.shared.b64(T.address_of(empty[(lt * KT + KT - 1) % ST]))
                     for mi in T.unroll(MI):
                         for ni in T.unroll(NI):
-                            for i in T.unroll(ACC_N):
+                            for i in T.unroll(ACC_N // 2):  # two neighbouring columns per store (N is even)
                                 row = T.meta_var(m0 + wg * rows_wg + mi * MMA_M + tx % WARPGROUP // 32 * 16
-                                                 + tx % 32 // 4 + i % 4 // 2 * 8)
-                                col = T.meta_var(n0 + ni * WN + i // 4 * 8 + tx % 4 * 2 + i % 2)
+                                                 + tx % 32 // 4 + i % 2 * 8)
+                                col = T.meta_var(n0 + ni * WN + i // 2 * 8 + tx % 4 * 2)
                                 if row < M and col < N:
-                                    C[c_index(bb, row, col)] = T.Cast(out_dtype, acc[(mi * NI + ni) * ACC_N + i])
+                                    T.cuda.func_call(store2, T.address_of(C[c_index(bb, row, col)]),
+                                                     acc[(mi * NI + ni) * ACC_N + 2 * i],
+                                                     acc[(mi * NI + ni) * ACC_N + 2 * i + 1], source_code=STORE2[out_dtype])
     # fmt: on
     return main
 
