@@ -111,8 +111,11 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
 
 
 def starts(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> list[Config]:
-    """The template's own start points for a space without tile knobs (row reductions: ``rows.starts``); []
-    for the others, whose starts the constructions build (``tiletune.construct``)."""
+    """The template's own start points: for a space without tile knobs (row reductions: ``rows.starts``), and for
+    the int8 template (``x86_int8.starts``, measured before the constructions); [] for the others, whose starts the
+    constructions build (``tiletune.construct``)."""
+    if x86_int8.applies(workload, target):  # its constructions would model elements, its knobs are instruction tiles
+        return x86_int8.starts(workload, space, target)
     return rows.starts(workload, space) if isinstance(workload, RowWorkload) and not is_cuda(target) else []
 
 

@@ -247,6 +247,51 @@ def _check_limits(workload: Workload, space: Space, config: Config) -> None:
         raise InvalidConfig(f"accumulator tile of {local} elements > {MAX_LOCAL_ELEMS}")
 
 
+def _divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
+
+
+#: register tiles (rows P, vectors V) tried first, within the register rule: 4 x 4 (21 registers) to 8 x 3 (28)
+START_TILES = ((4, 4), (6, 4), (8, 3), (4, 6), (3, 8), (2, 8), (12, 2))
+#: bytes of the weight panel one R1 step range streams through (its k1 x 4 x V x 16 bytes), half of a 32 KiB L1D
+PANEL_BYTES = 16 * 1024
+
+
+def starts(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> list[Config]:
+    """The template's own start points (measured first by the constructive start): for each register tile of
+    ``START_TILES`` that the shape allows, S3 = (P rows, V vectors), R1 = the reduction steps whose weight panel
+    fills ``PANEL_BYTES``, the rows' remaining tiles outermost and parallel, the columns' in S1 (each parallel
+    chunk of rows walks all columns). Constructions model the axes in elements, not in the instruction's units."""
+    ops = operands(workload)
+    knobs = {k.axis: k for k in space.knobs if isinstance(k, SplitKnob)}
+    if any(k.levels != (4 if k.kind == "S" else 2) for k in knobs.values()):
+        return []
+    ext = {a: k.extent for a, k in knobs.items()}
+    rows = [a for a, k in knobs.items() if k.kind == "S" and a != ops.n]
+    out: list[Config] = []
+    seen = set()
+    for p, v in START_TILES:
+        v = _divisor_at_most(ext[ops.n], v)
+        last = rows[-1] if rows else None
+        p = _divisor_at_most(ext[last], p) if last else 1
+        if (p, v) in seen:
+            continue
+        seen.add((p, v))
+        k1 = _divisor_at_most(ext[ops.k], max(1, PANEL_BYTES // (DEPTH * v * LANES)))
+        d: dict[str, Any] = {f"tile_{ops.k}": [ext[ops.k] // k1, k1],
+                             f"tile_{ops.n}": [1, ext[ops.n] // v, 1, v]}
+        for a in rows:
+            tile = p if a == last else 1
+            d[f"tile_{a}"] = [ext[a] // tile, 1, 1, tile]
+        for k in space.knobs:
+            if not isinstance(k, SplitKnob):
+                d[k.name] = k.values[0]
+        c = space.from_dict(d)
+        if space.is_legal(c) and c not in out:
+            out.append(c)
+    return out
+
+
 # ---- weight layout ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class VnniLayout:

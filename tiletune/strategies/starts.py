@@ -98,6 +98,9 @@ def start_states(space: Space, spec: str, rng: np.random.Generator, context: Any
         try:
             out = constructions(spec, space, workload=ctx.workload, hardware=ctx.hardware, target=ctx.target, k=k,
                                 rng=rng)
+            if spec == "construct":  # a template's own starts first (the int8 template's register tiles)
+                own = template_starts(ctx.workload, space, ctx.target)[:k] if ctx.workload is not None else []
+                out = own + [c for c in out if c not in own]
         except TiletuneError as e:
             # a space without tile knobs whose template has starts of its own (row reductions)
             out = template_starts(ctx.workload, space, ctx.target)[:k] if spec == "construct" else []
