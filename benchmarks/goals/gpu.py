@@ -9,9 +9,13 @@ schedule on the same shapes in the same run.
 Suites (``SUITES``; ``--workloads`` replaces them): ``fp32`` (GEMM 1024^3 and 4096^3 and a ResNet convolution, the
 SIMT template against cuBLAS/cuDNN with TF32 off), ``tensor-cores`` (the goal table: GEMM 4096^3 in fp16 and
 bf16, the BERT/GPT-2 GEMMs at M=512 in fp16 and bf16, four ResNet-50 convolutions in NHWC fp16, against cuBLAS /
-cuDNN in the same dtype (channels_last) and against TVM's untuned tensor-core schedule, dlight's ``gpu.Matmul``).
+cuDNN in the same dtype (channels_last) and against TVM's untuned tensor-core schedule, dlight's ``gpu.Matmul``),
+``hopper`` (GEMM 4096^3 in fp16 and bf16 and the four BERT/GPT-2 GEMMs at M=512 in fp16: run it with ``--arch sm_90a``
+for the wgmma template and with ``--arch sm_90`` for the mma.sync template into the same ``--out``; rows are kept per
+(workload, strategy, arch)).
 
-For every workload and strategy (seed 0) it runs a tiletune session with ``--target cuda:<arch of the GPU>``:
+For every workload and strategy (seed 0) it runs a tiletune session with ``--target cuda:<arch of the GPU>`` (or
+``--arch``):
 with ``--measure local`` (the default) on this machine's GPU (the build workers compile every kernel in
 parallel, the kernels run one at a time on the GPU), with ``--measure rpc`` through a tracker and one server
 (``--no-fork``: forked sessions failed CUDA's initialization on an H200) that it starts on 127.0.0.1 and stops at
@@ -25,7 +29,8 @@ errors, wall seconds and trials per second, the trial at which the best was foun
 baselines run after the tuning of a workload: torch on the same GPU (``torch.matmul``: cuBLAS; ``conv2d``:
 cuDNN, both memory formats, the faster kept; in the workload's dtype, fp32 with TF32 disabled), timed with CUDA
 events around a CUDA graph of back-to-back calls (``_graph_timed``: median of 20 replays after 10 warm-up calls),
-output checked against numpy; and for half-precision GEMMs in fp16 dlight's ``gpu.Matmul`` on the workload's
+output checked against numpy (half precision: fp32 accumulation, cuBLAS's reduced-precision reductions turned
+off, output in the workload's dtype, as the tensor-core templates compute); and for half-precision GEMMs in fp16 dlight's ``gpu.Matmul`` on the workload's
 PrimFunc, timed by TVM's ``time_evaluator``. ``OUT/report.md`` holds the table. Needs a CUDA GPU, torch with CUDA
 and TVM with its compiler (tornado for ``--measure rpc``).
 """
@@ -57,6 +62,9 @@ SUITES = {
         + [f"conv2d:N=1,C={c},H={h},W={h},K={k},R={r},S={r},stride={st},pad={r // 2},layout=NHWC,dtype=float16"
            for c, h, k, r, st in ((256, 56, 64, 1, 1), (64, 56, 64, 3, 1), (128, 56, 128, 3, 2), (512, 7, 512, 3, 1))]),
 }
+# the Hopper template's goal table (cuda:sm_90a: wgmma + TMA): GEMM 4096^3 and the BERT/GPT-2 GEMMs at M=512
+SUITES["hopper"] = ";".join([f"gemm:M=4096,N=4096,K=4096,dtype={d}" for d in ("float16", "bfloat16")]
+                            + [f"gemm:M=512,N={n},K={k},dtype=float16" for n, k in _BERT])
 SUITES["all"] = SUITES["tensor-cores"] + ";" + SUITES["fp32"]
 WORKLOADS = SUITES["fp32"]
 STRATEGIES = "random,gbfs,na2c,xgb,dgd-af,gensor"
@@ -144,13 +152,16 @@ def vendor_gpu(wl) -> dict:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    # fp32 accumulation throughout, as our kernels (cuBLAS may otherwise reduce split-K partials in fp16/bf16)
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cudnn.benchmark = True
     inputs = wl.make_inputs(seed=0)
     ref = np.asarray(wl.reference(*inputs), dtype=np.float64)
     t = [_torch_tensor(torch, x, wl.dtype) for x in inputs]
     F = torch.nn.functional
     ver = torch.__version__.split("+")[0]
-    what = "fp32, no TF32" if wl.dtype == "float32" else wl.dtype
+    what = "fp32, no TF32" if wl.dtype == "float32" else f"{wl.dtype}, fp32 accumulation"
     variants = []
     if wl.op == "gemm":
         variants.append((f"torch {ver} matmul (cuBLAS, {what})", lambda: torch.matmul(t[0], t[1])))
@@ -218,19 +229,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=48, help="trial budget per run")
     ap.add_argument("--seconds", type=float, default=None, help="time budget per run (with --trials: the first)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--arch", default=None, help="the target's arch instead of the GPU's (sm_90a: the wgmma template)")
     a = ap.parse_args(argv)
     if a.trials < 1:
         ap.error("--trials must be >= 1")
     out = Path(a.out)
     (out / "records").mkdir(parents=True, exist_ok=True)
     name, arch, hw = gpu_info()
+    arch = a.arch or arch
     hw_file = out / f"hardware-{hw}.json"
     preset(hw).save(hw_file)
     print(f"GPU: {name} ({arch}); hardware preset {hw}", flush=True)
     workloads = [parse(s.strip()) for s in (a.workloads or SUITES[a.suite]).split(";") if s.strip()]
     strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
     results = out / "results.jsonl"
-    done = {(r["workload"], r["strategy"]) for r in read_jsonl(results) if r.get("trials_budget") == a.trials}
+    done = {(r["workload"], r["strategy"]) for r in read_jsonl(results)
+            if r.get("trials_budget") == a.trials and r.get("arch") == arch}
     start_farm, stop = _farm()
     for wl in workloads:
         todo = [s for s in strategies if (wl.key, s) not in done]
@@ -290,7 +304,7 @@ def report(out: Path) -> None:
             if r.get("vendor") or r.get("dlight"):
                 continue
             ratio = f"{r['best_gflops'] / v['gflops']:.2f}x" if v else "-"
-            lines.append(f"| {r['strategy']} ({r.get('measure', 'rpc')}) | {r['best_gflops']:.1f} | {ratio} | "
+            lines.append(f"| {r['strategy']} ({r.get('measure', 'rpc')}, {r.get('arch', '')}) | {r['best_gflops']:.1f} | {ratio} | "
                          f"{r['trials']} | {r['errors']} | {r['best_trial']} | {r['wall_s']:.0f} | "
                          f"{r.get('trials_per_s', r['trials'] / max(r['wall_s'], 1e-9)):.2f} |")
         for r in mine:
