@@ -19,13 +19,22 @@ The backend is registered through the ``torch_dynamo_backends`` entry point (pyp
 from __future__ import annotations
 
 import threading
+import weakref
 
-from ..errors import TiletuneError
+from ..errors import TiletuneError, one_line
 from .background import Background, tune_now
-from .graph import Fallback, GraphCompiler, _is_weight, Runner, relative_error, say, tolerance
+from .graph import COUNT, Fallback, GraphCompiler, _is_weight, Runner, relative_error, say, tolerance
 from .options import Options
 
-__all__ = ["backend", "compile", "Options", "CompiledGraph"]
+__all__ = ["backend", "compile", "compiled_graphs", "Options", "CompiledGraph"]
+
+_GRAPHS: list = []  # weak references to the CompiledGraphs of this process, in the order dynamo made them
+
+
+def compiled_graphs() -> list["CompiledGraph"]:
+    """The graphs the backend was given in this process (those still alive), in order: ``g.shapes()`` says how each
+    shape of each runs (compiled, or in PyTorch and why)."""
+    return [g for g in (r() for r in _GRAPHS) if g is not None]
 
 
 def backend(gm, example_inputs, options: dict | None = None, mode: str | None = None):
@@ -60,11 +69,21 @@ class CompiledGraph:
 
     def __init__(self, gm, opts: Options):
         self.gm, self.opts = gm, opts
+        self.number = next(COUNT)
         self.entries: dict[tuple, _Entry] = {}
         self.dynamic = any(n.op == "placeholder" and _is_symint(n) for n in gm.graph.nodes)
         self.lock = threading.Lock()
         self._sig_at: list[int] | None = None  # placeholder positions of the signature (user tensors, sizes)
         self.said_overflow = False
+        _GRAPHS.append(weakref.ref(self))
+
+    def shapes(self) -> list[tuple[str, str]]:
+        """(the shape's inputs, "compiled" or "pytorch: WHY") of every shape the graph met."""
+        out = []
+        for e in self.entries.values():
+            shape = e.compiler.name.split(" ", 2)[-1] if e.compiler is not None else "?"
+            out.append((shape, "compiled" if e.runner is not None else f"pytorch: {e.reason}"))
+        return out
 
     def _signature(self, args) -> tuple:
         if not self.dynamic:
@@ -109,9 +128,12 @@ class CompiledGraph:
                 self.said_overflow = True
             return _Entry(None, reason="max_shapes")
         try:
-            c = GraphCompiler(self.gm, args, self.opts)
+            c = GraphCompiler(self.gm, args, self.opts, number=self.number)
         except Fallback as e:
-            say(f"a graph runs in PyTorch: {e}")
+            say(f"graph {self.number} runs in PyTorch: {e}")
+            return _Entry(None, reason=str(e))
+        except Exception as e:  # noqa: BLE001  (whatever fails: the graph runs in PyTorch, nothing crashes)
+            say(f"graph {self.number} runs in PyTorch: {type(e).__name__}: {one_line(str(e), 200)}")
             return _Entry(None, reason=str(e))
         try:
             built = c.cached() if self.opts.mode != "tune" else None
@@ -119,26 +141,41 @@ class CompiledGraph:
                 if self.opts.mode == "tune":
                     tune_now(c)
                 built = c.build()
-            runner = Runner(built.module, c.plan, c.example_in[0].device if c.example_in else _cpu())
-            if self.opts.check:
-                got = runner(c.example_in)
-                err = relative_error(got, c.example_out)
-                allowed = tolerance(c.plan.out_dtypes)
-                if not err <= allowed:
-                    raise Fallback(f"its compiled outputs differ from PyTorch's by {err:.3g} (allowed {allowed:g})")
+            try:
+                runner = self._checked(c, built)
+            except Exception:  # noqa: BLE001  (a cache entry that does not run or differs: built again)
+                if not built.from_cache:
+                    raise
+                built = c.build()
+                runner = self._checked(c, built)
         except Fallback as e:
             say(f"{c.name} runs in PyTorch: {e}")
             return _Entry(None, c, str(e))
+        except Exception as e:  # noqa: BLE001
+            say(f"{c.name} runs in PyTorch: {type(e).__name__}: {one_line(str(e), 200)}")
+            return _Entry(None, c, str(e))
         if not self.opts.quiet:
             what = "from the cache" if built.from_cache else f"compiled in {built.seconds:.1f} s"
-            shape = ", ".join("x".join(map(str, t.shape)) for t in c.example_in)
-            say(f"{c.name} ({shape}): {what}; {built.tuned} kernels from the database, {built.constructed} "
-                f"constructed ({self.opts.construct}), {len(built.how) - built.tuned - built.constructed} default")
+            default = sum(1 for h in built.how.values() if h.startswith("default"))
+            say(f"{c.name}: {what}; kernels: {built.tuned} from the tuning database, {built.constructed} "
+                f"constructed ({self.opts.construct}), {default} with the default schedule")
         entry = _Entry(runner, c)
         if self.opts.mode == "background":
             entry.background = Background(c, entry, built)
             entry.background.start()
         return entry
+
+
+    def _checked(self, c, built):
+        """The runner of ``built``; with the ``check`` option, a Fallback when its outputs on the graph's first
+        inputs differ from PyTorch's by more than the outputs' dtype allows (``build.RTOL``)."""
+        runner = Runner(built.module, c.plan, c.example_in[0].device if c.example_in else _cpu())
+        if self.opts.check:
+            err = relative_error(runner(c.example_in), c.example_out)
+            allowed = tolerance(c.plan.out_dtypes)
+            if not err <= allowed:
+                raise Fallback(f"its compiled outputs differ from PyTorch's by {err:.3g} (allowed {allowed:g})")
+        return runner
 
 
 def _placeholders(gm) -> list:

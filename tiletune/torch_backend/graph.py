@@ -49,7 +49,7 @@ from .cache import GraphCache, graph_key
 from .options import Options
 
 HALF = ("float16", "bfloat16")
-_COUNT = iter(range(1, 1 << 30))
+COUNT = iter(range(1, 1 << 30))  # dynamo's graphs in this process, numbered in the lines the backend says
 
 
 def say(message: str) -> None:
@@ -134,20 +134,22 @@ def _frozen(gm, plan: Plan, example_inputs, compute_f32: bool):
 
     ints = [int(example_inputs[i]) for i in plan.ints]
 
-    def host(t):
+    def host(t, f32: bool):
         t = t.detach().to("cpu")
-        return t.float() if compute_f32 and t.is_floating_point() else t
+        return t.float() if f32 and t.is_floating_point() else t
 
     class _Frozen(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.gm = gm
             for j, i in enumerate(plan.consts):
-                self.register_buffer(f"c{j}", host(example_inputs[i]))
+                self.register_buffer(f"c{j}", host(example_inputs[i], compute_f32))
             self.out_dtypes = None
 
         def forward(self, *xs):
             args = []
+            if compute_f32:  # the graph's half inputs computed in float32 (the module docstring, step 2)
+                xs = [x.float() if x.is_floating_point() else x for x in xs]
             for kind, j in plan.roles:
                 args.append(xs[j] if kind == "in" else getattr(self, f"c{j}") if kind == "const" else ints[j])
             out = self.gm(*args)
@@ -156,7 +158,7 @@ def _frozen(gm, plan: Plan, example_inputs, compute_f32: bool):
                 out = [o.to(getattr(torch, d)) if o.is_floating_point() else o for o, d in zip(out, plan.out_dtypes)]
             return tuple(out)
 
-    examples = tuple(host(example_inputs[i]) for i in plan.user)
+    examples = tuple(host(example_inputs[i], False) for i in plan.user)
     return _Frozen(), examples
 
 
@@ -195,13 +197,13 @@ class GraphCompiler:
     """Everything of one graph that does not change from call to call: its plan, target, key, and how to build it."""
 
     def __init__(self, gm, example_inputs, opts: Options, db: Database | None = None,
-                 cache: GraphCache | None = None):
+                 cache: GraphCache | None = None, number: int = 0):
         import torch
 
         self.gm, self.opts = gm, opts
         self.db = db or Database()
         self.cache = cache if cache is not None else (GraphCache() if opts.cache else None)
-        self.number = next(_COUNT)
+        self.number = number or next(COUNT)
         self.plan = plan_graph(gm, example_inputs)
         floats = {_dtype_name(example_inputs[i]) for i in self.plan.user + self.plan.consts
                   if example_inputs[i].is_floating_point()}
@@ -239,12 +241,13 @@ class GraphCompiler:
 
     @property
     def name(self) -> str:
-        return f"graph {self.number}"
+        shapes = ", ".join("x".join(map(str, t.shape)) or "scalar" for t in self.example_in)
+        return f"graph {self.number} ({shapes})"
 
     def import_tasks(self) -> ModelTasks:
         """The graph's kernels through the model path (steps 2-3 of the module docstring)."""
         if self.tasks is None:
-            source = from_torch(self.name, f"graph{self.number}", self.module, self.examples)
+            source = from_torch(f"graph {self.number}", f"graph{self.number}", self.module, self.examples)
             try:
                 self.tasks = model_tasks(source, self.target, self.layout, self.compute)
             except TiletuneError as e:
