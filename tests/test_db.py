@@ -6,6 +6,9 @@ import pytest
 
 from tiletune import cli
 from tiletune.db.store import Database, cache_root
+from tiletune.model.build import constructed_configs
+from tiletune.model.kernels.tasks import load_model_tasks
+from tiletune.model.library import build_model
 from tiletune.records import CONFIRM, Record, load
 from tiletune.target import host_target, target_key
 from tiletune.workloads import parse
@@ -103,3 +106,28 @@ def test_tune_adds_its_records_file(tmp_path, capsys):
     written = load(out)
     assert written and {r.to_json() for r in Database().records()} == {r.to_json() for r in written}
     assert json.loads(written[0].target) == host_target()
+
+
+MODEL = '''
+import torch
+
+def make():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()
+    return m, (torch.randn(4, 32),)
+'''
+
+
+@pytest.mark.tvm
+def test_model_build_takes_the_database_kernels(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "m.py").write_text(MODEL)
+    spec = f"{tmp_path / 'm.py'}:make"
+    target = host_target()
+    _, tasks = load_model_tasks(spec, target)
+    made = constructed_configs(tasks, "gensor", {})
+    c = next(iter(made.values()))  # one task's kernel, recorded as if measured
+    Database().add([rec(c.kernel.workload.key, target_key(target), config=c.space.to_dict(c.config))])
+    built = build_model(spec, str(tmp_path / "m.so"), target=target)
+    assert built.tuned == 1 and built.checked is not None
+    assert any(h == "tuned" for h in built.how.values())
