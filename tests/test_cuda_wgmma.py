@@ -14,9 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiletune.analytic.wgmma import WgmmaModel, wgmma_features
+from tiletune.construct import constructions
 from tiletune.errors import TiletuneError
+from tiletune.features.analytical import analytical_features
+from tiletune.hardware import preset
+from tiletune.measure.synthetic import FunctionMeasurer
 from tiletune.schedules import build, cuda_mma, cuda_wgmma, make_space
 from tiletune.schedules.cuda import cuda_source
+from tiletune.session import RunSpec, run
 from tiletune.target import has_gpu
 from tiletune.workloads import parse
 
@@ -88,6 +94,41 @@ def test_limits_and_refusals():
         make_space(wl, levels=(4, 2), target=SM90A)
 
 
+# ---- the analytic model, the constructions and the searches on the space (no nvcc needed) -----------
+def test_model_and_constructions():
+    """Gensor's and Roller's constructions are allowed configurations; on GEMM 4096^3 the model ranks the big
+    two-consumer tiles above the smallest tile, and Gensor's first construction is the model's best (the space is
+    small enough to rank whole); the seven features are finite."""
+    wl = parse("gemm:M=4096,N=4096,K=4096,dtype=float16")
+    space = make_space(wl, target=SM90A)
+    model = WgmmaModel(space, wl, target=SM90A)
+    times = {c: model.config_time(c) for c in (space.get(i) for i in range(space.size)) if space.allows(c)}
+    best = min(times.values())
+    small = model.time(model.initial())
+    big = space.from_dict({"block_m": 128, "block_n": 256, "block_k": 64, "stages": 4, "consumers": 2,
+                           "wgmma_n": 256, "group_m": 8, "persistent": 0})
+    assert times[big] < small / 2
+    for method in ("gensor", "roller"):
+        built = constructions(method, space, workload=wl, target=SM90A, k=3, rng=np.random.default_rng(0))
+        assert built and all(space.allows(c) for c in built)
+        if method == "gensor":
+            assert times[built[0]] == pytest.approx(best)
+    f = wgmma_features(model, big)
+    assert f.shape == (7,) and np.all(np.isfinite(f)) and f[-1] == pytest.approx((512 / 132) / 4)
+    assert np.allclose(analytical_features(wl, space, big, preset("h100"), SM90A), f)
+
+
+@pytest.mark.parametrize("strategy", ["gensor", "roller", "xgb", "evo"])
+def test_searches_run_on_the_space(strategy):
+    wl = parse("gemm:M=512,N=768,K=768,dtype=float16")
+    space = make_space(wl, target=SM90A)
+    model = WgmmaModel(space, wl, target=SM90A)
+    m = FunctionMeasurer(model.config_time)
+    res = run(RunSpec(workload=wl, strategy=strategy, trials=12, seed=0, target=SM90A), measurer=m)
+    assert res.errors == 0 and 0 < res.trials <= 12
+    assert all(space.allows(c) for c in m.calls)
+
+
 # ---- TIRx -> CUDA C -> cubin -> SASS ------------------------------------------------------------------
 CASES = [
     ("gemm:M=1024,N=1024,K=1024,dtype=float16", {}),
@@ -115,7 +156,7 @@ def test_nvcc_compiles_wgmma_kernels(spec, over, tmp_path):
     assert ("setmaxnreg" in src) == (d["consumers"] > 1)
     r = compile_sm90a(src, tmp_path)
     assert r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, (d, r)
-    assert "C7508" not in r["remarks"], r  # setmaxnreg not ignored
+    assert not r["remarks"], r  # C7508: setmaxnreg ignored; C7514: wgmmas serialized
     if "HGMMA" in r:
         # one HGMMA per (16-step, m64 row, wgmma_n column) of a k-tile, nvcc unrolling the k-tiles at most fully
         per_tile = d["block_k"] // 16 * info.m_atoms * info.n_atoms

@@ -21,12 +21,14 @@ import numpy as np
 
 from ..analytic.etir import Model, longest_reduction
 from ..analytic.mma import MmaModel
+from ..analytic.wgmma import WgmmaModel
 from ..errors import TiletuneError
 from ..space import ChoiceKnob, Config, Space
 from ..workloads.access import tensor_accesses
-from ..schedules import cuda_mma, starts
+from ..schedules import cuda_mma, cuda_wgmma, starts
 from .gensor import GensorWalk
 from .mma import MmaGensorWalk, MmaRollerTree
+from .wgmma import WgmmaGensorWalk, WgmmaRollerTree
 from .roller import RollerTree
 
 METHODS = ("gensor", "roller", "construct")
@@ -53,17 +55,18 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     if method not in METHODS:
         raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
     rng = rng if rng is not None else np.random.default_rng(0)
-    mma = cuda_mma.owns(space)  # the tensor-core template's space: its own model and constructions (mma.py)
+    wg = cuda_wgmma.owns(space)  # the Hopper template's space: its own model and constructions (wgmma.py)
+    mma = wg or cuda_mma.owns(space)  # the tensor-core template's space: its own model and constructions (mma.py)
     try:
-        model = MmaModel(space, workload, hardware, target) if mma else Model(space, workload, hardware, target)
+        model = (WgmmaModel if wg else MmaModel if mma else Model)(space, workload, hardware, target)
     except TiletuneError as e:
         raise TiletuneError(f"start={method}: {e}") from None
 
     def top(name: str) -> list[Config]:
         if name == "gensor":
-            ranked = (MmaGensorWalk(space, model, rng) if mma else GensorWalk(space, model, rng)).pool()
+            ranked = (WgmmaGensorWalk if wg else MmaGensorWalk if mma else GensorWalk)(space, model, rng).pool()
         else:
-            ranked = (MmaRollerTree(space, model) if mma else RollerTree(space, model)).construct()
+            ranked = (WgmmaRollerTree if wg else MmaRollerTree if mma else RollerTree)(space, model).construct()
         return [c for _, c in ranked[:k]]
 
     if method != "construct":

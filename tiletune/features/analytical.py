@@ -107,9 +107,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..analytic.mma import MmaModel
+from ..analytic.wgmma import WgmmaModel, wgmma_features
 from ..errors import TiletuneError
 from ..hardware import HardwareSpec, detect_cpu, for_target
-from ..schedules import cuda_mma
+from ..schedules import cuda_mma, cuda_wgmma
 from ..space import ChoiceKnob, Config, Space
 from ..workloads.access import TensorAccess, tensor_accesses, tile_counts
 from ..workloads.base import Axis
@@ -419,6 +420,8 @@ def analytical_features(workload, space: Space, config: Config, hardware: Hardwa
                         target: Any = None) -> np.ndarray:
     """The seven features (FEATURE_NAMES order) of one configuration, float64. The set (CPU or GPU) is
     chosen by the target's kind ("llvm" / "cuda"), else by the hardware's kind."""
+    if cuda_wgmma.owns(space):
+        return wgmma_features(WgmmaModel(space, workload, hardware, target), config)
     if cuda_mma.owns(space):
         return mma_features(MmaModel(space, workload, hardware, target), config)
     axes = workload.axes_no_tvm()
@@ -459,8 +462,9 @@ class AnalyticalExtractor(FeatureExtractor):
         self.workload = workload
         self.target = target
         self.hardware = hardware_for(hardware, target)
+        self._wgmma = WgmmaModel(space, workload, self.hardware, target) if cuda_wgmma.owns(space) else None
         self._mma = MmaModel(space, workload, self.hardware, target) if cuda_mma.owns(space) else None
-        if self._mma is not None:  # the tensor-core template's space: no tile knobs, features from its model
+        if self._mma is not None or self._wgmma is not None:  # the tensor-core template's space: no tile knobs, features from its model
             return
         self._axes = workload.axes_no_tvm()
         self._acc = tensor_accesses(workload)
@@ -472,6 +476,8 @@ class AnalyticalExtractor(FeatureExtractor):
         return N_FEATURES
 
     def raw(self, config: Config) -> np.ndarray:
+        if self._wgmma is not None:
+            return wgmma_features(self._wgmma, config)
         if self._mma is not None:
             return mma_features(self._mma, config)
         lv = split_levels(self.space, config, self._axes)

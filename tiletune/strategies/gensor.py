@@ -23,10 +23,12 @@ from typing import Sequence
 
 from ..analytic.etir import Model
 from ..analytic.mma import MmaModel
+from ..analytic.wgmma import WgmmaModel
 from ..construct import row_starts
 from ..construct.gensor import MAX_VTHREAD, T0, THRESHOLD, WALKS, GensorWalk
 from ..construct.mma import MmaGensorWalk
-from ..schedules import cuda_mma
+from ..construct.wgmma import WgmmaGensorWalk
+from ..schedules import cuda_mma, cuda_wgmma
 from ..space import Config, Space
 from .base import Strategy, Trial, register
 from .options import GREATER_THAN_ZERO, POSITIVE, Option, after_topk_option, between, topk_option
@@ -68,7 +70,10 @@ class Gensor(Strategy):
         super().__init__(space, **kw)
         o = self.opts
         ctx = self.context
-        if cuda_mma.owns(space):  # tensor cores: the walk over the template's knobs (tiletune.construct.mma)
+        if cuda_wgmma.owns(space):  # Hopper: the walk over the wgmma template's knobs (tiletune.construct.wgmma)
+            self.model = WgmmaModel(space, ctx.workload, ctx.hardware, ctx.target)
+            self.walker = WgmmaGensorWalk(space, self.model, self.rng, t0=o["t0"], threshold=o["threshold"])
+        elif cuda_mma.owns(space):  # tensor cores: the walk over the template's knobs (tiletune.construct.mma)
             self.model = MmaModel(space, ctx.workload, ctx.hardware, ctx.target)
             self.walker = MmaGensorWalk(space, self.model, self.rng, t0=o["t0"], threshold=o["threshold"])
         elif (rows := row_starts(space, ctx.workload, ctx.target)) is not None:  # a row reduction: its starts

@@ -17,9 +17,11 @@ import numpy as np
 
 from ..analytic.etir import Model
 from ..analytic.mma import MmaModel
+from ..analytic.wgmma import WgmmaModel
 from ..construct.mma import MmaRollerTree
+from ..construct.wgmma import WgmmaRollerTree
 from ..construct.roller import RollerTree
-from ..schedules import cuda_mma
+from ..schedules import cuda_mma, cuda_wgmma
 from ..errors import TiletuneError
 from ..space import Config, Space
 
@@ -41,13 +43,15 @@ def background_weight(n_measured: int, decay: float) -> float:
 
 def analytic_prior(space: Space, context, rng: np.random.Generator, n: int = 256) -> PriorData:
     """``n`` uniform configurations and Roller's leaves, labelled by the analytic model (see above)."""
+    wg = cuda_wgmma.owns(space)  # the Hopper template's space: its own model (tiletune.analytic.wgmma)
     mma = cuda_mma.owns(space)  # the tensor-core template's space: its own model (tiletune.analytic.mma)
     try:
-        model = (MmaModel if mma else Model)(space, getattr(context, "workload", None),
-                                             getattr(context, "hardware", None), getattr(context, "target", None))
+        model = (WgmmaModel if wg else MmaModel if mma else Model)(
+            space, getattr(context, "workload", None), getattr(context, "hardware", None),
+            getattr(context, "target", None))
     except TiletuneError as e:
         raise TiletuneError(f"prior=analytic: {e}") from None
-    leaves = [c for _, c in (MmaRollerTree if mma else RollerTree)(space, model).construct()]
+    leaves = [c for _, c in (WgmmaRollerTree if wg else MmaRollerTree if mma else RollerTree)(space, model).construct()]
     configs = list(dict.fromkeys(leaves + space.sample_unique(rng, n, exclude=leaves)))
     t = np.asarray([model.config_time(c) for c in configs], dtype=np.float64)
     return PriorData(configs, t.min() / t)

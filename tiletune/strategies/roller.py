@@ -15,10 +15,12 @@ from typing import Sequence
 
 from ..analytic.etir import Model
 from ..analytic.mma import MmaModel
+from ..analytic.wgmma import WgmmaModel
 from ..construct import row_starts
 from ..construct.mma import MmaRollerTree
+from ..construct.wgmma import WgmmaRollerTree
 from ..construct.roller import BRANCH, RollerTree
-from ..schedules import cuda_mma
+from ..schedules import cuda_mma, cuda_wgmma
 from ..space import Config, Space
 from .base import Strategy, Trial, register
 from .options import Option, after_topk_option, between, topk_option
@@ -39,7 +41,10 @@ class Roller(Strategy):
     def __init__(self, space: Space, **kw):
         super().__init__(space, **kw)
         ctx = self.context
-        if cuda_mma.owns(space):  # tensor cores: rTiles over the template's knobs (tiletune.construct.mma)
+        if cuda_wgmma.owns(space):  # Hopper: rTiles over the wgmma template's knobs (tiletune.construct.wgmma)
+            self.model = WgmmaModel(space, ctx.workload, ctx.hardware, ctx.target)
+            self.tree = WgmmaRollerTree(space, self.model, branch=self.opts["branch"])
+        elif cuda_mma.owns(space):  # tensor cores: rTiles over the template's knobs (tiletune.construct.mma)
             self.model = MmaModel(space, ctx.workload, ctx.hardware, ctx.target)
             self.tree = MmaRollerTree(space, self.model, branch=self.opts["branch"])
         elif (rows := row_starts(space, ctx.workload, ctx.target)) is not None:  # a row reduction: its starts

@@ -30,7 +30,7 @@ from ..cost_model.transfer import check_dim, load_transfer
 from ..cost_model.xgb import XGBCostModel
 from ..errors import TiletuneError
 from ..features import make_extractor
-from ..schedules import cuda_mma
+from ..schedules import cuda_mma, cuda_wgmma
 from ..space import Config, Space
 from .base import Trial, TuneContext
 from .prior import analytic_prior, background_weight
@@ -48,7 +48,7 @@ def resolve_feature(feature: str, context: TuneContext, space: Space | None = No
     if context.workload is None:
         return "knob"
     if feature == "program":
-        return "analytical" if space is not None and cuda_mma.owns(space) else "itervar"
+        return "analytical" if space is not None and (cuda_mma.owns(space) or cuda_wgmma.owns(space)) else "itervar"
     return feature
 
 
