@@ -52,7 +52,7 @@ import numpy as np
 from ..errors import TiletuneError
 from ..quiet import quiet_tvm
 from .access import DTYPE_BYTES, IndexExpr, TensorAccess
-from .base import ACCUMULATION, DTYPES, HALF, Axis, Workload, register_spec_parser
+from .base import ACCUMULATION, DTYPES, HALF, INT_DTYPES, Axis, Workload, register_spec_parser
 from .epilogue import EpilogueError, fuse_epilogue
 
 KEY_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[(?P<shapes>[0-9x,]*)\]@(?P<hash>[0-9a-f]{16})$")
@@ -333,7 +333,7 @@ class PrimFuncWorkload(Workload):
         for p in params:
             if not hasattr(p, "shape"):
                 raise TiletuneError(f"{label}: parameter {p} is a scalar; only buffer parameters are supported")
-            if str(p.dtype) not in DTYPES:
+            if str(p.dtype) not in DTYPES + INT_DTYPES:
                 raise TiletuneError(f"{label}: buffer {p.name} has dtype {p.dtype}; accepted: {', '.join(DTYPES)}")
         written = set()
         for b in blocks:
@@ -354,9 +354,14 @@ class PrimFuncWorkload(Workload):
         walk_expr(store.value, lambda e: loads.append(e) if is_load(e) and not e.source.same_as(store.buffer) else None)
         operand = {str(e.source.dtype) for e in loads}
         acc = str(store.buffer.dtype)
-        in_dtype = operand.pop() if len(operand) == 1 else acc
+        quantized = operand == {"uint8", "int8"} and acc == "int32"  # uint8 x int8 -> int32 (x86_int8's kernels)
+        for name, _, dt in self._params:
+            if dt in INT_DTYPES and not quantized:
+                raise TiletuneError(f"{label}: buffer {name} has dtype {dt}; accepted: {', '.join(DTYPES)} (integer "
+                                    "buffers only in a uint8 x int8 -> int32 product)")
+        in_dtype = "uint8" if quantized else operand.pop() if len(operand) == 1 else acc
         Workload.__init__(self, dtype=in_dtype, out_dtype=self._params[-1][2])
-        self.mixed_precision = in_dtype in HALF and acc == ACCUMULATION.get(in_dtype)
+        self.mixed_precision = (in_dtype in HALF or quantized) and acc == ACCUMULATION.get(in_dtype)
         # the shapes in the key: parameters the anchor reads, through its producers
         reads_of = {n: {r.source.name for r in sch.get(b).reads} for b, n in zip(blocks, names)}
         writer = {w.source.name: n for b, n in zip(blocks, names) for w in sch.get(b).writes}
@@ -445,7 +450,8 @@ class PrimFuncWorkload(Workload):
 
     def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
-        return [np.asarray(rng.uniform(-1.0, 1.0, size=s), dtype=dt) for _, s, dt in self._params[:-1]]  # 0-d too
+        return [_integers(rng, s, dt) if dt in INT_DTYPES else np.asarray(rng.uniform(-1.0, 1.0, size=s), dtype=dt)
+                for _, s, dt in self._params[:-1]]  # 0-d too
 
     def reference(self, *inputs: np.ndarray) -> np.ndarray:
         """The function compiled by TVM without a schedule, run on ``inputs`` (compiled once)."""
@@ -540,6 +546,16 @@ def is_mac(wl: PrimFuncWorkload) -> bool:
 
     walk_expr(wl._store.value, visit)
     return bool(found)
+
+
+#: the range of an integer input of a quantized kernel: the dtype's, and for int32 (a weight's column sums) that of
+#: sums of a few hundred int8 values, so that the kernel's int32 arithmetic does not overflow
+INT_INPUT_RANGE = {"uint8": (0, 255), "int8": (-128, 127), "int32": (-2**15, 2**15)}
+
+
+def _integers(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
+    lo, hi = INT_INPUT_RANGE[dtype]
+    return np.asarray(rng.integers(lo, hi + 1, size=shape), dtype=dtype)
 
 
 def _from_text_named(text: str, name: str) -> PrimFuncWorkload:

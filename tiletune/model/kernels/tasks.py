@@ -38,7 +38,7 @@ import numpy as np
 from ..passes.pipeline import prepare
 from ...errors import TiletuneError
 from ...quiet import quiet_tvm
-from ...schedules import make_space
+from ...schedules import make_space, x86_int8
 from ...target import is_cuda
 from ...workloads.base import np_dtype
 from ...workloads.primfunc import PrimFuncWorkload, is_load, walk_expr, is_mac
@@ -283,6 +283,8 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
         try:
             wl = PrimFuncWorkload.from_prim_func(f, name=name)
             why = _gpu_refusal(wl, target) if is_cuda(target) else ""
+            if not why and x86_int8.applies(wl, target):  # an int8 product the VNNI kernel cannot take
+                why = x86_int8.refusal(wl, target).removeprefix(wl.key + ": ")
             if not is_mac(wl):
                 k.reason = "a reduction without a multiply-accumulate (sum, mean, pooling)"
             elif why:

@@ -1,0 +1,117 @@
+"""Quantized matrix products recognised in an imported model and rewritten for the int8 kernels.
+
+ONNX Runtime's quantizer writes a dynamically quantized ``MatMul`` as ``DynamicQuantizeLinear`` (the activation to
+uint8, its scale and zero point), ``MatMulInteger(x_q, W_q, x_zp, W_zp)``, a cast to float and a multiply by the
+two scales. TVM's ONNX frontend imports ``MatMulInteger`` as an int32 matmul of the operands after their zero points
+are subtracted,
+
+    matmul(astype(x_q, int32) - astype(x_zp, int32), astype(W_q, int32) - astype(W_zp, int32), out_dtype=int32)
+
+which no int8 instruction computes: its operands are int32. ``rewrite_quantized`` turns each such matmul whose
+right operand is a constant (a weight) into
+
+    matmul(x_q, W8, out_dtype=int32) - astype(x_zp, int32) * wsum        (wsum[n] = sum_k W8[k, n], a constant)
+
+with ``W8 = W_q - W_zp`` as int8 (exact: the weight's zero point is subtracted once, at import, and refused when a
+value leaves int8's range), so that the matmul multiplies uint8 by int8 and accumulates in int32, the form the VNNI
+kernel (``tiletune.schedules.x86_int8``) tensorizes, and the zero-point term, the cast and the scales after it fuse
+into the same kernel as its epilogue. The product is exactly the imported one: sum_k (x - zx) W8 = sum_k x W8 -
+zx wsum. A matmul whose right operand is an activation (attention's uint8 x uint8 products), or whose left operand
+is not uint8, is left as imported, and ``Rewritten.skipped`` says why.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .layout import rewrite_functions
+
+
+@dataclass
+class Rewritten:
+    """The rewritten module, how many matmuls became int8 ones, and why the others did not."""
+    mod: object
+    count: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def _op(call) -> str:
+    return getattr(getattr(call, "op", None), "name", "")
+
+
+def rewrite_quantized(mod) -> Rewritten:
+    """``mod`` with its integer matmuls in the uint8 x int8 form (module docstring)."""
+    import tvm
+    from tvm import relax
+
+    done = Rewritten(mod)
+
+    @relax.expr_functor.mutator
+    class Quantized(relax.PyExprMutator):
+        def bound(self, e):
+            while isinstance(e, relax.Var):
+                b = self.lookup_binding(e)
+                if b is None:
+                    return e
+                e = b
+            return e
+
+        def const(self, e):
+            """``e`` as a numpy array when it is a constant expression (constants, casts, +, -), else None."""
+            e = self.bound(e)
+            if isinstance(e, tvm.ir.expr.Constant):
+                return e.value.numpy()
+            if not isinstance(e, relax.Call):
+                return None
+            name = _op(e)
+            if name == "relax.astype":
+                v = self.const(e.args[0])
+                return None if v is None else v.astype(np.int64)
+            if name in ("relax.subtract", "relax.add"):
+                a, b = self.const(e.args[0]), self.const(e.args[1])
+                if a is None or b is None:
+                    return None
+                return a.astype(np.int64) - b.astype(np.int64) if name == "relax.subtract" else a + b
+            return None
+
+        def uint8_minus_zero(self, e):
+            """(x, zero point) when ``e`` is astype(x, int32) - astype(z, int32) with x and z uint8."""
+            e = self.bound(e)
+            if _op(e) != "relax.subtract":
+                return None
+            x, z = self.bound(e.args[0]), self.bound(e.args[1])
+            if _op(x) != "relax.astype" or _op(z) != "relax.astype":
+                return None
+            x, z = x.args[0], z.args[0]
+            if str(x.ty.dtype) != "uint8" or str(z.ty.dtype) != "uint8":
+                return None
+            return x, z
+
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if _op(call) != "relax.matmul" or str(call.attrs.out_dtype) != "int32":
+                return call
+            lhs = self.uint8_minus_zero(call.args[0])
+            if lhs is None:
+                done.skipped.append("a matmul whose left operand is no uint8 activation minus its zero point")
+                return call
+            w = self.const(call.args[1])
+            if w is None:
+                done.skipped.append("a matmul of two activations (no constant weight)")
+                return call
+            if w.ndim != 2 or w.min() < -128 or w.max() > 127:
+                done.skipped.append(f"a weight of shape {w.shape} outside int8 after its zero point")
+                return call
+            x, zx = lhs
+            w8 = w.astype(np.int8)
+            wsum = w8.astype(np.int32).sum(axis=0, dtype=np.int32)
+            mm = relax.op.matmul(x, relax.const(w8, "int8"), out_dtype="int32")
+            corr = relax.op.multiply(relax.op.astype(zx, "int32"), relax.const(wsum, "int32"))
+            done.count += 1
+            return relax.op.subtract(mm, corr)
+
+    out = rewrite_functions(mod, Quantized)
+    done.mod = tvm.transform.Sequential([relax.transform.CanonicalizeBindings(),
+                                         relax.transform.DeadCodeElimination()])(out)
+    return done
