@@ -1,0 +1,156 @@
+"""int8 kernels (uint8 x int8 -> int32 by vpdpbusd): exact integer results of the quantized families on small shapes,
+the epilogues (zero point, dequantize per tensor and per channel, requantize), the weight packing, the one-line
+refusals, and a model quantized by ONNX Runtime (dynamic: MatMulInteger) imported, built with int8 kernels and
+matching ONNX Runtime's own int8 output. Skips where the CPU has no AVX512-VNNI or onnxruntime is missing."""
+import numpy as np
+import pytest
+
+from tiletune import cpu_features
+from tiletune.errors import TiletuneError
+from tiletune.schedules import build, check, make_space, prepacked_inputs, starts, x86_int8
+from tiletune.schedules.cpu import InvalidConfig
+from tiletune.target import host_target
+from tiletune.workloads import parse
+
+HOST = host_target()
+vnni = pytest.mark.skipif(not cpu_features.has("avx512_vnni", HOST),
+                          reason="this CPU or its target has no AVX512-VNNI (vpdpbusd)")
+
+
+def run(wl, space, config):
+    """The kernel of ``config`` on the workload's inputs, its weight packed beforehand as a model build packs it."""
+    import tvm
+
+    ex = build(wl, space, config, HOST, prepacked=True)
+    packs = prepacked_inputs(wl, space, config, HOST)
+    inputs = wl.make_inputs(seed=1)
+    dev = tvm.cpu()
+    out = tvm.runtime.tensor(np.zeros(wl.output_shape(), wl.out_dtype), dev)
+    ex.mod["main"](*[tvm.runtime.tensor(packs[i].pack(x) if i in packs else x, dev) for i, x in enumerate(inputs)],
+                   out)
+    return out.numpy(), wl.reference(*inputs), ex
+
+
+def test_reference_is_exact_integer_arithmetic():
+    wl = parse("qgemm:M=4,N=16,K=8,out_dtype=int32")
+    a, w, wsum, za = wl.make_inputs(seed=3)
+    want = (a.astype(np.int64) - int(za[0])) @ w.astype(np.int64)  # (x - zx) W, as MatMulInteger defines it
+    assert np.array_equal(wl.reference(a, w, wsum, za), want.astype(np.int32))
+    assert wl.tolerance() == (0.0, 0.0)
+    assert parse("qgemm:M=4,N=16,K=8,out_dtype=float32").tolerance()[0] > 0  # the float epilogue's rounding
+
+
+@pytest.mark.parametrize("spec,msg", [
+    ("qgemm:M=4,N=24,K=8", "multiple of 16"),
+    ("qgemm:M=4,N=16,K=6", "multiple of 16 and K=6 of 4"),
+    ("qgemm:M=4,N=16,K=8,out_dtype=float16", "accepted: uint8, int32, float32"),
+    ("qgemm:M=4,N=16,K=8,dtype=float32", "does not take dtype=float32"),
+    ("qgemm:M=4,N=16,K=8,per_channel=2", "per_channel must be 0 or 1"),
+])
+def test_bad_specs_are_one_line_errors(spec, msg):
+    with pytest.raises(TiletuneError, match=msg) as e:
+        parse(spec)
+    assert "\n" not in str(e.value)
+
+
+def test_a_target_without_vnni_is_refused_in_one_line():
+    wl = parse("qgemm:M=16,N=32,K=16,out_dtype=int32")
+    with pytest.raises(TiletuneError, match="avx512_vnni|VNNI") as e:
+        make_space(wl, None, {"kind": "llvm", "mcpu": "haswell", "num-cores": 2})
+    assert "\n" not in str(e.value)
+
+
+def test_space_is_in_units_of_the_instruction_and_keeps_the_register_rule():
+    wl = parse("qgemm:M=64,N=64,K=64,out_dtype=int32")
+    space = make_space(wl, None, {"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
+    ext = {k.name: k.extent for k in space.knobs if hasattr(k, "extent")}
+    assert ext == {"tile_m": 64, "tile_n": 4, "tile_k": 16}  # 64 / 16 column vectors, 64 / 4 reduction steps
+    too_many = space.from_dict({"tile_m": [1, 1, 2, 32], "tile_n": [1, 1, 1, 4], "tile_k": [1, 16], "unroll": 0})
+    with pytest.raises(InvalidConfig, match="registers"):
+        check(wl, space, too_many, HOST)
+    for c in starts(wl, space, HOST):
+        assert space.is_legal(c)
+
+
+def test_weight_layout_is_what_vpdpbusd_reads():
+    w = np.arange(8 * 32, dtype=np.int64).reshape(8, 32).astype(np.int8)
+    p = x86_int8.VnniLayout().pack(w)
+    assert p.shape == (2, 2, 16, 4)
+    assert p[1, 0, 3, 2] == w[2, 16 + 3] and p[0, 1, 15, 0] == w[4, 15]  # [n // 16, k // 4, n % 16, k % 4]
+
+
+@vnni
+@pytest.mark.parametrize("spec", [
+    "qgemm:M=24,N=48,K=36,out_dtype=int32",
+    "qgemm:M=16,N=32,K=64",  # requantize to uint8
+    "qgemm:M=8,N=64,K=32,out_dtype=float32,per_channel=1",
+    "qbatch_matmul:B=2,M=8,N=32,K=16,out_dtype=int32",
+])
+def test_vnni_kernels_are_exact(spec):
+    wl = parse(spec)
+    space = make_space(wl, None, HOST)
+    rng = np.random.default_rng(0)
+    configs = starts(wl, space, HOST)[:1] + [space.sample(rng) for _ in range(2)]
+    for c in configs:
+        got, want, ex = run(wl, space, c)
+        if wl.out_dtype == "float32":
+            np.testing.assert_allclose(got, want, *wl.tolerance())
+        else:
+            assert np.array_equal(got, want), space.to_dict(c)
+    asm = ex.mod.inspect_source("asm") if not ex.mod.imports else ex.mod.imports[0].inspect_source("asm")
+    assert "vpdpbusd" in asm
+
+
+def _dynamic_quantized_mlp(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(0)
+    w1, b1 = rng.normal(0, 0.2, (64, 128)).astype(np.float32), rng.normal(0, 0.1, 128).astype(np.float32)
+    w2, b2 = rng.normal(0, 0.2, (128, 32)).astype(np.float32), rng.normal(0, 0.1, 32).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["y0"]),
+             helper.make_node("Add", ["y0", "b2"], ["y"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32])],
+                              [numpy_helper.from_array(v, n) for n, v in (("w1", w1), ("b1", b1), ("w2", w2),
+                                                                          ("b2", b2))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    fp32, q = tmp_path / "mlp.onnx", tmp_path / "mlp_q.onnx"
+    onnx.save(model, fp32)
+    quantize_dynamic(str(fp32), str(q), weight_type=QuantType.QInt8)
+    return fp32, q
+
+
+def test_dynamic_quantized_model_is_rewritten_into_int8_tasks(tmp_path):
+    _, q = _dynamic_quantized_mlp(tmp_path)
+    from tiletune.model.kernels.tasks import load_model_tasks
+
+    _, tasks = load_model_tasks(str(q), {"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
+    int8 = [k for k in tasks.tasks if getattr(k.workload, "dtype", "") == "uint8"]
+    assert len(int8) == 2 and all(x86_int8.applies(k.workload, tasks.target) for k in int8)
+    assert all(k.workload.weights for k in int8)  # the int8 weights are packed once, at build
+
+
+@vnni
+def test_dynamic_quantized_model_matches_onnxruntime_int8(tmp_path):
+    import onnxruntime as ort
+
+    from tiletune.api import load_model
+    from tiletune.model.library import build_model
+
+    fp32, q = _dynamic_quantized_mlp(tmp_path)
+    lib = str(tmp_path / "mlp_q.so")
+    build_model(str(q), lib)
+    x = np.random.default_rng(5).normal(0, 1, (8, 64)).astype(np.float32)
+    ours = load_model(lib)(x)[0]
+    ort_q = ort.InferenceSession(str(q), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    ort_f = ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    scale = np.abs(ort_f).max()
+    # the same integer products: only the float epilogue's rounding and DynamicQuantizeLinear's rounding ties differ
+    assert np.abs(ours - ort_q).max() <= 1e-3 * scale
+    # quantization's own error against the float model, the same for both int8 engines
+    assert np.abs(ours - ort_f).max() <= 0.05 * scale
