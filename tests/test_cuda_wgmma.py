@@ -86,6 +86,14 @@ def test_limits_and_refusals():
         cuda_wgmma.check(wl, space, space.from_dict({**base, "consumers": 1, "stages": 3}), SM90A)
     with pytest.raises(cuda_wgmma.InvalidWgmmaConfig, match="does not divide"):
         cuda_wgmma.check(wl, space, space.from_dict({**base, "wgmma_n": 192}), SM90A)
+    # a convolution's block tile: the rectangle of output pixels that wastes the fewest slots, the wider on ties
+    conv = cuda_wgmma.problem(parse("conv2d:N=1,C=512,H=7,W=7,K=512,R=3,S=3,pad=1,layout=NHWC,dtype=float16"))
+    assert conv.windowed and conv.pixel_tile(64) == (8, 8) and conv.m_tiles(64) == 1 and conv.k_tiles(64) == 72
+    s2 = cuda_wgmma.problem(parse("conv2d:N=1,C=128,H=56,W=56,K=128,R=3,S=3,stride=2,pad=1,layout=NHWC,"
+                                  "dtype=float16"))
+    assert s2.pixel_tile(128) == (4, 32) and s2.m_tiles(128) == 7
+    assert not cuda_wgmma.problem(parse("conv2d:N=1,C=64,H=7,W=7,K=64,R=1,S=1,layout=NHWC,dtype=float16")).windowed
+    assert not cuda_wgmma.supports(parse("conv2d:N=1,C=3,H=7,W=7,K=64,R=3,S=3,layout=NHWC,dtype=float16"))
     persistent = cuda_wgmma.check(wl, space, space.from_dict({**base, "persistent": 1}), SM90A)
     assert (persistent.tiles, persistent.grid) == (512, 132)  # one block per SM of the H100 preset
     with pytest.raises(TiletuneError, match="sm_90a"):
@@ -137,6 +145,11 @@ CASES = [
     ("batch_matmul:B=2,M=128,N=64,K=64,dtype=bfloat16,out_dtype=float32", {}),
     ("gemm:M=2048,N=2048,K=512,dtype=float16", {"persistent": 1, "consumers": 1, "block_m": 128,
                                                 "block_n": 128, "wgmma_n": 64, "group_m": 1}),
+    # NHWC convolutions: 4-d boxes of strided, padded pixel windows (C = 32 < 64: channels zero filled), and a
+    # pointwise one as a GEMM over the pixels
+    ("conv2d:N=2,C=32,H=15,W=15,K=48,R=3,S=3,stride=2,pad=1,dilation=1,layout=NHWC,dtype=bfloat16", {}),
+    ("conv2d:N=1,C=64,H=14,W=14,K=64,R=3,S=3,stride=1,pad=2,dilation=2,layout=NHWC,dtype=float16", {}),
+    ("conv2d:N=2,C=64,H=7,W=7,K=64,R=1,S=1,layout=NHWC,dtype=float16", {}),
 ]
 
 
@@ -152,6 +165,8 @@ def test_nvcc_compiles_wgmma_kernels(spec, over, tmp_path):
     src = cuda_source(build(wl, space, config, SM90A))
     assert "wgmma.mma_async.sync.aligned.m64n" in src and "cp.async.bulk.tensor" in src
     assert "__grid_constant__ CUtensorMap" in src
+    if wl.op == "conv2d" and wl.R > 1:
+        assert "bulk_tensor_4d" in src  # the data's windows
     assert (".bf16.bf16" in src) == (wl.dtype == "bfloat16")
     assert ("setmaxnreg" in src) == (d["consumers"] > 1)
     r = compile_sm90a(src, tmp_path)

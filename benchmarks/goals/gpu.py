@@ -10,7 +10,8 @@ Suites (``SUITES``; ``--workloads`` replaces them): ``fp32`` (GEMM 1024^3 and 40
 SIMT template against cuBLAS/cuDNN with TF32 off), ``tensor-cores`` (the goal table: GEMM 4096^3 in fp16 and
 bf16, the BERT/GPT-2 GEMMs at M=512 in fp16 and bf16, four ResNet-50 convolutions in NHWC fp16, against cuBLAS /
 cuDNN in the same dtype (channels_last) and against TVM's untuned tensor-core schedule, dlight's ``gpu.Matmul``),
-``hopper`` (GEMM 4096^3 in fp16 and bf16 and the four BERT/GPT-2 GEMMs at M=512 in fp16: run it with ``--arch sm_90a``
+``hopper`` (GEMM 4096^3 in fp16 and bf16, the four BERT/GPT-2 GEMMs at M=512 in fp16 and the four ResNet-50
+convolutions: run it with ``--arch sm_90a``
 for the wgmma template and with ``--arch sm_90`` for the mma.sync template into the same ``--out``; rows are kept per
 (workload, strategy, arch)).
 
@@ -64,7 +65,8 @@ SUITES = {
 }
 # the Hopper template's goal table (cuda:sm_90a: wgmma + TMA): GEMM 4096^3 and the BERT/GPT-2 GEMMs at M=512
 SUITES["hopper"] = ";".join([f"gemm:M=4096,N=4096,K=4096,dtype={d}" for d in ("float16", "bfloat16")]
-                            + [f"gemm:M=512,N={n},K={k},dtype=float16" for n, k in _BERT])
+                            + [f"gemm:M=512,N={n},K={k},dtype=float16" for n, k in _BERT]) + ";" + ";".join(
+    SUITES["tensor-cores"].split(";")[-4:])  # the four ResNet-50 convolutions, NHWC fp16
 SUITES["all"] = SUITES["tensor-cores"] + ";" + SUITES["fp32"]
 WORKLOADS = SUITES["fp32"]
 STRATEGIES = "random,gbfs,na2c,xgb,dgd-af,gensor"

@@ -6,7 +6,9 @@ A state is a configuration (a dict of the knobs). Its two scheduled memory level
 warpgroup's accumulators (``block_m / consumers`` x ``block_n`` fp32 in registers, fed from shared memory by
 ``wgmma`` per 16-deep step); level 1, the block's shared memory (``stages`` x (``block_m`` x ``block_k`` +
 ``block_k`` x ``block_n``) elements, fed by the TMA from L2/DRAM). Problem: the template's GEMM (S batches of
-M x N over K), padded to whole tiles (the TMA's zero fill computes the padding).
+M x N over K; an NHWC convolution as M = N P Q output pixels, N = K channels, K = R S C), padded to whole tiles
+(the TMA's zero fill computes the padding; a convolution's block tiles are rectangles of output pixels, its
+k-tiles one (r, s) and ``block_k`` channels).
 
 Analytic time (``WgmmaModel.time``), following the kernel's structure:
 
@@ -76,7 +78,7 @@ class WgmmaModel:
         self.dram_lat = hw.level("DRAM").latency_ns * 1e-9
         p = self.prob
         self.in_bytes, self.out_bytes = hw_bytes(p.dtype), hw_bytes(p.out_dtype)
-        self.q_min = p.S * (p.M * p.K + p.K * p.N) * self.in_bytes
+        self.q_min = p.operand_elems * self.in_bytes
         # level 0: a warpgroup's accumulators (ACC_REGS fp32 per thread); level 1: the block's shared memory
         self.capacity = (cuda_wgmma.ACC_REGS * 4 * cuda_wgmma.WARPGROUP, space.constraint.limits.max_smem)
         self._times: dict[Config, float] = {}
@@ -101,8 +103,8 @@ class WgmmaModel:
     # ---- data movement ---------------------------------------------------------------------------
     def padded(self, d: dict) -> tuple[int, int, int]:
         p = self.prob
-        return (math.ceil(p.M / d["block_m"]) * d["block_m"], math.ceil(p.N / d["block_n"]) * d["block_n"],
-                math.ceil(p.K / d["block_k"]) * d["block_k"])
+        return (p.m_tiles(d["block_m"]) * d["block_m"], math.ceil(p.N / d["block_n"]) * d["block_n"],
+                p.k_tiles(d["block_k"]) * d["block_k"])
 
     def traffic(self, d: dict, level: int) -> float:
         """Bytes moved into the level over the whole kernel (level 0: shared memory -> tensor cores, per

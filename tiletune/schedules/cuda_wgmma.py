@@ -103,8 +103,31 @@ def is_sm90a(target: dict[str, Any] | None) -> bool:
 
 
 @dataclass(frozen=True)
+class Conv:
+    """An NHWC convolution's window: data [N, H, W, C], weight [R, S, C, K] (HWIO), output [N, P, Q, K]."""
+
+    N: int
+    H: int
+    W: int
+    C: int
+    P: int
+    Q: int
+    R: int
+    S: int
+    stride: int
+    pad: int
+    dilation: int
+
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 window at stride 1 without padding: a GEMM over the N H W pixels."""
+        return self.R == self.S == self.stride == 1 and self.pad == 0
+
+
+@dataclass(frozen=True)
 class Problem:
-    """The GEMM of a workload: S batches of C[M, N] = A[M, K] @ B[K, N], in ``dtype``, out ``out_dtype``."""
+    """The GEMM of a workload: S batches of C[M, N] = A[M, K] @ B[K, N], in ``dtype``, out ``out_dtype``; for an
+    NHWC convolution (``conv``) M = N P Q output pixels, N = K output channels, K = R S C."""
 
     S: int
     M: int
@@ -112,6 +135,47 @@ class Problem:
     K: int
     dtype: str
     out_dtype: str
+    conv: Conv | None = None
+
+    @property
+    def windowed(self) -> bool:
+        """A convolution loaded window by window (4-d TMA boxes of pixels), not as a GEMM."""
+        return self.conv is not None and not self.conv.pointwise
+
+    def pixel_tile(self, bm: int) -> tuple[int, int]:
+        """(rows, columns) of output pixels in a block tile of ``bm`` pixels: the power-of-two width (8..64,
+        its strided input run within the TMA's 256-element box) that wastes the fewest pixel slots on the
+        output's edges, the wider on ties."""
+        c = self.conv
+        best = None
+        for bq in (64, 32, 16, 8):
+            if bq > bm or bq * c.stride > 256:
+                continue
+            bp = bm // bq
+            used = (c.P * c.Q) / (math.ceil(c.P / bp) * bp * math.ceil(c.Q / bq) * bq)
+            if best is None or used > best[0] + 1e-12:
+                best = (used, bp, bq)
+        return (best[1], best[2]) if best else (bm // 8, 8)
+
+    def m_tiles(self, bm: int) -> int:
+        if not self.windowed:
+            return math.ceil(self.M / bm)
+        bp, bq = self.pixel_tile(bm)
+        c = self.conv
+        return c.N * math.ceil(c.P / bp) * math.ceil(c.Q / bq)
+
+    def k_tiles(self, bk: int) -> int:
+        if not self.windowed:
+            return math.ceil(self.K / bk)
+        return self.conv.R * self.conv.S * math.ceil(self.conv.C / bk)
+
+    @property
+    def operand_elems(self) -> int:
+        """Elements of the operands as they lie in memory (a convolution's data once, not per window)."""
+        if self.conv is not None:
+            c = self.conv
+            return c.N * c.H * c.W * c.C + c.R * c.S * c.C * self.N
+        return self.S * (self.M * self.K + self.K * self.N)
 
 
 def problem(workload: Workload) -> Problem | None:
@@ -123,14 +187,22 @@ def problem(workload: Workload) -> Problem | None:
         return Problem(1, w.M, w.N, w.K, w.dtype, w.out_dtype)
     if w.op == "batch_matmul":
         return Problem(w.B, w.M, w.N, w.K, w.dtype, w.out_dtype)
+    if w.op == "conv2d" and w.layout == "NHWC":
+        c = Conv(w.N, w.H, w.W, w.C, w.P, w.Q, w.R, w.S, w.stride, w.pad, w.dilation)
+        return Problem(1, w.N * w.P * w.Q, w.K, w.R * w.S * w.C, w.dtype, w.out_dtype, c)
     return None
 
 
 def supports(workload: Workload) -> bool:
-    """Whether this template builds ``workload``: half-precision gemm or batch_matmul whose rows are whole
-    16-byte units (K and N multiples of 8: the TMA's global strides). The others stay on mma.sync."""
+    """Whether this template builds ``workload``: half-precision gemm, batch_matmul or NHWC conv2d whose rows are
+    whole 16-byte units (K and N multiples of 8, a convolution's C and K: the TMA's global strides), a
+    convolution's stride within the TMA's element strides (8). The others stay on mma.sync."""
     p = problem(workload)
-    return p is not None and p.K % 8 == 0 and p.N % 8 == 0
+    if p is None or p.N % 8:
+        return False
+    if p.conv is not None:
+        return p.conv.C % 8 == 0 and p.conv.stride <= 8
+    return p.K % 8 == 0
 
 
 # ---- limits and the space ---------------------------------------------------------------------------
@@ -181,11 +253,11 @@ def tile_info(workload: Workload, space: Space, config: Config, target: dict[str
         raise InvalidWgmmaConfig(f"wgmma_n {wn} does not divide block_n {bn}")
     if bn % ATOM or bk % ATOM:
         raise InvalidWgmmaConfig(f"block_n {bn} and block_k {bk} must be multiples of {ATOM}")
-    k_tiles = math.ceil(p.K / bk)
+    k_tiles = p.k_tiles(bk)
     if st > k_tiles + 1:
         raise InvalidWgmmaConfig(f"{st} stages over {k_tiles} k-tiles")
     m_atoms, n_atoms = bm // nc // MMA_M, bn // wn
-    tiles = p.S * math.ceil(p.M / bm) * math.ceil(p.N / bn)
+    tiles = p.S * p.m_tiles(bm) * math.ceil(p.N / bn)
     grid = min(tiles, sm_count(target)) if d["persistent"] else tiles
     smem = st * (bm * bk + bk * bn) * DTYPE_BYTES[p.dtype]
     return TileInfo(WARPGROUP * (nc + 1), smem, m_atoms * n_atoms * wn // 2, consumer_regs(nc), m_atoms, n_atoms,
@@ -252,7 +324,7 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
     knobs = dict(KNOBS)
     knobs["block_m"] = fits(p.M, KNOBS["block_m"])
     knobs["block_n"] = fits(p.N, KNOBS["block_n"])
-    knobs["block_k"] = fits(p.K, KNOBS["block_k"])
+    knobs["block_k"] = fits(p.conv.C if p.windowed else p.K, KNOBS["block_k"])
     knobs["wgmma_n"] = tuple(v for v in KNOBS["wgmma_n"] if v <= max(knobs["block_n"]))
     space = Space([ChoiceKnob(name, values) for name, values in knobs.items()])
     space.constraint = WgmmaLimitRule(workload, limits_for(target), target)
@@ -284,7 +356,7 @@ def default_config(workload: Workload, space: Space, target: dict[str, Any] | No
             continue
         first = first or cfg
         d = space.to_dict(cfg)
-        if p is not None and p.S * math.ceil(p.M / d["block_m"]) * math.ceil(p.N / d["block_n"]) >= sms // 2:
+        if p is not None and p.S * p.m_tiles(d["block_m"]) * math.ceil(p.N / d["block_n"]) >= sms // 2:
             return cfg
     if first is None:
         raise TiletuneError(f"{workload.key}: no wgmma configuration fits the target's limits")
@@ -310,7 +382,7 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
     p = problem(workload)
     info = check(workload, space, config, target, prob=p)
     d = space.to_dict(config)
-    S, M, N, K, dtype, out_dtype = p.S, p.M, p.N, p.K, p.dtype, p.out_dtype
+    S, M, N, K, dtype, out_dtype, cv = p.S, p.M, p.N, p.K, p.dtype, p.out_dtype, p.conv
     BM, BN, BK, ST, NC, WN, GM = (d["block_m"], d["block_n"], d["block_k"], d["stages"], d["consumers"],
                                   d["wgmma_n"], d["group_m"])
     eb = DTYPE_BYTES[dtype]
@@ -319,42 +391,71 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
     ACC_N = WN // 2  # accumulators per thread of one m64 x WN instruction
     A_TILE, B_TILE = BM * BK, BK * BN
     STAGE_BYTES = (A_TILE + B_TILE) * eb
-    TM, TN = math.ceil(M / BM), math.ceil(N / BN)
+    TM, TN = p.m_tiles(BM), math.ceil(N / BN)
     TILES, GRID = info.tiles, info.grid
     LT = math.ceil(TILES / GRID)  # tiles per block
     GM = min(GM, TM)
     THREADS, CREGS = info.threads, info.consumer_regs
     KS = BK // MMA_K
-    rank = 2 if S == 1 else 3
-    a_shape, b_shape, c_shape = ((M, K), (K, N), (M, N)) if S == 1 else ((S, M, K), (S, K, N), (S, M, N))
-    # cuTensorMapEncodeTiled: dims (innermost first), byte strides of the outer dims, box, element strides,
-    # interleave, swizzle, L2 promotion, out-of-bounds fill (zeros)
-    a_args = ([K, M] + ([S] if S > 1 else []) + [K * eb] + ([M * K * eb] if S > 1 else [])
-              + [ATOM, BM] + ([1] if S > 1 else []) + [1] * rank + [0, SWIZZLE_128B, L2_PROMOTE_128B, 0])
-    b_args = ([N, K] + ([S] if S > 1 else []) + [N * eb] + ([K * N * eb] if S > 1 else [])
-              + [ATOM, BK] + ([1] if S > 1 else []) + [1] * rank + [0, SWIZZLE_128B, L2_PROMOTE_128B, 0])
-    tma = f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+    tail = [0, SWIZZLE_128B, L2_PROMOTE_128B, 0]  # interleave, swizzle, L2 promotion, out-of-bounds fill (zeros)
+    # cuTensorMapEncodeTiled's operands after the rank and the pointer: dims (innermost first), byte strides of
+    # the outer dims, box, element strides, then ``tail``
+    if cv is None:
+        a_shape, b_shape, c_shape = ((M, K), (K, N), (M, N)) if S == 1 else ((S, M, K), (S, K, N), (S, M, N))
+        batch = [S] if S > 1 else []
+        a_args = [K, M, *batch, K * eb, *([M * K * eb] if S > 1 else []), ATOM, BM, *[1] * len(batch)]
+        b_args = [N, K, *batch, N * eb, *([K * N * eb] if S > 1 else []), ATOM, BK, *[1] * len(batch)]
+        a_rank = b_rank = 2 + len(batch)
+    else:
+        a_shape, b_shape, c_shape = (cv.N, cv.H, cv.W, cv.C), (cv.R, cv.S, cv.C, N), (cv.N, cv.P, cv.Q, N)
+        if cv.pointwise:  # [N H W, C] x [C, K]
+            a_args, b_args, a_rank, b_rank = [cv.C, M, cv.C * eb, ATOM, BM], [N, K, N * eb, ATOM, BK], 2, 2
+        else:  # the data as [N, H, W, C], one box of BP x BQ strided pixels per (r, s, 64 channels)
+            BP, BQ = p.pixel_tile(BM)
+            TP, TQ, CT = math.ceil(cv.P / BP), math.ceil(cv.Q / BQ), math.ceil(cv.C / BK)
+            st = cv.stride
+            a_args = [cv.C, cv.W, cv.H, cv.N, cv.C * eb, cv.W * cv.C * eb, cv.H * cv.W * cv.C * eb,
+                      ATOM, BQ * st, BP * st, 1, 1, st, st, 1]
+            b_args = [N, cv.C, cv.R * cv.S, N * eb, cv.C * N * eb, ATOM, BK, 1]
+            a_rank, b_rank = 4, 3
+    a_args += [1] * a_rank + tail
+    b_args += [1] * b_rank + tail
+    tma = "cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+    tma_a, tma_b = tma.format(a_rank), tma.format(b_rank)
     chain = f"wgmma.mma_async.sync.aligned.m64n{WN}k16.f32.{ab}.{ab}"
     A_SDO = 8 * ATOM * eb // 16  # 8 rows of 128 bytes between core-matrix groups, in 16-byte units
     B_LDO = BK * ATOM * eb // 16  # one 64-column atom of B (BK rows of 128 bytes), in 16-byte units
     GROUP = GM * TN  # tiles per rasterization group
     store2 = "tiletune_store2_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[out_dtype]
 
-    def coords(tile):  # (batch, m0, n0) of a tile index, group_m block-rows at a time
+    def coords(tile):  # (batch, M-tile, n0) of a tile index, group_m M-tiles at a time
         b = tile // (TM * TN)
         t = tile % (TM * TN)
         first = t // GROUP * GM
         size = T.min(TM - first, GM)
-        return b, (first + (t % GROUP) % size) * BM, (t % GROUP) // size * BN
+        return b, first + (t % GROUP) % size, (t % GROUP) // size * BN
 
-    def a_coord(k, m0, b):
-        return [k, m0] + ([b] if S > 1 else [])
+    def a_coord(kt, j, tm, b):  # the TMA coordinates of A's j-th 64-wide box of k-tile kt
+        if p.windowed:
+            rs, c0 = kt // CT, kt % CT * BK + j * ATOM
+            img, p0, q0 = tm // (TP * TQ), tm // TQ % TP * BP, tm % TQ * BQ
+            return [c0, q0 * st - cv.pad + rs % cv.S * cv.dilation, p0 * st - cv.pad + rs // cv.S * cv.dilation, img]
+        return [kt * BK + j * ATOM, tm * BM] + ([b] if S > 1 else [])
 
-    def b_coord(n, k, b):
-        return [n, k] + ([b] if S > 1 else [])
+    def b_coord(kt, j, n0, b):
+        if p.windowed:
+            return [n0 + j * ATOM, kt % CT * BK, kt // CT]
+        return [n0 + j * ATOM, kt * BK] + ([b] if S > 1 else [])
 
-    def c_index(b, row, col):
-        return (row, col) if S == 1 else (b, row, col)
+    def out(b, tm, m, col):  # (C's index, whether inside C) of row m of M-tile tm, column col
+        if p.windowed:
+            img, pp, qq = tm // (TP * TQ), tm // TQ % TP * BP + m // BQ, tm % TQ * BQ + m % BQ
+            return (img, pp, qq, col), T.And(T.And(pp < cv.P, qq < cv.Q), col < N)
+        row = tm * BM + m
+        inside = T.And(row < M, col < N)
+        if cv is not None:
+            return (row // (cv.P * cv.Q), row // cv.Q % cv.P, row % cv.Q, col), inside
+        return ((row, col) if S == 1 else (b, row, col)), inside
 
     # fmt: off
     @T.prim_func
@@ -364,9 +465,9 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
         B = T.match_buffer(b, b_shape, dtype, align=16)
         C = T.match_buffer(c, c_shape, out_dtype, align=16)
         A_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
-        T.call_packed("runtime.cuTensorMapEncodeTiled", A_map, dtype, rank, A.data, *a_args)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", A_map, dtype, a_rank, A.data, *a_args)
         B_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
-        T.call_packed("runtime.cuTensorMapEncodeTiled", B_map, dtype, rank, B.data, *b_args)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", B_map, dtype, b_rank, B.data, *b_args)
         T.device_entry()
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})  # a register cap at entry, which setmaxnreg needs
         bx = T.cta_id([GRID])
@@ -389,26 +490,25 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
             if tx == 0:
                 for lt in T.serial(LT):
                     if bx + lt * GRID < TILES:
-                        bb, m0, n0 = T.meta_var(coords(bx + lt * GRID))
+                        bb, tm, n0 = T.meta_var(coords(bx + lt * GRID))
                         for kt in T.serial(KT):
                             g = T.meta_var(lt * KT + kt)
                             s = T.meta_var(g % ST)
                             T.cuda.mbarrier_wait(T.address_of(empty[s]), ((g // ST) & 1) ^ 1)
                             T.ptx.mbarrier.arrive.expect_tx.shared.b64(T.address_of(full[s]), T.uint32(STAGE_BYTES))
                             for j in T.unroll(BK // ATOM):
-                                T.ptx[tma](T.address_of(smem[s * A_TILE + j * BM * ATOM]), T.address_of(A_map),
-                                           *a_coord(kt * BK + j * ATOM, m0, bb), T.address_of(full[s]))
+                                T.ptx[tma_a](T.address_of(smem[s * A_TILE + j * BM * ATOM]), T.address_of(A_map),
+                                             *a_coord(kt, j, tm, bb), T.address_of(full[s]))
                             for j in T.unroll(BN // ATOM):
-                                T.ptx[tma](T.address_of(smem[ST * A_TILE + s * B_TILE + j * BK * ATOM]),
-                                           T.address_of(B_map), *b_coord(n0 + j * ATOM, kt * BK, bb),
-                                           T.address_of(full[s]))
+                                T.ptx[tma_b](T.address_of(smem[ST * A_TILE + s * B_TILE + j * BK * ATOM]),
+                                             T.address_of(B_map), *b_coord(kt, j, n0, bb), T.address_of(full[s]))
         else:
             if NC > 1:
                 T.ptx["setmaxnreg.inc.sync.aligned.u32"](CREGS)
             wg = T.meta_var((tx - WARPGROUP) // WARPGROUP)
             for lt in T.serial(LT):
                 if bx + lt * GRID < TILES:
-                    bb, m0, n0 = T.meta_var(coords(bx + lt * GRID))
+                    bb, tm, n0 = T.meta_var(coords(bx + lt * GRID))
                     for i in T.unroll(MI * NI * ACC_N):
                         acc[i] = T.float32(0)
                         T.cuda.func_call("tiletune_acc_fence", acc[i], source_code=ACC_FENCE)
@@ -445,11 +545,12 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
                     for mi in T.unroll(MI):
                         for ni in T.unroll(NI):
                             for i in T.unroll(ACC_N // 2):  # two neighbouring columns per store (N is even)
-                                row = T.meta_var(m0 + wg * rows_wg + mi * MMA_M + tx % WARPGROUP // 32 * 16
-                                                 + tx % 32 // 4 + i % 2 * 8)
+                                m = T.meta_var(wg * rows_wg + mi * MMA_M + tx % WARPGROUP // 32 * 16 + tx % 32 // 4
+                                               + i % 2 * 8)
                                 col = T.meta_var(n0 + ni * WN + i // 2 * 8 + tx % 4 * 2)
-                                if row < M and col < N:
-                                    T.cuda.func_call(store2, T.address_of(C[c_index(bb, row, col)]),
+                                index, inside = T.meta_var(out(bb, tm, m, col))
+                                if inside:
+                                    T.cuda.func_call(store2, T.address_of(C[index]),
                                                      acc[(mi * NI + ni) * ACC_N + 2 * i],
                                                      acc[(mi * NI + ni) * ACC_N + 2 * i + 1], source_code=STORE2[out_dtype])
     # fmt: on
