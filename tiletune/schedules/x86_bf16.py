@@ -194,16 +194,15 @@ def operands(workload: Workload) -> Operands | None:
     except TiletuneError:
         return None
     inputs = [t for t in accesses if t.role == "input"]
-    if isinstance(workload, PrimFuncWorkload):
-        params = set(workload.input_names())
-        if any(t.name not in params for t in inputs):  # an inlined producer's buffer: not packable here
-            return None
+    params = set(workload.input_names()) if isinstance(workload, PrimFuncWorkload) else None
     vec = spatial[-1]
     vector = [t for t in inputs if any(vec in d.axes for d in t.dims)]
     bcast = [t for t in inputs if t not in vector]
     if len(vector) != 1 or not bcast:
         return None
     v = vector[0]
+    if params is not None and v.name not in params:  # an inlined producer's buffer: not packed here
+        return None
     if not all(len(d.terms) == 1 and d.terms[0][1] == 1 for d in v.dims) or v.dims[-1].terms != ((vec, 1),):
         return None
     dims = tuple(d.terms[0][0] for d in v.dims)
@@ -240,11 +239,30 @@ def _path(workload: Workload, target: dict[str, Any] | None) -> str | None:
     if ext[ops.vec] % LANES or ext[ops.pair] % PAIR:
         return None
     feats = cpu_features.target_features(target)
-    if "amx_bf16" in feats and amx_shape(workload, ops):
+    if "amx_bf16" in feats and amx_shape(workload, ops) and _tensorizes(workload, "amx"):
         return "amx"
-    if "avx512_bf16" in feats:
+    if "avx512_bf16" in feats and _tensorizes(workload, "avx512"):
         return "avx512"
     return None
+
+
+def _tensorizes(workload: Workload, kind: str) -> bool:
+    """Whether the instruction matches the anchor once its producers are inlined: always for the named families; for
+    a PrimFunc whose broadcast operand comes through a producer (a convolution's ``pad_temp``), only when that
+    producer is a plain copy (a padding's bounds check is no plain load): scheduled once, on the smallest
+    configuration."""
+    ops = operands(workload)
+    if not isinstance(workload, PrimFuncWorkload) or set(ops.broadcast) <= set(workload.input_names()):
+        return True
+    space = make_space(workload, None, None, kind=kind)
+    config = space.from_dict({k.name: (k.extent,) + (1,) * (k.levels - 1) if isinstance(k, SplitKnob) else k.values[0]
+                              for k in space.knobs})
+    register_intrinsics()
+    try:
+        (_schedule_amx if kind == "amx" else _schedule_avx512)(workload, space, config)
+    except Exception:  # noqa: BLE001  (TVM's ScheduleError: the block does not match the instruction)
+        return False
+    return True
 
 
 def amx_shape(workload: Workload, ops: Operands) -> bool:
@@ -270,7 +288,10 @@ def refusal(workload: Workload, target: dict[str, Any] | None) -> str | None:
     if ext[ops.vec] % LANES or ext[ops.pair] % PAIR:
         return (f"{workload.key}: {ops.vec}={ext[ops.vec]} is no multiple of {LANES} or {ops.pair}={ext[ops.pair]} "
                 f"no multiple of {PAIR}")
-    return f"{workload.key}: the target enables neither avx512bf16 nor amx-bf16"
+    if not cpu_features.target_features(target) & {"avx512_bf16", "amx_bf16"}:
+        return f"{workload.key}: the target enables neither avx512bf16 nor amx-bf16"
+    return (f"{workload.key}: the instruction does not match the anchor once its producers are inlined (a padding "
+            "inside the kernel)")
 
 
 # ---- the space -------------------------------------------------------------------------------------------
@@ -336,9 +357,11 @@ class TileBudget:
         return f"constraint: C, A and B tiles of the innermost block fit the {TILE_REGISTERS} AMX tile registers"
 
 
-def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None) -> Space:
-    """The space of a bf16 workload on its path (``path``), in units of the instruction's tile."""
-    kind = path(workload, target)
+def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None, *, kind: str | None = None
+               ) -> Space:
+    """The space of a bf16 workload on its path (``path``; ``kind`` given: that path's), in units of the
+    instruction's tile."""
+    kind = kind or path(workload, target)
     if kind is None:
         raise TiletuneError(refusal(workload, target) or f"{workload.key}: not a bf16 workload")
     ops = operands(workload)
@@ -355,7 +378,7 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
     if kind == "amx":
         space.constraint = TileBudget(spatial[-2], spatial[-1])
     else:
-        space.constraint = RegisterTile(vector_file(target)[0], spatial)
+        space.constraint = RegisterTile(vector_file(target or {"mcpu": "znver4"})[0], spatial)
     return space
 
 
