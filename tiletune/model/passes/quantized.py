@@ -16,7 +16,8 @@ with ``W8 = W_q - W_zp`` as int8 (exact: the weight's zero point is subtracted o
 value leaves int8's range), so that the matmul multiplies uint8 by int8 and accumulates in int32, the form the VNNI
 kernel (``tiletune.schedules.x86_int8``) tensorizes, and the zero-point term, the cast and the scales after it fuse
 into the same kernel as its epilogue. The product is exactly the imported one: sum_k (x - zx) W8 = sum_k x W8 -
-zx wsum. A matmul whose right operand is an activation (attention's uint8 x uint8 products), or whose left operand
+zx wsum. The scalar weight scales multiplied into the activation's scale become 1-element tensors
+(``ScaleParams``), so that the kernels of the layers of one shape are one tuning task. A matmul whose right operand is an activation (attention's uint8 x uint8 products), or whose left operand
 is not uint8, is left as imported, and ``Rewritten.skipped`` says why.
 """
 from __future__ import annotations
@@ -111,7 +112,25 @@ def rewrite_quantized(mod) -> Rewritten:
             done.count += 1
             return relax.op.subtract(mm, corr)
 
+    @relax.expr_functor.mutator
+    class ScaleParams(relax.PyExprMutator):
+        """``multiply(x_scale, w_scale)`` of two scalars, the second a constant, with that constant as a 1-element
+        tensor: a scalar constant is inlined into the fused kernel as a literal, so every layer's kernel would be a
+        task of its own; a tensor is a parameter, and the layers' kernels of one shape are one task."""
+
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if _op(call) != "relax.multiply" or len(call.args) != 2:
+                return call
+            a, b = call.args
+            if (isinstance(b, tvm.ir.expr.Constant) and b.value.numpy().ndim == 0 and len(a.ty.shape) == 0
+                    and str(b.ty.dtype) == "float32"):
+                return relax.op.multiply(a, relax.const(b.value.numpy().reshape(1), "float32"))
+            return call
+
     out = rewrite_functions(mod, Quantized)
+    if done.count:
+        out = rewrite_functions(out, ScaleParams)
     done.mod = tvm.transform.Sequential([relax.transform.CanonicalizeBindings(),
                                          relax.transform.DeadCodeElimination()])(out)
     return done
