@@ -156,9 +156,12 @@ def build(workload: Workload, space: Space, config: Config, target: dict[str, An
     if _wgmma(workload, target):  # a TIRx kernel (TMA descriptors made on the host, no layout rewrite)
         config = {} if arg_checks else {"tirx.disable_assert": True}
         outer = tvm.transform.PassContext.current()
-        with tvm.transform.PassContext(opt_level=outer.opt_level, config={**outer.config, **config}):
+        tgt = tvm.target.Target(target)
+        # in the target's scope: where a GPU compiles the CUDA C (NVRTC), the arch comes from it (sm_90a, not the
+        # device's sm_90, which has no wgmma)
+        with tvm.transform.PassContext(opt_level=outer.opt_level, config={**outer.config, **config}), tgt:
             with quiet_tvm():
-                return tvm.compile(mod, target=tvm.target.Target(target), tir_pipeline="tirx")
+                return tvm.compile(mod, target=tgt, tir_pipeline="tirx")
     if prepacked:  # a no-op for a kernel that packs no weight
         from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
