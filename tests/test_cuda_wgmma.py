@@ -5,6 +5,7 @@ output and a persistent configuration, the TIRx kernel compiles for sm_90a into 
 checks skip where nvcc is missing; the SASS counts also need cuobjdump and nvdisasm (on PATH, or the
 nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels). ``-k gpu``: the kernels against numpy, on a GPU of compute
 capability 9.0 only (the device script benchmarks/device/run_hopper.sh runs it)."""
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from tiletune.analytic.wgmma import WgmmaModel, wgmma_features
+from tiletune.cli import main
 from tiletune.construct import constructions
 from tiletune.errors import TiletuneError
 from tiletune.features.analytical import analytical_features
@@ -179,6 +181,20 @@ def test_nvcc_compiles_wgmma_kernels(spec, over, tmp_path):
         assert r["UTMALDG"] > 0 and r["HMMA"] == 0 and r["LDL"] == r["STL"] == 0, r
 
 
+def test_source_command_writes_the_wgmma_kernel(tmp_path):
+    out = tmp_path / "k.cu"
+    assert main(["source", "gemm:M=256,N=1000,K=128,dtype=float16", "-t", "cuda:sm_90a", "-o", str(out)]) == 0
+    src = out.read_text()
+    assert "wgmma.mma_async" in src and "cp.async.bulk.tensor.2d" in src
+    config = json.dumps({"block_m": 64, "block_n": 128, "block_k": 64, "stages": 2, "consumers": 1,
+                         "wgmma_n": 128, "group_m": 1, "persistent": 1})
+    assert main(["source", "gemm:M=256,N=1000,K=128,dtype=float16", "-t", "cuda:sm_90a", "--config", config,
+                 "-o", str(out)]) == 0
+    assert "m64n128k16" in out.read_text()
+    assert main(["source", "gemm:M=256,N=1000,K=128,dtype=float16", "-t", "cuda:sm_90", "-o", str(out)]) == 0
+    assert "wgmma" not in out.read_text() and "mma.sync" in out.read_text()
+
+
 # ---- on a GPU: the numerics -------------------------------------------------------------------------
 def _sm90() -> bool:
     if not has_gpu():
@@ -194,13 +210,29 @@ def _sm90() -> bool:
                                                "block_n": 128, "wgmma_n": 128}),
 ])
 def test_gpu_numerics(spec, over):
-    import tvm
-
     wl = parse(spec)
     space = make_space(wl, target=SM90A)
     config = cuda_wgmma.default_config(wl, space, SM90A)
     if over:
         config = space.from_dict({**space.to_dict(config), **over})
+    _check_on_gpu(wl, space, config, spec)
+
+
+@pytest.mark.skipif(not _sm90(), reason="needs a GPU of compute capability 9.0 (H100/H200)")
+@pytest.mark.parametrize("spec", ["gemm:M=320,N=1000,K=200,dtype=float16",
+                                  "conv2d:N=2,C=64,H=20,W=20,K=72,R=3,S=3,stride=2,pad=1,layout=NHWC,dtype=bfloat16"])
+def test_gpu_numerics_sampled(spec):
+    """Eight configurations drawn from the space (every knob's values in play), each against numpy."""
+    wl = parse(spec)
+    space = make_space(wl, target=SM90A)
+    rng = np.random.default_rng(1)
+    for config in space.sample_unique(rng, 8):
+        _check_on_gpu(wl, space, config, spec)
+
+
+def _check_on_gpu(wl, space, config, spec):
+    import tvm
+
     ex = build(wl, space, config, SM90A)
     inputs = wl.make_inputs(seed=0)
     dev = tvm.cuda(0)
