@@ -101,6 +101,52 @@ def test_vnni_kernels_are_exact(spec):
     assert "vpdpbusd" in asm
 
 
+SPR = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}
+
+
+def test_amx_kernel_is_tdpbusd_on_tiles():
+    """The AMX path compiles (for a Sapphire Rapids target) to tdpbusd with one tile configuration; it is run only
+    where the CPU has AMX-INT8."""
+    import tvm
+
+    wl = parse("qgemm:M=64,N=64,K=128,out_dtype=float32,per_channel=1")
+    assert x86_int8.path(wl, SPR) == "amx" and x86_int8.path(wl, HOST) == ("amx" if cpu_features.has(
+        "amx_int8", HOST) else "vnni")
+    space = x86_int8.make_space(wl, None, SPR, kind="amx")
+    assert {k.name: k.extent for k in space.knobs if hasattr(k, "extent")} == {"tile_m": 4, "tile_n": 4,
+                                                                                 "tile_k": 2}
+    c = space.from_dict({"tile_m": [2, 1, 1, 2], "tile_n": [1, 2, 1, 2], "tile_k": [1, 2], "unroll": 0})
+    assert not space.constraint(space, space.from_dict({"tile_m": [1, 1, 1, 4], "tile_n": [1, 1, 1, 4],
+                                                         "tile_k": [1, 2], "unroll": 0}))  # 16 + 8 > 8 tiles
+    ex = tvm.compile(x86_int8.schedule_amx(wl, space, c).mod, target=tvm.target.Target(SPR))
+    asm = (ex.mod.imports[0] if ex.mod.imports else ex.mod).inspect_source("asm")
+    assert "tdpbusd" in asm and "ldtilecfg" in asm and "vpdpbusd" not in asm
+
+
+@pytest.mark.skipif(cpu_features.has("amx_int8", SPR), reason="this CPU has AMX-INT8")
+def test_amx_target_on_a_cpu_without_amx_is_one_line():
+    with pytest.raises(TiletuneError, match="amx_int8") as e:
+        make_space(parse("qgemm:M=64,N=64,K=128"), None, SPR)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.skipif(not cpu_features.has("amx_int8", SPR), reason="this CPU has no AMX-INT8")
+def test_amx_kernels_are_exact():
+    wl = parse("qgemm:M=32,N=32,K=128,out_dtype=int32")
+    space = make_space(wl, None, SPR)
+    c = space.from_dict({"tile_m": [1, 1, 1, 2], "tile_n": [1, 1, 1, 2], "tile_k": [1, 2], "unroll": 0})
+    import tvm
+
+    ex = build(wl, space, c, SPR, prepacked=True)
+    packs = prepacked_inputs(wl, space, c, SPR)
+    inputs = wl.make_inputs(seed=1)
+    dev = tvm.cpu()
+    out = tvm.runtime.tensor(np.zeros(wl.output_shape(), wl.out_dtype), dev)
+    ex.mod["main"](*[tvm.runtime.tensor(packs[i].pack(x) if i in packs else x, dev) for i, x in enumerate(inputs)],
+                   out)
+    assert np.array_equal(out.numpy(), wl.reference(*inputs))
+
+
 def _dynamic_quantized_mlp(tmp_path):
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")

@@ -25,8 +25,19 @@ write-back as in the float template (``tiletune.workloads.epilogue``).
   type does not match function signature": it takes ``<64 x i8>``), and it matches only a global accumulator; this
   module registers the same description with a ``local`` accumulator and the ``<64 x i8>`` operands
   (``VNNI_INTRIN``).
+- **AMX** (``tdpbusd``, ``schedule_amx``): where the target enables ``amx_int8`` and the rows, columns and reduction
+  are whole tiles (16, 16, 64), the same loop order over 16 x 16 x 64 tile steps: S3 is a block of tm x tn int32
+  accumulator tiles in the local accumulator, each step loads C, A (16 rows x 64 uint8) and B (16 rows of 64 bytes of
+  the same ``VnniLayout``: a 64-deep slice of 16 packed columns is 1 KiB contiguous) and runs ``tdpbusd``, through a
+  short LLVM function linked into the kernel (``_LL_AMX``), written as the bf16 template writes its ``tdpbf16ps``
+  (``tiletune.schedules.x86_bf16``), so that LLVM's tile configuration pass emits one ``ldtilecfg`` per kernel. The
+  space is in tiles (rows / 16, columns / 16, reduction / 64) with the rule tm tn + tm + tn <= 8 tile registers
+  (``AmxTiles``). The process that builds (and runs) the kernel asks Linux for the tile state first
+  (``cpu_features.request_amx``).
 - **CPU features** (``tiletune.cpu_features``): the target must enable ``avx512_vnni`` (``+avx512vnni``; Zen 4 and
-  later, Ice Lake and later), else the space is refused in one line; a machine without it cannot measure.
+  later, Ice Lake and later), else the space is refused in one line; an AMX target on a machine without
+  ``amx_int8`` is refused in one line too (its kernels cannot be measured here; ``schedule_amx`` still compiles
+  them, which ``tests/test_int8.py`` does to read their assembly).
 """
 from __future__ import annotations
 
@@ -44,6 +55,32 @@ from .cpu import MAX_LOCAL_ELEMS, PREPACK, InvalidConfig, _inline_producers, _ou
 #: the tile of one ``vpdpbusd``: 16 int32 lanes, each summing 4 u8 x s8 products along the reduction
 LANES, DEPTH = 16, 4
 VNNI_INTRIN = "tiletune_vnni_u8s8i32_16x4_local"
+AMX_INTRIN = "tiletune_amx_u8s8i32_tile_16x16x64"
+#: an AMX int8 step: C (16 x 16 int32) += A (16 rows x 64 uint8) B (16 rows of 16 columns x 4 int8: the same
+#: ``VnniLayout``); 8 tile registers per kernel
+TILE_ROWS, TILE_K, TILE_REGISTERS = 16, 64, 8
+
+# one 16 x 16 x 64 step on tiles (C int32, ldc elements; A uint8, lda bytes; B 16 rows of 64 bytes), in LLVM as the
+# bf16 template writes its tdpbf16ps (``x86_bf16._LL_AMX``): constant shapes, so that LLVM's tile configuration pass
+# writes one ldtilecfg per kernel
+_LL_AMX = r"""
+define linkonce_odr void @tiletune_tdpbusd(ptr %c0, i64 %co, i64 %ldc, ptr %a0, i64 %ao, i64 %lda, ptr %b0,
+                                            i64 %bo) alwaysinline {
+  %c = getelementptr i32, ptr %c0, i64 %co
+  %a = getelementptr i8, ptr %a0, i64 %ao
+  %b = getelementptr i8, ptr %b0, i64 %bo
+  %cs = shl i64 %ldc, 2
+  %tc = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %c, i64 %cs)
+  %ta = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %a, i64 %lda)
+  %tb = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %b, i64 64)
+  %td = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, x86_amx %tc, x86_amx %ta, x86_amx %tb)
+  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %c, i64 %cs, x86_amx %td)
+  ret void
+}
+declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
+declare x86_amx @llvm.x86.tdpbusd.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
+declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
+"""
 #: AVX-512's vector registers; one is left to LLVM (docs/decisions/register-tile.md)
 REGISTERS = 32
 
@@ -76,7 +113,36 @@ def _register_intrinsics() -> None:
                 T.reinterpret(T.broadcast(a4, 16), dtype="int8x64"), B.vload([0, 0], dtype="int8x64"),
                 dtype="int32x16")
 
+    @T.prim_func(s_tir=True)
+    def tile_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        lda = T.int32()
+        ldc = T.int32()
+        A = T.match_buffer(a, (16, 64), "uint8", offset_factor=1, strides=[lda, 1])
+        B = T.match_buffer(b, (16, 16, 4), "int8", offset_factor=64)
+        C = T.match_buffer(c, (16, 16), "int32", offset_factor=1, scope="local", strides=[ldc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:16, 0:16], A[0:16, 0:64], B[0:16, 0:16, 0:4])
+            T.writes(C[0:16, 0:16])
+            for i, j, k in T.grid(16, 16, 64):
+                with T.sblock("update"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk // 4, vj, vk % 4], "int32")
+
+    @T.prim_func(s_tir=True)
+    def tile_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        lda = T.int32()
+        ldc = T.int32()
+        A = T.match_buffer(a, (16, 64), "uint8", offset_factor=1, strides=[lda, 1])
+        B = T.match_buffer(b, (16, 16, 4), "int8", offset_factor=64)
+        C = T.match_buffer(c, (16, 16), "int32", offset_factor=1, scope="local", strides=[ldc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:16, 0:16], A[0:16, 0:64], B[0:16, 0:16, 0:4])
+            T.writes(C[0:16, 0:16])
+            T.evaluate(T.call_extern("void", "tiletune_tdpbusd", C.data, T.int64(C.elem_offset), T.int64(ldc),
+                                     A.data, T.int64(A.elem_offset), T.int64(lda), B.data, T.int64(B.elem_offset)))
+
     TensorIntrin.register(VNNI_INTRIN, desc, impl, override=True)
+    TensorIntrin.register(AMX_INTRIN, tile_desc, tile_impl, override=True)
 
 
 _registered = False
@@ -164,15 +230,41 @@ def applies(workload: Workload, target: dict[str, Any] | None) -> bool:
     return operands(workload) is not None
 
 
-def refusal(workload: Workload, target: dict[str, Any] | None) -> str:
-    """Why the int8 template cannot schedule ``workload`` for ``target`` (one line), or ""."""
+def _extents(workload: Workload) -> dict[str, int]:
+    return {a.name: a.extent for a in workload.axes_no_tvm()}
+
+
+def _m_axis(workload: Workload) -> str | None:
+    """The row axis of an AMX tile: the spatial axis just before ``n``."""
     ops = operands(workload)
-    ext = {a.name: a.extent for a in workload.axes_no_tvm()}
+    spatial = [a.name for a in workload.axes_no_tvm() if a.kind == "S" and a.name != ops.n]
+    return spatial[-1] if spatial else None
+
+
+def amx_shape(workload: Workload) -> bool:
+    """Whether the shape is made of whole AMX tiles: rows by 16, columns by 16, the reduction by 64."""
+    ops, ext, m = operands(workload), _extents(workload), _m_axis(workload)
+    return m is not None and ext[m] % TILE_ROWS == 0 and ext[ops.n] % LANES == 0 and ext[ops.k] % TILE_K == 0
+
+
+def path(workload: Workload, target: dict[str, Any] | None) -> str:
+    """"amx" where the target enables amx_int8 and the shape is whole tiles, else "vnni"."""
+    return "amx" if "amx_int8" in cpu_features.target_features(target) and amx_shape(workload) else "vnni"
+
+
+def refusal(workload: Workload, target: dict[str, Any] | None) -> str:
+    """Why the int8 template cannot schedule ``workload`` for ``target`` on this machine (one line), or "": a shape
+    the instruction does not tile, a target without VNNI, or an AMX target on a CPU without AMX (its kernels cannot
+    be measured or run here; ``schedule_amx`` still compiles them, for reading their code)."""
+    ops, ext = operands(workload), _extents(workload)
     if ext[ops.n] % LANES or ext[ops.k] % DEPTH:
         return (f"{workload.key}: the int8 kernel tiles the columns by {LANES} and the reduction by {DEPTH} "
                 f"(vpdpbusd); n={ext[ops.n]}, k={ext[ops.k]}")
     try:
-        cpu_features.require("avx512_vnni", "the int8 kernel (vpdpbusd)", target, machine=False)
+        if path(workload, target) == "amx":
+            cpu_features.require("amx_int8", "the int8 AMX kernel (tdpbusd)", target)
+        else:
+            cpu_features.require("avx512_vnni", "the int8 kernel (vpdpbusd)", target, machine=False)
     except TiletuneError as e:
         return f"{workload.key}: {e}"
     return ""
@@ -206,24 +298,52 @@ class VnniTile:
                 f"AVX-512 registers (vpdpbusd register tile)")
 
 
-def unit_axes(workload: Workload) -> list[Axis]:
-    """The workload's axes with ``n`` in units of 16 columns and ``k`` in units of 4 (``LANES``, ``DEPTH``)."""
+@dataclass(frozen=True)
+class AmxTiles:
+    """The AMX rule: tm x tn accumulator tiles, tm A tiles and tn B tiles within the 8 tile registers."""
+    m_knob: str
+    n_knob: str
+
+    def tiles(self, space: Space, config: Config) -> tuple[int, int]:
+        d = space.to_dict(config)
+        return d[self.m_knob][-1], d[self.n_knob][-1]
+
+    def __call__(self, space: Space, config: Config) -> bool:
+        tm, tn = self.tiles(space, config)
+        return tm * tn + tm + tn <= TILE_REGISTERS
+
+    def why(self, space: Space, config: Config) -> str:
+        tm, tn = self.tiles(space, config)
+        return f"{tm} x {tn} accumulator tiles need {tm * tn + tm + tn} tile registers > {TILE_REGISTERS}"
+
+    def describe(self) -> str:
+        return f"constraint: tm tn + tm + tn <= {TILE_REGISTERS} AMX tile registers"
+
+
+def unit_axes(workload: Workload, kind: str = "vnni") -> list[Axis]:
+    """The workload's axes in units of the instruction's tile: ``n`` by 16 columns and ``k`` by 4 (``vpdpbusd``); for
+    AMX also the rows by 16 and ``k`` by 64."""
     ops = operands(workload)
-    unit = {ops.n: LANES, ops.k: DEPTH}
+    unit = {ops.n: LANES, ops.k: DEPTH} if kind == "vnni" else {ops.n: LANES, ops.k: TILE_K,
+                                                                   _m_axis(workload): TILE_ROWS}
     return [Axis(a.name, a.extent // unit.get(a.name, 1), a.kind) for a in workload.axes()]
 
 
-def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None) -> Space:
-    """The int8 kernel's space (the module docstring); a one-line TiletuneError where it cannot run
-    (``refusal``)."""
-    why = refusal(workload, target)
-    if why:
-        raise TiletuneError(why)
+def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = None, *,
+               kind: str | None = None) -> Space:
+    """The int8 kernel's space (the module docstring) for the target's path (``kind`` forces one); a one-line
+    TiletuneError where it cannot run (``refusal``)."""
+    if kind is None:
+        why = refusal(workload, target)
+        if why:
+            raise TiletuneError(why)
+        kind = path(workload, target)
     ops = operands(workload)
-    space = Space.from_axes(unit_axes(workload), levels=levels, choices={"unroll": DEFAULT_UNROLL})
+    space = Space.from_axes(unit_axes(workload, kind), levels=levels, choices={"unroll": DEFAULT_UNROLL})
     spatial = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"]
     if min(k.levels for k in spatial) >= 2:
-        space.constraint = VnniTile(f"tile_{ops.n}", tuple(k.name for k in spatial if k.axis != ops.n))
+        space.constraint = (VnniTile(f"tile_{ops.n}", tuple(k.name for k in spatial if k.axis != ops.n))
+                            if kind == "vnni" else AmxTiles(f"tile_{_m_axis(workload)}", f"tile_{ops.n}"))
     return space
 
 
@@ -321,7 +441,104 @@ def prepacked(workload: Workload, space: Space, config: Config) -> dict[int, Vnn
 
 # ---- schedule -----------------------------------------------------------------------------------------------------
 def schedule(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None, func=None):
-    """The TensorIR schedule of ``config`` (the module docstring)."""
+    """The TensorIR schedule of ``config`` for the target's path (the module docstring). Before an AMX kernel is
+    built in a process, this machine's AMX tile state is requested (``cpu_features.request_amx``): the kernel runs in
+    the process that builds it."""
+    if path(workload, target) == "amx":
+        cpu_features.request_amx()
+        return schedule_amx(workload, space, config, func)
+    return schedule_vnni(workload, space, config, func)
+
+
+def _prepare(workload: Workload, func):
+    """The schedule with the producers inlined and the weight copied into ``VnniLayout`` (a ``PREPACK`` stage for
+    a model's weight); (schedule, anchor block)."""
+    import tvm
+    from tvm import s_tir
+
+    _intrinsics()
+    ops = operands(workload)
+    sch = s_tir.Schedule(tvm.IRModule({"main": workload.prim_func() if func is None else func}))
+    anchor, epilogue = workload.anchor_name(), workload.epilogue_blocks()
+    _inline_producers(sch, anchor, keep=epilogue)
+    block = sch.get_sblock(anchor)
+    reads = [r.source.name for r in sch.get(block).reads]
+    packed = sch.cache_read(block, reads.index(ops.weight), "global")
+    sch.transform_layout(packed, ("write", 0), VnniLayout().index_map)
+    if ops.weight in getattr(workload, "weights", frozenset()):
+        sch.annotate(packed, PREPACK, True)
+    sch.parallel(sch.get_loops(packed)[0])
+    return sch, block
+
+
+def schedule_amx(workload: Workload, space: Space, config: Config, func=None):
+    """The AMX kernel of ``config`` (``make_space(kind="amx")``): the float template's loop order over 16 x 16 x 64
+    tile steps, S3 = (tm x tn) accumulator tiles in the int32 local accumulator, each step ``tdpbusd`` on tiles
+    loaded from it, from A and from the packed weight (``_LL_AMX``, linked into the kernel)."""
+    _check_limits(workload, space, config)
+    ops = operands(workload)
+    d = space.to_dict(config)
+    sch, block = _prepare(workload, func)
+    m = _m_axis(workload)
+    unit = {m: TILE_ROWS, ops.n: LANES, ops.k: TILE_K}
+    spatial_tiles, reduce_tiles, inner = [], [], {}
+    for loop, ax in zip(sch.get_loops(block), workload.axes()):
+        factors = list(d[f"tile_{ax.name}"])
+        if ax.name in unit:
+            parts = sch.split(loop, factors=factors + [unit[ax.name]])
+            inner[ax.name], parts = parts[-1], parts[:-1]
+        else:
+            parts = sch.split(loop, factors=factors) if len(factors) > 1 else [loop]
+        (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
+    order = _order(spatial_tiles, reduce_tiles)
+    sch.reorder(*order, inner[m], inner[ops.n], inner[ops.k])
+    fused = _outer(sch, block, workload, d, spatial_tiles)
+    sch.annotate(fused, "pragma_import_llvm", _LL_AMX)
+    init = sch.decompose_reduction(block, reduce_tiles[0][0])
+    _vectorize(sch, sch.get_loops(init)[-1], LANES)
+    sch.tensorize(inner[m], AMX_INTRIN)
+    return sch
+
+
+def _order(spatial_tiles, reduce_tiles) -> list:
+    """The float template's loop order S0 S1 R0 S2 R1 S3."""
+    ls, lr = len(spatial_tiles[0]), len(reduce_tiles[0])
+    s_outer = _outer_levels(ls)
+    order: list = []
+    for lv in range(s_outer):
+        order += [t[lv] for t in spatial_tiles]
+    for lv in range(lr - 1):
+        order += [t[lv] for t in reduce_tiles]
+    for lv in range(s_outer, ls - 1):
+        order += [t[lv] for t in spatial_tiles]
+    order += [t[lr - 1] for t in reduce_tiles]
+    if ls > s_outer:
+        order += [t[ls - 1] for t in spatial_tiles]
+    return order
+
+
+def _outer(sch, block, workload: Workload, d: dict, spatial_tiles):
+    """Parallel S0, the unroll knob, the int32 accumulator (local) under the last S1 loop with the epilogue fused
+    into its write-back; the fused parallel loop."""
+    ls = len(spatial_tiles[0])
+    s_outer = _outer_levels(ls)
+    outer = [t[0] for t in spatial_tiles]
+    fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+    sch.parallel(fused)
+    if d.get("unroll"):
+        sch.annotate(fused, "pragma_auto_unroll_max_step", int(d["unroll"]))
+        sch.annotate(fused, "pragma_unroll_explicit", 1)
+    attach = fused if s_outer == 1 or ls == 1 else spatial_tiles[-1][s_outer - 1]
+    wb = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
+    if workload.epilogue_blocks():
+        fuse_epilogue(sch, workload.epilogue_blocks())
+    _vectorize(sch, sch.get_loops(wb)[-1], LANES)
+    return fused
+
+
+def schedule_vnni(workload: Workload, space: Space, config: Config, func=None):
+    """The VNNI kernel of ``config`` (the module docstring)."""
     import tvm
     from tvm import s_tir
 
