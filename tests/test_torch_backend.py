@@ -106,13 +106,24 @@ def test_dynamic_serves_two_lengths_from_one_compile(capsys):
             assert close(f(x), m(x))
     assert len(calls) == 1  # dynamo compiled once
     g = compiled_graphs()[-1]
-    assert g.dynamic and [s for _, s in g.shapes()] == ["compiled", "compiled"]
+    assert g.dynamic and [s for _, s in g.shapes()] == ["library", "library"]  # one library, both lengths
+    assert capsys.readouterr().err.count("compiled in") == 1
+
+
+def test_dynamic_per_shape_when_asked(capsys):
+    m = Mlp().eval()
+    with torch.no_grad():
+        f = tt_compile(m, dynamic=True, symbolic=False)
+        for n in (3, 7):
+            x = torch.randn(2, n, 32)
+            assert close(f(x), m(x))
+    assert [s for _, s in compiled_graphs()[-1].shapes()] == ["compiled", "compiled"]
 
 
 def test_max_shapes_bounds_recompilation(capsys):
     m = Mlp().eval()
     with torch.no_grad():
-        f = tt_compile(m, dynamic=True, max_shapes=1)
+        f = tt_compile(m, dynamic=True, max_shapes=1, symbolic=False)
         for n in (3, 5, 6):
             x = torch.randn(1, n, 32)
             assert close(f(x), m(x))

@@ -59,8 +59,9 @@ def compile(model, *, dynamic: bool | None = None, fullgraph: bool = False, **op
 class _Entry:
     """One shape of a graph: its runner (None: it runs in PyTorch), the compiler that made it, its weights' ids."""
 
-    def __init__(self, runner, compiler=None, reason: str = ""):
+    def __init__(self, runner, compiler=None, reason: str = "", shared: bool = False):
         self.runner, self.compiler, self.reason = runner, compiler, reason
+        self.shared = shared  # the graph's one library for every shape
         self.background: Background | None = None
 
 
@@ -75,6 +76,8 @@ class CompiledGraph:
         self.lock = threading.Lock()
         self._sig_at: list[int] | None = None  # placeholder positions of the signature (user tensors, sizes)
         self.said_overflow = False
+        self.symbolic: _Entry | None = None  # a dynamic graph's one library for every shape
+        self.per_shape = False  # a dynamic graph whose library could not be made: compiled per shape
         _GRAPHS.append(weakref.ref(self))
 
     def shapes(self) -> list[tuple[str, str]]:
@@ -82,7 +85,8 @@ class CompiledGraph:
         out = []
         for e in self.entries.values():
             shape = e.compiler.name.split(" ", 2)[-1] if e.compiler is not None else "?"
-            out.append((shape, "compiled" if e.runner is not None else f"pytorch: {e.reason}"))
+            how = ("library" if e.shared else "compiled") if e.runner is not None else f"pytorch: {e.reason}"
+            out.append((shape, how))
         return out
 
     def _signature(self, args) -> tuple:
@@ -120,7 +124,13 @@ class CompiledGraph:
         return tuple(runner([args[i] for i in c.plan.user]))
 
     def _compile(self, args, sig) -> _Entry:
-        compiled = sum(1 for e in self.entries.values() if e.compiler is not None)
+        if self.dynamic and self.opts.mode == "construct" and self.opts.symbolic and not self.per_shape:
+            shared = self.symbolic or self._symbolic(args)
+            if shared is not None:
+                if not self.opts.check or self._agrees(shared, args):
+                    return _Entry(shared.runner, shared.compiler, shared=True)
+                say(f"{shared.compiler.name}: its library differs from PyTorch at this shape: compiled per shape")
+        compiled = sum(1 for e in self.entries.values() if e.compiler is not None and not e.shared)
         if self.dynamic and compiled >= self.opts.max_shapes:
             if not self.said_overflow:
                 say(f"a dynamic graph met more than max_shapes={self.opts.max_shapes} shapes: the others run in "
@@ -155,16 +165,52 @@ class CompiledGraph:
             say(f"{c.name} runs in PyTorch: {type(e).__name__}: {one_line(str(e), 200)}")
             return _Entry(None, c, str(e))
         if not self.opts.quiet:
-            what = "from the cache" if built.from_cache else f"compiled in {built.seconds:.1f} s"
-            default = sum(1 for h in built.how.values() if h.startswith("default"))
-            say(f"{c.name}: {what}; kernels: {built.tuned} from the tuning database, {built.constructed} "
-                f"constructed ({self.opts.construct}), {default} with the default schedule")
+            self._said(c, built)
         entry = _Entry(runner, c)
         if self.opts.mode == "background":
             entry.background = Background(c, entry, built)
             entry.background.start()
         return entry
 
+
+    def _symbolic(self, args) -> _Entry | None:
+        """The graph's one library for every shape (``GraphCompiler(symbolic=True)``), made at its first call; None
+        (and the graph compiled per shape from then on) where it cannot be made."""
+        try:
+            c = GraphCompiler(self.gm, args, self.opts, number=self.number, symbolic=True)
+            built = c.cached()
+            if built is None:
+                built = c.build()
+            runner = self._checked(c, built)
+        except Exception as e:  # noqa: BLE001  (NotSymbolic, Fallback, anything: the per-shape path decides)
+            self.per_shape = True
+            say(f"graph {self.number}: one library for every shape failed ({type(e).__name__}: "
+                f"{one_line(str(e), 200)}); compiled per shape")
+            return None
+        if not self.opts.quiet:
+            self._said(c, built)
+        self.symbolic = _Entry(runner, c, shared=True)
+        return self.symbolic
+
+    def _agrees(self, shared: _Entry, args) -> bool:
+        """Whether the shared library's outputs at these inputs are PyTorch's within the outputs' dtype tolerance."""
+        import torch
+
+        c = shared.compiler
+        with torch.no_grad():
+            want = self.gm(*args)
+        want = list(want) if isinstance(want, (tuple, list)) else [want]
+        try:
+            got = shared.runner([args[i] for i in c.plan.user])
+        except Exception:  # noqa: BLE001  (a shape the library refuses)
+            return False
+        return relative_error(got, want) <= tolerance(c.plan.out_dtypes)
+
+    def _said(self, c, built) -> None:
+        what = "from the cache" if built.from_cache else f"compiled in {built.seconds:.1f} s"
+        default = sum(1 for h in built.how.values() if h.startswith("default"))
+        say(f"{c.name}: {what}; kernels: {built.tuned} from the tuning database, {built.constructed} "
+            f"constructed ({self.opts.construct}), {default} with the default schedule")
 
     def _checked(self, c, built):
         """The runner of ``built``; with the ``check`` option, a Fallback when its outputs on the graph's first

@@ -40,8 +40,10 @@ from ..alignment import PARAM_ALIGNMENT
 from ..db.kernels import database_configs
 from ..db.store import Database
 from ..errors import TiletuneError, one_line
+from ..records import kernel_identity
 from ..model.build import RTOL, compare, compile_module, constructed_configs, scheduled_module
 from ..model.frontend.source import from_torch
+from ..model.dynamic.shapes import dynamic_library, shape_tasks
 from ..model.kernels.tasks import ModelTasks, model_tasks
 from ..model.passes.layout import check_layout_for
 from ..target import is_cuda, parse_target, target_key
@@ -59,6 +61,10 @@ def say(message: str) -> None:
 
 class Fallback(Exception):
     """The graph runs in PyTorch; the message says why (one line)."""
+
+
+class NotSymbolic(Exception):
+    """A symbolic graph that cannot be one library for every shape: it is compiled per shape."""
 
 
 def _dtype_name(t) -> str:
@@ -127,12 +133,13 @@ def plan_graph(gm, example_inputs) -> Plan:
     return Plan(roles, user, consts, ints, device)
 
 
-def _frozen(gm, plan: Plan, example_inputs, compute_f32: bool):
+def _frozen(gm, plan: Plan, example_inputs, compute_f32: bool, sizes: list[tuple[int, int]] | None = None):
     """A module of the user's tensors alone (the module docstring, step 2), on the CPU (the import reads the
-    constants from the host), computing in float32 when ``compute_f32``; its example inputs."""
+    constants from the host), computing in float32 when ``compute_f32``; its example inputs. ``sizes``: each
+    integer placeholder as (user tensor, axis) whose size it is (a symbolic graph), else its value now."""
     import torch
 
-    ints = [int(example_inputs[i]) for i in plan.ints]
+    ints = [int(example_inputs[i]) for i in plan.ints] if sizes is None else None
 
     def host(t, f32: bool):
         t = t.detach().to("cpu")
@@ -146,20 +153,51 @@ def _frozen(gm, plan: Plan, example_inputs, compute_f32: bool):
                 self.register_buffer(f"c{j}", host(example_inputs[i], compute_f32))
             self.out_dtypes = None
 
-        def forward(self, *xs):
+        def run(self, xs):
             args = []
             if compute_f32:  # the graph's half inputs computed in float32 (the module docstring, step 2)
                 xs = [x.float() if x.is_floating_point() else x for x in xs]
             for kind, j in plan.roles:
-                args.append(xs[j] if kind == "in" else getattr(self, f"c{j}") if kind == "const" else ints[j])
+                if kind == "int":
+                    args.append(ints[j] if sizes is None else xs[sizes[j][0]].shape[sizes[j][1]])
+                else:
+                    args.append(xs[j] if kind == "in" else getattr(self, f"c{j}"))
             out = self.gm(*args)
             out = out if isinstance(out, (tuple, list)) else (out,)
             if compute_f32 and plan.out_dtypes:  # back to the graph's own dtypes at the boundary
                 out = [o.to(getattr(torch, d)) if o.is_floating_point() else o for o, d in zip(out, plan.out_dtypes)]
             return tuple(out)
 
+    # forward(self, x0, x1, ...): one named argument per tensor, as torch.export's dynamic_shapes counts them
+    names = [f"x{j}" for j in range(len(plan.user))]
+    scope: dict = {}
+    exec(f"def forward(self, {', '.join(names)}):\n    return self.run(({''.join(n + ', ' for n in names)}))", scope)
+    _Frozen.forward = scope["forward"]
     examples = tuple(host(example_inputs[i], False) for i in plan.user)
     return _Frozen(), examples
+
+
+def symbolic_sizes(gm, plan: Plan) -> tuple[dict[str, tuple[int, int]], list[tuple[int, int]]] | None:
+    """A symbolic graph's sizes: {symbol: (user tensor, axis)} of every symbolic axis of the user's tensors, and for
+    each integer placeholder the (user tensor, axis) it is the size of; None when an integer placeholder is not the
+    size of one axis (an expression of sizes: the graph is then compiled per shape)."""
+    import torch
+
+    nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    axes: dict[str, tuple[int, int]] = {}
+    for j, i in enumerate(plan.user):
+        v = nodes[i].meta.get("example_value")
+        for a, d in enumerate(getattr(v, "shape", ()) or ()):
+            if isinstance(d, torch.SymInt) and getattr(d.node.expr, "is_Symbol", False):
+                axes.setdefault(str(d.node.expr), (j, a))
+    sizes = []
+    for i in plan.ints:
+        v = nodes[i].meta.get("example_value")
+        name = str(v.node.expr) if isinstance(v, torch.SymInt) else None
+        if name not in axes:
+            return None
+        sizes.append(axes[name])
+    return (axes, sizes) if axes else None
 
 
 def unsupported_operators(message: str) -> list[str]:
@@ -197,7 +235,7 @@ class GraphCompiler:
     """Everything of one graph that does not change from call to call: its plan, target, key, and how to build it."""
 
     def __init__(self, gm, example_inputs, opts: Options, db: Database | None = None,
-                 cache: GraphCache | None = None, number: int = 0):
+                 cache: GraphCache | None = None, number: int = 0, symbolic: bool = False):
         import torch
 
         self.gm, self.opts = gm, opts
@@ -231,9 +269,18 @@ class GraphCompiler:
         self.example_out = [t.detach() for t in want]
         self.example_in = [example_inputs[i] for i in self.plan.user]
         self.const_ids = [(example_inputs[i].data_ptr(), example_inputs[i]._version) for i in self.plan.consts]
-        self.module, self.examples = _frozen(gm, self.plan, example_inputs, self.compute_f32)
-        ints = [int(example_inputs[i]) for i in self.plan.ints]
+        self.symbolic = None  # a symbolic graph built as one library: ({symbol: (input, axis)}, sizes)
+        if symbolic:
+            self.symbolic = symbolic_sizes(gm, self.plan)
+            if self.symbolic is None:
+                raise NotSymbolic("a size it takes is not the size of one axis of an input")
+        sizes = self.symbolic[1] if self.symbolic else None
+        self.module, self.examples = _frozen(gm, self.plan, example_inputs, self.compute_f32, sizes)
+        ints = [int(example_inputs[i]) for i in self.plan.ints] if not self.symbolic else []
         shapes = [(tuple(t.shape), _dtype_name(t)) for t in self.example_in]
+        if self.symbolic:  # one library for every shape: keyed by the axes' symbols, not their sizes now
+            where = {v: k for k, v in self.symbolic[0].items()}
+            shapes = [(tuple(where.get((j, a), d) for a, d in enumerate(sh)), dt) for j, (sh, dt) in enumerate(shapes)]
         self.key = graph_key(gm.code, shapes, ints, weights_digest([example_inputs[i] for i in self.plan.consts]),
                              target_key(self.target), self.layout, self.compute, opts.construct)
         self.tasks: ModelTasks | None = None
@@ -241,15 +288,42 @@ class GraphCompiler:
 
     @property
     def name(self) -> str:
-        shapes = ", ".join("x".join(map(str, t.shape)) or "scalar" for t in self.example_in)
+        if self.symbolic:
+            where = {v: k for k, v in self.symbolic[0].items()}
+            shapes = ", ".join("x".join(str(where.get((j, a), d)) for a, d in enumerate(t.shape)) or "scalar"
+                               for j, t in enumerate(self.example_in))
+        else:
+            shapes = ", ".join("x".join(map(str, t.shape)) or "scalar" for t in self.example_in)
         return f"graph {self.number} ({shapes})"
+
+    def _dynamic_shapes(self):
+        """torch.export's ``dynamic_shapes`` of the user's tensors: a ``Dim`` per symbol, from 2 up (dynamo
+        specializes sizes 0 and 1), unbounded."""
+        import torch
+
+        dims = {name: torch.export.Dim(name, min=2) for name in self.symbolic[0]}
+        where: dict[int, dict] = {j: {} for j in range(len(self.example_in))}
+        nodes = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        for j, i in enumerate(self.plan.user):
+            v = nodes[i].meta.get("example_value")
+            for a, d in enumerate(getattr(v, "shape", ()) or ()):
+                if isinstance(d, torch.SymInt) and str(d.node.expr) in dims:
+                    where[j][a] = dims[str(d.node.expr)]
+        return tuple(where.get(j) or None for j in range(len(self.example_in)))
 
     def import_tasks(self) -> ModelTasks:
         """The graph's kernels through the model path (steps 2-3 of the module docstring)."""
         if self.tasks is None:
-            source = from_torch(f"graph {self.number}", f"graph{self.number}", self.module, self.examples)
+            dynamic = self._dynamic_shapes() if self.symbolic else None
             try:
-                self.tasks = model_tasks(source, self.target, self.layout, self.compute)
+                source = from_torch(f"graph {self.number}", f"graph{self.number}", self.module, self.examples,
+                                    dynamic)
+                if self.symbolic:
+                    binding = {n: int(self.example_in[j].shape[a]) for n, (j, a) in self.symbolic[0].items()}
+                    self.dyn = shape_tasks(source, self.target, self.layout, [binding], dtype=self.compute)
+                    self.tasks = self.dyn.merged
+                else:
+                    self.tasks = model_tasks(source, self.target, self.layout, self.compute)
             except TiletuneError as e:
                 ops = unsupported_operators(str(e))
                 if ops:
@@ -264,11 +338,19 @@ class GraphCompiler:
         tasks = tasks or self.import_tasks()
         keys = sorted(tasks.keys())
         state = self.db.state(keys, self.target)
-        recorded = database_configs(tasks, {}, self.db)
-        chosen = constructed_configs(tasks, self.opts.construct, recorded)
         try:
-            mod, how = scheduled_module(tasks, chosen)
-            ex = compile_module(mod, self.target)
+            if self.symbolic:  # one library for every shape (tiletune.model.dynamic.shapes.dynamic_library)
+                ids = {kernel_identity(k) for k in keys}
+                recs = [r for r in self.db.records(self.target) if kernel_identity(r.workload) in ids]
+                lib = dynamic_library(self.dyn, "the tuning database" if recs else None, self.opts.construct,
+                                      read=recs or None)
+                ex, recorded, chosen = lib.ex, lib.recorded, lib.chosen
+                how = {f"{shape}: {k}": v for shape, kernels in lib.how.items() for k, v in kernels.items()}
+            else:
+                recorded = database_configs(tasks, {}, self.db)
+                chosen = constructed_configs(tasks, self.opts.construct, recorded)
+                mod, how = scheduled_module(tasks, chosen)
+                ex = compile_module(mod, self.target)
         except TiletuneError as e:
             raise Fallback(one_line(str(e), 300)) from None
         module = ex.mod

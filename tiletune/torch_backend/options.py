@@ -23,7 +23,8 @@ class Options:
     layout: str = DEFAULT_LAYOUT
     cache: bool = True  # keep compiled graphs in the cache (TILETUNE_CACHE_DIR/graphs)
     check: bool = True  # compare each compiled graph with PyTorch on its first inputs; a mismatch falls back
-    max_shapes: int = MAX_SHAPES  # a dynamic graph: shapes compiled before the others run in PyTorch
+    symbolic: bool = True  # a dynamic graph in construct mode: one library for every shape (else one per shape)
+    max_shapes: int = MAX_SHAPES  # a dynamic graph compiled per shape: shapes compiled before the others run in PyTorch
     poll: float = 2.0  # background: seconds between looks at the database
     quiet: bool = False  # no line per compiled graph (fallbacks are always said)
 
