@@ -203,3 +203,21 @@ def test_second_process_hits_the_cache(tmp_path):
     second = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "from the cache" in second.stderr and "compiled in" not in second.stderr, second.stderr[-2000:]
+
+
+def test_background_mode_swaps_in_tuned_kernels(capsys):
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    x = torch.randn(8, 32)
+    with torch.no_grad():
+        f = torch.compile(m, backend="tiletune", options={"mode": "background", "trials": 2, "strategy": "random",
+                                                          "poll": 0.2})
+        assert close(f(x), m(x))  # at once, on constructed kernels
+        g = compiled_graphs()[-1]
+        (entry,) = g.entries.values()
+        assert entry.background is not None and entry.background.finished.wait(240)
+        assert entry.background.proc.returncode == 0
+        assert entry.background.swaps >= 1  # the database's tuned kernels, swapped in
+        assert close(f(x), m(x))
+    assert Database().summary()[0].tuned >= 1
+    assert "tuned builds swapped in" in capsys.readouterr().err
