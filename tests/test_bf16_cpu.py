@@ -8,6 +8,7 @@ import pytest
 
 from tiletune import cpu_features
 from tiletune.errors import TiletuneError
+from tiletune.model.passes.precision import check_dtype_for
 from tiletune.schedules import x86_bf16
 from tiletune.workloads.base import parse
 
@@ -186,3 +187,44 @@ def test_avx512_kernel_is_refused_on_a_cpu_without_it(monkeypatch):
     fake_cpu(monkeypatch, "Test Zen 3", "avx2 fma")
     with pytest.raises(TiletuneError, match="Test Zen 3.*no avx512_bf16 flag"):
         build(wl, space, space.sample(np.random.default_rng(0)), ZEN4)
+
+
+# ---- a model in bf16 --------------------------------------------------------------------------------------
+
+def test_model_dtype_bfloat16_needs_the_instruction_on_a_cpu():
+    pytest.importorskip("tvm")
+    check_dtype_for("bfloat16", ZEN4)
+    check_dtype_for("bfloat16", SPR)
+    with pytest.raises(TiletuneError, match="needs avx512bf16 or amx-bf16.*mcpu=haswell") as e:
+        check_dtype_for("bfloat16", HASWELL)
+    assert "\n" not in str(e.value)
+    with pytest.raises(TiletuneError, match="float16 is for CUDA targets"):
+        check_dtype_for("float16", ZEN4)
+
+
+@needs_avx512_bf16
+def test_bf16_model_built_with_the_bf16_template_matches_torch_fp32():
+    """The model 'tiny' cast to bf16 (fp32 accumulation, norms in fp32) on this CPU: its convolutions and matmuls
+    scheduled by the AVX512-BF16 template (one sampled configuration each), the rest by the default schedules; the
+    whole model within bf16's tolerance (``RTOL``) of PyTorch in fp32."""
+    pytest.importorskip("torch")
+    from tiletune.model.build import RTOL, Chosen, ModelRunner, check, compile_module, scheduled_module
+    from tiletune.model.frontend.source import load
+    from tiletune.model.kernels.tasks import model_tasks
+    from tiletune.schedules import make_space
+    from tiletune.target import parse_target
+
+    host = parse_target("llvm")
+    src = load("tiny")
+    tasks = model_tasks(src, host, "NHWC", "bfloat16")
+    rng = np.random.default_rng(0)
+    chosen = {}
+    for k in tasks.kernels:
+        if k.workload is not None and x86_bf16.path(k.workload, host) == "avx512":
+            space = make_space(k.workload, target=host)
+            chosen[k.hash] = Chosen(k, space.sample(rng), space, 0.0, 0.0, "sampled")
+    assert len(chosen) >= 4  # two convolutions and two matmuls of 'tiny' at least
+    mod, how = scheduled_module(tasks, chosen)
+    assert list(how.values()).count("sampled") >= 4
+    err = check(src, ModelRunner(compile_module(mod, host)), dtype="bfloat16")
+    assert 0 < err <= RTOL["bfloat16"]
