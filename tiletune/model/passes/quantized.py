@@ -19,6 +19,14 @@ into the same kernel as its epilogue. The product is exactly the imported one: s
 zx wsum. The scalar weight scales multiplied into the activation's scale become 1-element tensors
 (``ScaleParams``), so that the kernels of the layers of one shape are one tuning task. A matmul whose right operand is an activation (attention's uint8 x uint8 products), or whose left operand
 is not uint8, is left as imported, and ``Rewritten.skipped`` says why.
+
+A static QDQ model (``quantize_static(..., quant_format=QDQ)``) imports as ``matmul(dequantize(q, sx, zx), W)``: TVM's
+importer folds the weight's ``DequantizeLinear`` into a float constant. When that constant is exactly an int8 grid
+of the symmetric scale (``int8_grid``: every value ``w8 x sw`` with ``sw = max |w| / 127``, per tensor or per column,
+as ONNX Runtime quantizes ``QInt8`` weights), the matmul becomes ``float32(matmul(q, w8) - zx wsum) x (sx sw)``, and
+the bias, ReLU and the next ``quantize`` (the requantization) fuse after it. An int8 activation (the quantizer's
+default ``QInt8``) is made again as uint8 by its ``quantize`` with the zero point plus 128 (the same integers
+shifted), since ``vpdpbusd`` multiplies unsigned by signed bytes.
 """
 from __future__ import annotations
 
@@ -39,6 +47,18 @@ class Rewritten:
 
 def _op(call) -> str:
     return getattr(getattr(call, "op", None), "name", "")
+
+
+def int8_grid(w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 weight, scale per tensor [1] or per column [N]) when the float weight ``w`` [K, N] is exactly
+    ``int8 x scale`` with the symmetric scale ``max |w| / 127`` (ONNX Runtime's for ``QInt8`` weights, whose
+    DequantizeLinear TVM's importer folds into a float constant), per tensor or else per column; None otherwise."""
+    for amax in (np.abs(w).max(keepdims=True).reshape(1), np.abs(w).max(axis=0)):
+        scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+        q = np.rint(w / scale)
+        if np.abs(q).max() <= 127 and np.array_equal((q * scale).astype(np.float32), w):
+            return q.astype(np.int8), scale
+    return None
 
 
 def rewrite_quantized(mod) -> Rewritten:
@@ -68,7 +88,11 @@ def rewrite_quantized(mod) -> Rewritten:
             name = _op(e)
             if name == "relax.astype":
                 v = self.const(e.args[0])
-                return None if v is None else v.astype(np.int64)
+                return None if v is None else v.astype(str(e.attrs.dtype))
+            if name == "relax.permute_dims":
+                v = self.const(e.args[0])
+                axes = e.attrs.axes
+                return None if v is None else np.transpose(v, None if axes is None else [int(a) for a in axes])
             if name in ("relax.subtract", "relax.add"):
                 a, b = self.const(e.args[0]), self.const(e.args[1])
                 if a is None or b is None:
@@ -89,8 +113,52 @@ def rewrite_quantized(mod) -> Rewritten:
                 return None
             return x, z
 
+        def qdq_activation(self, e):
+            """(q as uint8, its zero point as an int, its scale) when ``e`` is dequantize(q, scale, zero point) of
+            per-tensor constants; an int8 q made by a quantize of constants is made again as uint8 (zero point + 128,
+            the same values shifted)."""
+            e = self.bound(e)
+            if _op(e) != "relax.dequantize":
+                return None
+            q, sx, zx = e.args[0], self.const(e.args[1]), self.const(e.args[2])
+            if sx is None or zx is None or sx.size != 1 or zx.size != 1:
+                return None
+            zx = int(zx.reshape(()))
+            dt = str(q.ty.dtype)
+            if dt == "int8":
+                made = self.bound(q)
+                zq = self.const(made.args[2]) if _op(made) == "relax.quantize" else None
+                if zq is None or zq.size != 1 or str(made.args[0].ty.dtype) != "float32":
+                    return None
+                q = relax.op.quantize(made.args[0], made.args[1], relax.const(np.uint8(int(zq.reshape(())) + 128)),
+                                      axis=int(made.attrs.axis), out_dtype="uint8")
+                zx, dt = zx + 128, "uint8"
+            return (q, zx, float(sx.reshape(()))) if dt == "uint8" else None
+
+        def qdq_matmul(self, call):
+            """matmul(dequantize(q), W) with W a float weight on a symmetric int8 grid (module docstring), or None."""
+            act = self.qdq_activation(call.args[0])
+            w = self.const(call.args[1]) if act is not None else None
+            if w is None or w.ndim != 2 or w.dtype != np.float32:
+                return None
+            grid = int8_grid(w)
+            if grid is None:
+                done.skipped.append(f"a float weight of shape {w.shape} on no symmetric int8 grid")
+                return None
+            w8, sw = grid
+            q, zx, sx = act
+            wsum = w8.astype(np.int32).sum(axis=0, dtype=np.int32)
+            mm = relax.op.matmul(q, relax.const(w8, "int8"), out_dtype="int32")
+            acc = relax.op.subtract(mm, relax.const((np.int32(zx) * wsum).astype(np.int32), "int32"))
+            done.count += 1
+            return relax.op.multiply(relax.op.astype(acc, "float32"),
+                                     relax.const((np.float32(sx) * sw).astype(np.float32), "float32"))
+
         def visit_call_(self, call):
             call = super().visit_call_(call)
+            if _op(call) == "relax.matmul" and str(call.attrs.out_dtype) in ("", "None", "void", "float32"):
+                new = self.qdq_matmul(call)
+                return call if new is None else new
             if _op(call) != "relax.matmul" or str(call.attrs.out_dtype) != "int32":
                 return call
             lhs = self.uint8_minus_zero(call.args[0])
