@@ -79,7 +79,7 @@ def test_limits_and_refusals():
     wl = parse("gemm:M=4096,N=4096,K=4096,dtype=bfloat16")
     space = make_space(wl, target=SM90A)
     base = {"block_m": 128, "block_n": 256, "block_k": 64, "stages": 4, "consumers": 2, "wgmma_n": 256,
-            "group_m": 8, "persistent": 0}
+            "group_m": 8, "persistent": 0, "stage_c": 1}
     info = cuda_wgmma.check(wl, space, space.from_dict(base), SM90A)
     assert (info.smem_bytes, info.acc_regs, info.threads, info.consumer_regs) == (196608, 128, 384, 232)
     with pytest.raises(cuda_wgmma.InvalidWgmmaConfig, match="shared memory"):
@@ -96,7 +96,12 @@ def test_limits_and_refusals():
     assert s2.pixel_tile(128) == (4, 32) and s2.m_tiles(128) == 7
     assert not cuda_wgmma.problem(parse("conv2d:N=1,C=64,H=7,W=7,K=64,R=1,S=1,layout=NHWC,dtype=float16")).windowed
     assert not cuda_wgmma.supports(parse("conv2d:N=1,C=3,H=7,W=7,K=64,R=3,S=3,layout=NHWC,dtype=float16"))
-    persistent = cuda_wgmma.check(wl, space, space.from_dict({**base, "persistent": 1}), SM90A)
+    with pytest.raises(cuda_wgmma.InvalidWgmmaConfig, match="refills"):  # stage_c reuses the stages
+        cuda_wgmma.check(wl, space, space.from_dict({**base, "persistent": 1}), SM90A)
+    with pytest.raises(cuda_wgmma.InvalidWgmmaConfig, match="larger than the stages"):
+        cuda_wgmma.check(wl, space, space.from_dict({**base, "stages": 2, "block_m": 256, "block_n": 256,
+                                                     "wgmma_n": 128}), SM90A)
+    persistent = cuda_wgmma.check(wl, space, space.from_dict({**base, "persistent": 1, "stage_c": 0}), SM90A)
     assert (persistent.tiles, persistent.grid) == (512, 132)  # one block per SM of the H100 preset
     with pytest.raises(TiletuneError, match="sm_90a"):
         cuda_wgmma.make_space(wl, target={"kind": "cuda", "arch": "sm_90"})
@@ -116,7 +121,7 @@ def test_model_and_constructions():
     best = min(times.values())
     small = model.time(model.initial())
     big = space.from_dict({"block_m": 128, "block_n": 256, "block_k": 64, "stages": 4, "consumers": 2,
-                           "wgmma_n": 256, "group_m": 8, "persistent": 0})
+                           "wgmma_n": 256, "group_m": 8, "persistent": 0, "stage_c": 1})
     assert times[big] < small / 2
     for method in ("gensor", "roller"):
         built = constructions(method, space, workload=wl, target=SM90A, k=3, rng=np.random.default_rng(0))
@@ -146,7 +151,7 @@ CASES = [
     ("gemm:M=200,N=1000,K=72,dtype=bfloat16", {}),  # N not a multiple of 16, K not of the k-tile
     ("batch_matmul:B=2,M=128,N=64,K=64,dtype=bfloat16,out_dtype=float32", {}),
     ("gemm:M=2048,N=2048,K=512,dtype=float16", {"persistent": 1, "consumers": 1, "block_m": 128,
-                                                "block_n": 128, "wgmma_n": 64, "group_m": 1}),
+                                                "block_n": 128, "wgmma_n": 64, "group_m": 1, "stage_c": 0}),
     # NHWC convolutions: 4-d boxes of strided, padded pixel windows (C = 32 < 64: channels zero filled), and a
     # pointwise one as a GEMM over the pixels
     ("conv2d:N=2,C=32,H=15,W=15,K=48,R=3,S=3,stride=2,pad=1,dilation=1,layout=NHWC,dtype=bfloat16", {}),
@@ -171,6 +176,7 @@ def test_nvcc_compiles_wgmma_kernels(spec, over, tmp_path):
         assert "bulk_tensor_4d" in src  # the data's windows
     assert (".bf16.bf16" in src) == (wl.dtype == "bfloat16")
     assert ("setmaxnreg" in src) == (d["consumers"] > 1)
+    assert ("tiletune_copy16(" in src) == bool(d["stage_c"])
     r = compile_sm90a(src, tmp_path)
     assert r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, (d, r)
     assert not r["remarks"], r  # C7508: setmaxnreg ignored; C7514: wgmmas serialized
@@ -187,7 +193,7 @@ def test_source_command_writes_the_wgmma_kernel(tmp_path):
     src = out.read_text()
     assert "wgmma.mma_async" in src and "cp.async.bulk.tensor.2d" in src
     config = json.dumps({"block_m": 64, "block_n": 128, "block_k": 64, "stages": 2, "consumers": 1,
-                         "wgmma_n": 128, "group_m": 1, "persistent": 1})
+                         "wgmma_n": 128, "group_m": 1, "persistent": 1, "stage_c": 0})
     assert main(["source", "gemm:M=256,N=1000,K=128,dtype=float16", "-t", "cuda:sm_90a", "--config", config,
                  "-o", str(out)]) == 0
     assert "m64n128k16" in out.read_text()

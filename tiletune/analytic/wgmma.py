@@ -27,10 +27,12 @@ Analytic time (``WgmmaModel.time``), following the kernel's structure:
     (``group_m`` block-rows walked together share B's columns, the rest of the wave shares A's rows) from DRAM,
     the re-reads from L2 (at the L2 bandwidth);
   - latency: the producer keeps ``stages - 1`` k-tiles in flight while the consumers read one, so each k-tile
-    waits at least the DRAM latency / (stages - 1), and a tile's first k-tile the whole latency (persistent: once per SM, the producer loading the next
-    tile while the consumers store);
-  the wave takes the largest of these, plus its epilogue (bm bn output elements per tile from registers to
-  DRAM, not overlapped with the tensor cores: one consumer role); the total adds the waves and one launch.
+    waits at least the DRAM latency / (stages - 1), and a tile's first k-tile the whole latency (persistent: once
+    per SM, the producer loading the next tile while the consumers store);
+  the wave takes the largest of these, plus its epilogue (bm bn output elements per tile to DRAM, not
+  overlapped with the tensor cores: one consumer role; ``stage_c`` 0 at ``DIRECT_STORE_COST`` times the bytes, as
+  its 4-byte stores fill half of each 32-byte sector; ``stage_c`` 1 at the bytes plus a write and a read of shared
+  memory); the total adds the waves and one launch.
 """
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ LAUNCH_S = 3e-6
 WGMMA_ISSUE_CLOCKS = 8
 #: registers a consumer thread holds besides its accumulators (descriptors, addresses, loop state)
 REGS_BESIDES_ACC = 40
+#: the DRAM time of the direct epilogue's stores relative to whole-sector stores (16 of each 32-byte sector written)
+DIRECT_STORE_COST = 2.0
 KNOBS = tuple(cuda_wgmma.KNOBS)
 
 
@@ -98,7 +102,7 @@ class WgmmaModel:
         v = self.values
         return {"block_m": min(v["block_m"]), "block_n": min(v["block_n"]), "block_k": min(v["block_k"]),
                 "stages": min(v["stages"]), "consumers": 1, "wgmma_n": min(v["wgmma_n"]), "group_m": 1,
-                "persistent": 0}
+                "persistent": 0, "stage_c": 0}
 
     # ---- data movement ---------------------------------------------------------------------------
     def padded(self, d: dict) -> tuple[int, int, int]:
@@ -177,8 +181,13 @@ class WgmmaModel:
             fresh = min(moved, distinct(tiles))
             t_mem = fresh / self.dram_bw + (moved - fresh) / self.l2_bw
             k_tiles = kp // bk
-            t_lat = (self.dram_lat if first or not d["persistent"] else 0.0) * a + k_tiles * a * self.dram_lat / (st - 1)
-            t_epi = a * bm * bn * self.out_bytes / (self.dram_bw / sms)
+            first_load = self.dram_lat if first or not d["persistent"] else 0.0
+            t_lat = first_load * a + k_tiles * a * self.dram_lat / (st - 1)
+            out = a * bm * bn * self.out_bytes
+            if d["stage_c"]:  # through shared memory (written and read once), then whole 32-byte sectors
+                t_epi = out / (self.dram_bw / sms) + 2 * out / self.smem_bw
+            else:  # a warp's 4-byte stores cover half of each 32-byte sector they touch
+                t_epi = DIRECT_STORE_COST * out / (self.dram_bw / sms)
             return max(t_tc, t_smem, t_mem, t_lat) + t_epi
 
         per_wave = sms * resident

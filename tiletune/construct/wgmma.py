@@ -8,20 +8,21 @@ Gensor (``WgmmaGensorWalk``: Algorithms 1 and 2 of ``tiletune.construct.gensor``
 current level: level 0 grows or shrinks the warpgroup tile, its rows (``block_m`` with the consumers kept) or its
 columns (``block_n``, to the next value of the knob), ``wgmma_n`` following (the widest value that divides
 ``block_n``); cache moves from level 0 to level 1; level 1 doubles or halves the consumer warpgroups (the block
-tile's rows with them: each warpgroup's tile kept), and moves ``block_k``, ``stages``, ``wgmma_n``, ``group_m``
-and ``persistent`` to a neighbouring value. Benefits: formula (1) for the tile actions (Q the traffic into the
-level: level 0 S Mp Np Kp (1/bn + consumers/bm) elements from shared memory to the tensor cores, level 1
-S Mp Np Kp (1/bn + 1/bm) from global memory to shared memory; F its footprint: the warpgroup's accumulators, the
-stages; C its capacity: ``ACC_REGS`` fp32 per thread of a warpgroup, the block's shared-memory limit); formula
-(2) for cache; for the knobs that move no data between levels, the acceleration ratio t(e) / t(e') of the
-analytic time. States the space does not allow get probability 0. The walk starts from the smallest state
-(one consumer of 64 x 64, 2 stages).
+tile's rows with them: each warpgroup's tile kept), and moves ``block_k``, ``stages``, ``wgmma_n``, ``group_m``,
+``persistent`` and ``stage_c`` to a neighbouring value. Benefits: formula (1) for the tile actions (Q the traffic
+into the level: level 0 S Mp Np Kp (1/bn + consumers/bm) elements from shared memory to the tensor cores, level 1 S
+Mp Np Kp (1/bn + 1/bm) from global memory to shared memory; F its footprint: the warpgroup's accumulators, the
+stages; C its capacity: ``ACC_REGS`` fp32 per thread of a warpgroup, the block's shared-memory limit); formula (2)
+for cache; for the knobs that move no data between levels, the acceleration ratio t(e) / t(e') of the analytic time.
+States the space does not allow get probability 0. The walk starts from the smallest state (one consumer of 64 x 64,
+2 stages).
 
 Roller (``WgmmaRollerTree``): rTiles aligned to the hardware (the warpgroup tile to m64 rows and whole 64-column
 swizzle atoms), scaled up greedily by data reuse: the warpgroup tile (x2 of its rows or its columns) until its
 accumulators reach their capacity or its arithmetic intensity passes the SM's tensor rate over the shared-memory
 bandwidth, then the block tile by consumer warpgroups while at least as many tiles as SMs remain (Roller's
-parallelism rule); a 64-deep k-tile and 2 stages (Roller's double buffer), the widest ``wgmma_n``. Leaves ranked
+parallelism rule); a 64-deep k-tile and 2 stages (Roller's double buffer), the widest ``wgmma_n``, the output staged
+through shared memory where it fits (whole-sector stores). Leaves ranked
 by the analytic time.
 
 Both rank equal analytic times by the wider wgmma first, then more stages (``_rank``): the model's latency term
@@ -95,7 +96,7 @@ class WgmmaGensorWalk:
         else:
             add("tile", consumers=d["consumers"] * 2, block_m=d["block_m"] * 2)
             add("inv_tile", consumers=d["consumers"] // 2, block_m=d["block_m"] // 2)
-            for k in ("block_k", "stages", "wgmma_n", "group_m", "persistent"):
+            for k in ("block_k", "stages", "wgmma_n", "group_m", "persistent", "stage_c"):
                 for up in (True, False):
                     add("ratio", **{k: _step(v[k], d[k], up)})
         return [(kind, s) for kind, s in out if s != e and self.model.allowed(s.d)]
@@ -193,7 +194,8 @@ class WgmmaRollerTree:
                 if self._intensity(d, level) > self._limit(level):
                     continue
                 if level == 0:
-                    cands = [dict(d, block_m=d["block_m"] * 2), dict(d, block_n=_step(v["block_n"], d["block_n"], True))]
+                    cands = [dict(d, block_m=d["block_m"] * 2),
+                             dict(d, block_n=_step(v["block_n"], d["block_n"], True))]
                     for c in cands:
                         c["wgmma_n"] = _widest_wgmma(m, c)
                 else:
@@ -221,6 +223,8 @@ class WgmmaRollerTree:
         base["block_k"] = 64 if 64 in m.values["block_k"] else base["block_k"]
         base["stages"] = 2 if 2 in m.values["stages"] else base["stages"]
         base["wgmma_n"] = _widest_wgmma(m, base)
+        if m.allowed(dict(base, stage_c=1)):  # whole-sector output stores (Roller's aligned transactions)
+            base["stage_c"] = 1
         if not m.allowed(base):
             base = m.initial()
         groups = self._grow([base], 0) if m.allowed(base) else []

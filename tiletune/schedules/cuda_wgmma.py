@@ -29,15 +29,18 @@ cores) has no TensorIR schedule primitive. Per thread block (``consumers + 1`` w
    most one group is in flight (the previous k-tile's) and release that k-tile's stage (one arrive per
    warpgroup on *empty*). The fp32 accumulators stay in registers (``wgmma_n / 2`` per m64 instruction and
    thread).
-5. Epilogue from registers: each pair of neighbouring accumulators (columns 2j, 2j + 1 of a row) cast to the
-   output dtype and stored with one 4-byte (8 for float32) store where it lies inside C (N is even, so a pair is
-   inside or outside together).
+5. Epilogue: each pair of neighbouring accumulators (columns 2j, 2j + 1 of a row) cast to the output dtype;
+   ``stage_c`` 1: the pairs go to shared memory (the stages reused once every consumer is done with them, rows
+   padded by 16 bytes), then each warpgroup copies its rows to C with 16-byte stores along the rows, a warp
+   writing 512 contiguous bytes; ``stage_c`` 0 (and a persistent kernel, whose producer refills the stages):
+   each pair stored straight from registers with one 4-byte (8 for float32) store. Stores outside C are left out
+   (N is a multiple of 8, so a pair or an 8-column run is inside or outside together).
 6. Tiles to blocks: ``group_m`` block-rows are walked together (rasterization: consecutive blocks share B's
    columns in L2). ``persistent`` 1: a grid of one block per SM (the preset's SM count) loops over the tiles,
    the mbarrier ring running on across tiles, so the producer loads the next tile while the consumers store.
 
 Knobs: ``block_m``, ``block_n``, ``block_k``, ``stages``, ``consumers``, ``wgmma_n``, ``group_m``,
-``persistent``. The constraint (``WgmmaLimitRule``): ``block_m`` a multiple of 64 per consumer warpgroup,
+``persistent``, ``stage_c``. The constraint (``WgmmaLimitRule``): ``block_m`` a multiple of 64 per consumer warpgroup,
 ``wgmma_n`` divides ``block_n``, the stages within the arch's dynamic shared memory, the accumulators within
 ``ACC_REGS`` registers per thread, and at most as many stages as k-tiles plus one.
 """
@@ -80,6 +83,9 @@ STORE2 = {
     "float32": "__device__ __forceinline__ void tiletune_store2_f32(float* p, float a, float b) "
                "{ *reinterpret_cast<float2*>(p) = make_float2(a, b); }",
 }
+COPY16 = ("__device__ __forceinline__ void tiletune_copy16(void* dst, const void* src) "
+          "{ *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(src); }")
+C_ROW_PAD = 8  # elements added to every row of the staged output tile: its pair stores without bank conflicts
 BARRIER_BYTES = 1024  # static shared memory besides the stages (mbarriers), what the limit check reserves
 KNOBS = {
     "block_m": (64, 128, 256),
@@ -90,6 +96,7 @@ KNOBS = {
     "wgmma_n": (64, 128, 192, 256),
     "group_m": (1, 8),
     "persistent": (0, 1),
+    "stage_c": (1, 0),
 }
 
 
@@ -256,6 +263,13 @@ def tile_info(workload: Workload, space: Space, config: Config, target: dict[str
     k_tiles = p.k_tiles(bk)
     if st > k_tiles + 1:
         raise InvalidWgmmaConfig(f"{st} stages over {k_tiles} k-tiles")
+    if d["stage_c"]:
+        if d["persistent"]:
+            raise InvalidWgmmaConfig("stage_c reuses the stages, which a persistent block's producer refills")
+        if DTYPE_BYTES[p.out_dtype] != DTYPE_BYTES[p.dtype]:
+            raise InvalidWgmmaConfig(f"stage_c stages the output in {p.dtype}, not {p.out_dtype}")
+        if bm * (bn + C_ROW_PAD) > st * (bm * bk + bk * bn):
+            raise InvalidWgmmaConfig(f"the staged {bm} x {bn} output tile is larger than the stages")
     m_atoms, n_atoms = bm // nc // MMA_M, bn // wn
     tiles = p.S * p.m_tiles(bm) * math.ceil(p.N / bn)
     grid = min(tiles, sm_count(target)) if d["persistent"] else tiles
@@ -344,7 +358,7 @@ def default_config(workload: Workload, space: Space, target: dict[str, Any] | No
     prefs = {
         "block_m": (128, 64, 256), "block_n": (256, 128, 192, 64), "block_k": (64, 128),
         "stages": (4, 3, 5, 2, 6), "consumers": (2, 1), "wgmma_n": (256, 192, 128, 64),
-        "group_m": (8, 1), "persistent": (0, 1),
+        "group_m": (8, 1), "persistent": (0, 1), "stage_c": (1, 0),
     }
     knobs = {k.name: k for k in space.knobs}
     order = [tuple(v for v in prefs[n] if v in knobs[n].values) for n in space.names]
@@ -426,6 +440,7 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
     A_SDO = 8 * ATOM * eb // 16  # 8 rows of 128 bytes between core-matrix groups, in 16-byte units
     B_LDO = BK * ATOM * eb // 16  # one 64-column atom of B (BK rows of 128 bytes), in 16-byte units
     GROUP = GM * TN  # tiles per rasterization group
+    STAGE_C, CPAD = bool(d["stage_c"]), BN + C_ROW_PAD
     store2 = "tiletune_store2_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[out_dtype]
 
     def coords(tile):  # (batch, M-tile, n0) of a tile index, group_m M-tiles at a time
@@ -542,17 +557,42 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
                         T.cuda.func_call("tiletune_acc_fence", acc[i], source_code=ACC_FENCE)
                     if tx % WARPGROUP == 0:
                         T.ptx.mbarrier.arrive.shared.b64(T.address_of(empty[(lt * KT + KT - 1) % ST]))
-                    for mi in T.unroll(MI):
-                        for ni in T.unroll(NI):
-                            for i in T.unroll(ACC_N // 2):  # two neighbouring columns per store (N is even)
-                                m = T.meta_var(wg * rows_wg + mi * MMA_M + tx % WARPGROUP // 32 * 16 + tx % 32 // 4
-                                               + i % 2 * 8)
-                                col = T.meta_var(n0 + ni * WN + i // 2 * 8 + tx % 4 * 2)
-                                index, inside = T.meta_var(out(bb, tm, m, col))
-                                if inside:
-                                    T.cuda.func_call(store2, T.address_of(C[index]),
+                    if STAGE_C:  # through shared memory: 16-byte stores along C's rows
+                        T.ptx.bar.sync(1, NC * WARPGROUP)  # every consumer's wgmmas are done with the stages
+                        for mi in T.unroll(MI):
+                            for ni in T.unroll(NI):
+                                for i in T.unroll(ACC_N // 2):
+                                    m = T.meta_var(wg * rows_wg + mi * MMA_M + tx % WARPGROUP // 32 * 16
+                                                   + tx % 32 // 4 + i % 2 * 8)
+                                    T.cuda.func_call(store2, T.address_of(smem[m * CPAD + ni * WN + i // 2 * 8
+                                                                               + tx % 4 * 2]),
                                                      acc[(mi * NI + ni) * ACC_N + 2 * i],
-                                                     acc[(mi * NI + ni) * ACC_N + 2 * i + 1], source_code=STORE2[out_dtype])
+                                                     acc[(mi * NI + ni) * ACC_N + 2 * i + 1],
+                                                     source_code=STORE2[out_dtype])
+                        if wg == 0:  # this warpgroup's rows are in shared memory (a constant barrier id each)
+                            T.ptx.bar.sync(2, WARPGROUP)
+                        else:
+                            T.ptx.bar.sync(3, WARPGROUP)
+                        for it in T.unroll(rows_wg * BN // 8 // WARPGROUP):
+                            m = T.meta_var(wg * rows_wg + (it * WARPGROUP + tx % WARPGROUP) // (BN // 8))
+                            c8 = T.meta_var((it * WARPGROUP + tx % WARPGROUP) % (BN // 8) * 8)
+                            index, inside = T.meta_var(out(bb, tm, m, n0 + c8))
+                            if inside:
+                                T.cuda.func_call("tiletune_copy16", T.address_of(C[index]),
+                                                 T.address_of(smem[m * CPAD + c8]), source_code=COPY16)
+                    else:
+                        for mi in T.unroll(MI):
+                            for ni in T.unroll(NI):
+                                for i in T.unroll(ACC_N // 2):  # two neighbouring columns per store (N is even)
+                                    m = T.meta_var(wg * rows_wg + mi * MMA_M + tx % WARPGROUP // 32 * 16
+                                                   + tx % 32 // 4 + i % 2 * 8)
+                                    col = T.meta_var(n0 + ni * WN + i // 2 * 8 + tx % 4 * 2)
+                                    index, inside = T.meta_var(out(bb, tm, m, col))
+                                    if inside:
+                                        T.cuda.func_call(store2, T.address_of(C[index]),
+                                                         acc[(mi * NI + ni) * ACC_N + 2 * i],
+                                                         acc[(mi * NI + ni) * ACC_N + 2 * i + 1],
+                                                         source_code=STORE2[out_dtype])
     # fmt: on
     return main
 
