@@ -46,6 +46,7 @@ class RunSpec:
     settings: MeasureSettings | None = None
     hardware: str | None = None  # a HardwareSpec JSON file; None = strategies detect what they need
     rpc: str | None = None  # HOST:PORT:KEY of a TVM RPC tracker whose devices measure (tiletune.measure.rpc)
+    cluster: str | None = None  # the address of a Ray cluster whose nodes build and measure (tiletune.measure.cluster)
 
 
 @dataclass
@@ -76,20 +77,20 @@ def build_task(workload: str | Workload, strategy: str = DEFAULT_STRATEGY, *, ta
                hardware: str | HardwareSpec | None = None, transfer: Sequence[str] = (),
                measurer: Measurer | None = None, measure: bool = True, replay: str | None = None,
                settings: MeasureSettings | None = None, rpc: str | None = None,
-               pool: WorkerPool | None = None, seeds: Sequence[dict] = ()) -> Task:
+               pool: WorkerPool | None = None, seeds: Sequence[dict] = (), cluster: str | None = None) -> Task:
     """The space, context, strategy and measurer of one workload. Everything a user can get wrong (target,
     workload size, hardware and transfer files, options) is checked before the measurer and the strategy start.
 
     ``strategy`` with the caller's ``options`` and its own ``defaults`` (``strategies.create``: a model's
     task-specific start, which still falls back where it cannot apply); ``hardware``: a HardwareSpec or its
     JSON file. The measurer: ``measurer`` when given (the caller closes it); else, with ``measure``, one made
-    here (``measure.factory.make_measurer`` with ``replay``, ``settings``, ``rpc`` and the shared ``pool``),
-    started before the strategy so that its workers import TVM while the strategy prepares, and closed by
+    here (``measure.factory.make_measurer`` with ``replay``, ``settings``, ``rpc``, ``cluster`` and the shared
+    ``pool``), started before the strategy so that its workers import TVM while the strategy prepares, and closed by
     ``Task.close``; ``measure=False``: none (a caller that makes its measurers itself, round by round)."""
     wl = parse(workload)
     target = parse_target(target)
     if measurer is None and measure:
-        check_measurable(wl, target, replay=replay, rpc=rpc)  # before the space is built, which loads TVM
+        check_measurable(wl, target, replay=replay, rpc=rpc, cluster=cluster)  # before the space (TVM) loads
     space = make_space(wl, levels, target)
     hw = load_hardware(hardware) if isinstance(hardware, (str, Path)) else hardware
     context = TuneContext(workload=wl, target=target, hardware=hw, transfer=tuple(transfer), levels=levels,
@@ -99,7 +100,8 @@ def build_task(workload: str | Workload, strategy: str = DEFAULT_STRATEGY, *, ta
             raise TiletuneError(f"--transfer file {p!r} does not exist")
     get_strategy(strategy).check_options(options or {})  # option errors before any worker starts
     own = measurer is None and measure
-    m = make_measurer(wl, space, target, replay=replay, settings=settings, rpc=rpc, pool=pool) if own else measurer
+    m = make_measurer(wl, space, target, replay=replay, settings=settings, rpc=rpc, pool=pool,
+                      cluster=cluster) if own else measurer
     try:
         strat = create(strategy, space, seed=seed, context=context, options=options, defaults=defaults)
     except BaseException:
@@ -118,7 +120,7 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
         check_output(spec.records, "records file")
     task = build_task(spec.workload, spec.strategy, target=spec.target, levels=spec.levels, seed=spec.seed,
                       options=spec.options, hardware=spec.hardware, transfer=spec.transfer, measurer=measurer,
-                      replay=spec.replay, settings=spec.settings, rpc=spec.rpc)
+                      replay=spec.replay, settings=spec.settings, rpc=spec.rpc, cluster=spec.cluster)
     try:
         key = target_key(task.target)
         if spec.replay is not None:

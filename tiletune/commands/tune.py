@@ -1,11 +1,14 @@
 """tiletune tune WORKLOAD --strategy NAME --trials N -o RECORDS.jsonl"""
 from __future__ import annotations
 
+import os
+
 from ..bench.machine import optional_torch
 from ..bench.results import BaselineResult
 from ..bench.vendor import NUMPY_OPS, TORCH_OPS, vendor
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
+from ..measure.cluster import CLUSTER_HELP, cluster_address
 from ..measure.factory import measured_here
 from ..progress import Progress, failures
 from ..session import DEFAULT_STRATEGY, RunSpec
@@ -23,8 +26,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "tune", help="tune one workload", formatter_class=HelpFormatter,
         description="Search the tiling space of WORKLOAD with a strategy, measuring each configuration on this "
-        "machine (built and run in warm worker processes, checked against numpy), or with --rpc on the devices "
-        "of a TVM RPC tracker. Every result is appended to the records file as it arrives; re-running the same "
+        "machine (built and run in warm worker processes, checked against numpy), with --cluster on the nodes of a "
+        "Ray cluster, or with --rpc on the devices of a TVM RPC tracker. Every result is appended to the records file as it arrives; re-running the same "
         "command resumes.",
     )
     p.add_argument("workload", help="workload spec, e.g. gemm:M=512,N=512,K=512")
@@ -47,6 +50,7 @@ def add_parser(sub) -> None:
                    help="HardwareSpec for model-based strategies (gensor, roller, *-af); default: detected "
                    "(see 'tiletune hardware')")
     add_measure_arguments(p, batch_size=None)
+    p.add_argument("--cluster", default=None, metavar="ADDRESS", help=CLUSTER_HELP)
     p.add_argument("--no-vendor", action="store_true",
                    help="skip timing the vendor library (numpy/OpenBLAS for GEMM-like operators, torch for "
                    "convolutions and pooling) on the workload at the end, for comparison")
@@ -78,17 +82,18 @@ def run(args) -> int:
     records = args.records or f"tiletune-{wl.op}.jsonl"
     settings = measure_settings(args)
     rpc = rpc_address(args)
+    cluster = cluster_address(args.cluster, os.environ, elsewhere=args.replay is not None or rpc is not None)
     spec = RunSpec(workload=wl, strategy=args.strategy,
                    trials=trial_budget(args.trials, args.seconds, args.early_stop), seconds=args.seconds,
                    early_stop=args.early_stop, seed=args.seed, target=args.target, levels=parse_levels(args.levels),
                    options=options_for(args.option, args.strategy), records=records, replay=args.replay,
                    batch_size=args.batch_size, transfer=args.transfer, settings=settings,
-                   hardware=args.hardware, rpc=rpc)
+                   hardware=args.hardware, rpc=rpc, cluster=cluster)
     callbacks = [] if args.quiet else [Progress()]
     result = run_session(spec, callbacks)  # returns once its workers are closed: the vendor timing has the cores
     target = parse_target(args.target)
     base = None
-    here = measured_here(target, replay=spec.replay, rpc=spec.rpc)
+    here = measured_here(target, replay=spec.replay, rpc=spec.rpc, cluster=spec.cluster)
     if not args.no_vendor and result.best is not None and here:
         base = vendor_baseline(wl, settings, int(target.get("num-cores") or 0) or None)
     print(summary(result, vendor=base, flops=wl.flops, records=records))

@@ -47,8 +47,10 @@ from ..space import Config, Space
 from ..target import check_local_target, host_cores
 from ..workloads import parse
 from ..workloads.base import Workload
+from ..workloads.primfunc import remember_text
 from ..workloads.size import check_memory
 from .base import MeasureResult, MeasureSettings, Measurer
+from .kernel_pool import BatchOutcome, Job, KernelPool
 from .timing import warm_and_plan
 
 DEFAULT_BUILDER = "tiletune.measure.local:build_kernel"
@@ -206,6 +208,8 @@ def _context(blob: bytes) -> tuple:
     """(workload, space, target, builder, runner) of a task, unpickled once per worker."""
     if blob not in _CONTEXTS:
         cfg = cloudpickle.loads(blob)
+        for hash_, text in cfg.get("sources", {}).items():
+            remember_text(hash_, lambda text=text: text)
         if len(_CONTEXTS) > 16:
             _CONTEXTS.clear()
         _CONTEXTS[blob] = (parse(cfg["workload"]), cfg["space"], cfg["target"], _resolve(cfg["builder"]),
@@ -238,26 +242,33 @@ def _worker_main(conn: Connection, lifeline: Lifeline | None = None) -> None:
         op, blob, key = task[0], task[1], task[2]
         if lifeline is not None and len(task) > 4 and task[4]:
             lifeline.arm(job_deadline(float(task[4])), f"{op} of kernel {key}")
-        t0 = time.perf_counter()
         try:
-            workload, space, target, builder, runner = _context(blob)
-            if op == "build":
-                kernels[key] = builder(workload, space, task[3], target)
-                conn.send(("ok", time.perf_counter() - t0))
-            elif op == "run":
-                lib = kernels.pop(key)
-                conn.send(("ok", runner(workload, lib, task[3], **(task[5] if len(task) > 5 else {}))))
-        except InvalidConfig as e:
-            conn.send(("invalid", str(e)))
-        except WrongAnswer as e:
-            conn.send(("wrong-answer", str(e)))
-        except Exception as e:  # noqa: BLE001 - errors are data
-            kind = "build-error" if op == "build" else "run-error"
-            tb = traceback.format_exception_only(type(e), e)
-            conn.send((kind, "".join(tb).strip()[-1500:]))
+            conn.send(serve(kernels, op, blob, key, task[3], task[5] if len(task) > 5 else {}))
         finally:
             if lifeline is not None:
                 lifeline.disarm()
+
+
+def serve(kernels: dict[int, Any], op: str, blob: bytes, key: int, arg: Any, kw: dict) -> tuple[str, Any]:
+    """One task of a worker (here, or a cluster's actor): ``op`` "build" compiles configuration ``arg`` and keeps the
+    kernel in ``kernels`` under ``key`` (("ok", seconds)); "run" runs, checks and times it with settings ``arg`` and
+    runner keywords ``kw`` (("ok", costs)). Errors as data: (error kind, message)."""
+    t0 = time.perf_counter()
+    try:
+        workload, space, target, builder, runner = _context(blob)
+        if op == "build":
+            kernels[key] = builder(workload, space, arg, target)
+            return "ok", time.perf_counter() - t0
+        lib = kernels.pop(key)
+        return "ok", runner(workload, lib, arg, **kw)
+    except InvalidConfig as e:
+        return "invalid", str(e)
+    except WrongAnswer as e:
+        return "wrong-answer", str(e)
+    except Exception as e:  # noqa: BLE001 - errors are data
+        kind = "build-error" if op == "build" else "run-error"
+        tb = traceback.format_exception_only(type(e), e)
+        return kind, "".join(tb).strip()[-1500:]
 
 
 class _Worker:
@@ -333,7 +344,7 @@ class _Worker:
             self.kill()
 
 
-class WorkerPool:
+class WorkerPool(KernelPool):
     """``size`` warm workers, replaced when they die. One pool can serve many measurers in turn (the
     benchmark harness keeps one for a whole suite); workers start at once so that their TVM imports
     overlap with the caller's own set-up.
@@ -350,6 +361,7 @@ class WorkerPool:
             raise TiletuneError(f"a worker pool needs >= 1 worker and thread, got {self.size} and {self.threads}")
         self.workers: list[_Worker] = [_Worker(self.threads) for _ in range(self.size)]
         self.restarts = 0
+        self._count = 0  # kernel keys, unique in the pool
 
     def get(self, slot: int) -> _Worker:
         w = self.workers[slot]
@@ -371,92 +383,39 @@ class WorkerPool:
             w.stop()
         self.workers = []
 
-
-def check_fits_here(workload: Workload, target: dict, *, workers: int | None = None, packs: bool = True) -> None:
-    """Refuse, before any worker starts, a target this machine cannot run (``check_local_target``) and a
-    measurement its memory cannot hold: ``workers`` processes (default: one per core of the target, at most
-    the host's) each holding the inputs, the reference and, where ``packs``, the packed copies of the
-    inputs the CPU template may pack."""
-    check_local_target(target)
-    if workers is None:
-        workers = min(host_cores(), int(target.get("num-cores") or 0) or host_cores())
-    check_memory(workload, workers=workers, packed=packable_inputs(workload) if packs else [])
-
-
-class LocalMeasurer(Measurer):
-    """Measures configurations of ``workload`` on this machine: its CPU for an LLVM target, its GPU for a CUDA
-    target (the workers build in parallel and run the kernels one at a time on the GPU).
-
-    ``pool``: a WorkerPool to share; by default the measurer owns one and closes it on ``close()``."""
-
-    kind = "local"
-
-    def __init__(self, workload: Workload | str, space: Space, target: dict, settings: MeasureSettings | None = None,
-                 *, build_workers: int | None = None, builder: str = DEFAULT_BUILDER, runner: str = DEFAULT_RUNNER,
-                 pool: WorkerPool | None = None):
-        self.workload = parse(workload)
-        self.space = space
-        self.target = target
-        self.settings = settings or MeasureSettings()
-        cores = int(target.get("num-cores") or 0) or None
-        n = build_workers or min(host_cores(), cores or host_cores())
-        if self.kind == "local":  # a subclass that runs the kernels elsewhere may name another machine's cores
-            packs = "pack" in {k.name for k in space.knobs}
-            check_fits_here(self.workload, target, workers=pool.size if pool is not None else n, packs=packs)
-        self._own_pool = pool is None
-        self.pool = pool or WorkerPool(n, threads=cores)
-        if self.kind == "local" and builder == DEFAULT_BUILDER and target.get("kind") == "cuda":
-            builder = GPU_BUILDER
-        self._blob = cloudpickle.dumps({"workload": self.workload.key, "space": space, "target": target,
-                                        "builder": builder, "runner": runner})
-        self._count = 0
-        self.best_s = math.inf  # the best median measured so far (early cut-off, MeasureSettings.cutoff)
-        self._restarts0 = self.pool.restarts
-        self.stats = {"build_s": 0.0, "run_s": 0.0, "worker_restarts": 0}
-
-    def warm_up(self) -> None:
-        self.pool.warm_up()
-
-    def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
+    def measure_batch(self, job: Job, configs: Sequence[Config], todo: Sequence[int], best_s: float) -> BatchOutcome:
+        """Build ``todo`` in parallel over the workers, then run the kernels one at a time, by the worker that
+        holds each, each worker's kernels in a row (a worker's pool threads spin a little after its last run;
+        see WORKER_SPIN_COUNT)."""
         results: dict[int, MeasureResult] = {}
-        todo: list[int] = []
-        for i, c in enumerate(configs):
-            try:
-                check(self.workload, self.space, c, self.target)
-                todo.append(i)
-            except InvalidConfig as e:
-                results[i] = MeasureResult(c, error="invalid", message=str(e))
         t0 = time.perf_counter()
-        built = self._build(configs, todo, results)
-        self.stats["build_s"] += time.perf_counter() - t0
-        # run phase: one kernel at a time, by the worker that holds it, each worker's kernels in a row (a
-        # worker's pool threads spin a little after its last run; see WORKER_SPIN_COUNT)
+        built = self.build(job.blob, job.settings.build_timeout, configs, todo, results)
+        out = BatchOutcome(results, build_s=time.perf_counter() - t0)
         for i in sorted(todo, key=lambda i: built[i][0] if i in built else -1):
             if i not in built:
                 continue
             slot, key, owner, build_s = built[i]
-            if self.pool.workers[slot] is not owner:  # its worker died since: rebuild in the replacement
-                again = self._build(configs, [i], results, slots=[slot])
+            if self.workers[slot] is not owner:  # its worker died since: rebuild in the replacement
+                again = self.build(job.blob, job.settings.build_timeout, configs, [i], results, slots=[slot])
                 if i not in again:
                     continue
                 slot, key, owner, _ = again[i]
             t0 = time.perf_counter()
-            kind, payload = self._run(slot, key)
+            kind, payload = self.run(slot, job.blob, key, job.settings, best_s)
             run_s = time.perf_counter() - t0
-            self.stats["run_s"] += run_s
+            out.run_s += run_s
             if kind == "ok":
                 results[i] = MeasureResult(configs[i], costs=tuple(payload), build_s=build_s, run_s=run_s)
                 if results[i].ok:
-                    self.best_s = min(self.best_s, results[i].median)
+                    best_s = min(best_s, results[i].median)
             else:
                 results[i] = MeasureResult(configs[i], error=kind, message=payload, build_s=build_s, run_s=run_s)
-        self.stats["worker_restarts"] = self.pool.restarts - self._restarts0
-        return [results[i] for i in range(len(configs))]
+        return out
 
-    def _build(self, configs, todo, results, slots=None) -> dict[int, tuple]:
+    def build(self, blob: bytes, timeout: float, configs, todo, results, slots=None) -> dict[int, tuple]:
         """Build in parallel over the workers; failures go into ``results``.
         Returns {index: (slot, kernel key, worker, build seconds)}."""
-        pool, built = self.pool, {}
+        pool, built = self, {}
         slots = list(range(pool.size)) if slots is None else slots
         pending = list(todo)
         busy: dict[int, tuple[int, int, float]] = {}  # slot -> (config index, kernel key, deadline)
@@ -468,12 +427,12 @@ class LocalMeasurer(Measurer):
                 self._count += 1
                 w = pool.get(slot)
                 try:
-                    w.send(("build", self._blob, self._count, configs[i], self.settings.build_timeout))
+                    w.send(("build", blob, self._count, configs[i], timeout))
                 except (OSError, BrokenPipeError) as e:
                     pool.replace(slot)
                     results[i] = MeasureResult(configs[i], error="build-error", message=f"build worker: {e}")
                     continue
-                busy[slot] = (i, self._count, time.perf_counter() + self.settings.build_timeout)
+                busy[slot] = (i, self._count, time.perf_counter() + timeout)
             if not busy:
                 continue
             wait([pool.workers[s].conn for s in busy],
@@ -498,26 +457,106 @@ class LocalMeasurer(Measurer):
                 else:
                     pool.replace(slot)
                     results[i] = MeasureResult(configs[i], error="build-timeout",
-                                               message=f"build exceeded {self.settings.build_timeout:.0f} s")
+                                               message=f"build exceeded {timeout:.0f} s")
         return built
 
-    def _run(self, slot: int, key: int) -> tuple[str, Any]:
-        w = self.pool.workers[slot]
-        cut = {"best_s": self.best_s} if self.settings.cutoff > 0 and math.isfinite(self.best_s) else {}
+    def run(self, slot: int, blob: bytes, key: int, settings: MeasureSettings, best_s: float) -> tuple[str, Any]:
+        """Run, check and time kernel ``key`` in the worker of ``slot`` that built it: (kind, costs or message)."""
+        w = self.workers[slot]
+        cut = {"best_s": best_s} if settings.cutoff > 0 and math.isfinite(best_s) else {}
         try:
-            w.send(("run", self._blob, key, self.settings, self.settings.run_timeout) + ((cut,) if cut else ()))
+            w.send(("run", blob, key, settings, settings.run_timeout) + ((cut,) if cut else ()))
         except (OSError, BrokenPipeError) as e:
-            self.pool.replace(slot)
+            self.replace(slot)
             return "run-error", f"run worker: {e}"
-        wait([w.conn], timeout=self.settings.run_timeout)
+        wait([w.conn], timeout=settings.run_timeout)
         msg, dead = w.poll()
         if msg is not None:
             return msg[0], msg[1]
         code = w.exitcode
-        self.pool.replace(slot)
+        self.replace(slot)
         if dead:
             return "run-error", f"worker crashed while running (exit code {code})"
-        return "run-timeout", f"run exceeded {self.settings.run_timeout:.0f} s"
+        return "run-timeout", f"run exceeded {settings.run_timeout:.0f} s"
+
+
+
+def check_fits_here(workload: Workload, target: dict, *, workers: int | None = None, packs: bool = True) -> None:
+    """Refuse, before any worker starts, a target this machine cannot run (``check_local_target``) and a
+    measurement its memory cannot hold: ``workers`` processes (default: one per core of the target, at most
+    the host's) each holding the inputs, the reference and, where ``packs``, the packed copies of the
+    inputs the CPU template may pack."""
+    check_local_target(target)
+    if workers is None:
+        workers = min(host_cores(), int(target.get("num-cores") or 0) or host_cores())
+    check_memory(workload, workers=workers, packed=packable_inputs(workload) if packs else [])
+
+
+class LocalMeasurer(Measurer):
+    """Measures configurations of ``workload`` on this machine: its CPU for an LLVM target, its GPU for a CUDA
+    target (the workers build in parallel and run the kernels one at a time on the GPU).
+
+    ``pool``: the KernelPool that builds and runs the kernels, shared by the measurers of several workloads: a
+    WorkerPool (this machine) or a ``cluster.RayPool`` (the nodes of a Ray cluster; the measurer's ``kind`` is then
+    "cluster"); by default the measurer owns a WorkerPool and closes it on ``close()`` (``owns_pool``: whether it
+    closes the given ``pool``; default: no)."""
+
+    kind = "local"
+
+    def __init__(self, workload: Workload | str, space: Space, target: dict, settings: MeasureSettings | None = None,
+                 *, build_workers: int | None = None, builder: str = DEFAULT_BUILDER, runner: str = DEFAULT_RUNNER,
+                 pool: KernelPool | None = None, owns_pool: bool | None = None):
+        self.workload = parse(workload)
+        self.space = space
+        self.target = target
+        self.settings = settings or MeasureSettings()
+        cores = int(target.get("num-cores") or 0) or None
+        n = build_workers or min(host_cores(), cores or host_cores())
+        if self.kind == "local" and pool is not None and pool.kind != "local":
+            self.kind = pool.kind  # the kernels are built and run on a cluster's nodes (cluster.RayPool)
+        if self.kind == "local":  # a subclass that runs the kernels elsewhere may name another machine's cores
+            packs = "pack" in {k.name for k in space.knobs}
+            check_fits_here(self.workload, target, workers=pool.size if pool is not None else n, packs=packs)
+        self._own_pool = pool is None if owns_pool is None else owns_pool
+        self.pool = pool or WorkerPool(n, threads=cores)
+        if self.kind in ("local", "cluster") and builder == DEFAULT_BUILDER and target.get("kind") == "cuda":
+            builder = GPU_BUILDER
+        context = {"workload": self.workload.key, "space": space, "target": target, "builder": builder, "runner": runner}
+        if self.kind == "cluster" and isinstance(getattr(self.workload, "hash", None), str) \
+                and isinstance(getattr(self.workload, "text", None), str):
+            # a PrimFunc workload (a model's task) is found by its key in the machine's cache of TVMScript texts:
+            # the text travels with the context and a cluster's worker puts it into its node's cache
+            context["sources"] = {self.workload.hash: self.workload.text}
+        self._blob = cloudpickle.dumps(context)
+        self.best_s = math.inf  # the best median measured so far (early cut-off, MeasureSettings.cutoff)
+        self._restarts0 = self.pool.restarts
+        self.stats = {"build_s": 0.0, "run_s": 0.0, "worker_restarts": 0}
+
+    def warm_up(self) -> None:
+        self.pool.warm_up()
+
+    def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
+        results: dict[int, MeasureResult] = {}
+        todo: list[int] = []
+        for i, c in enumerate(configs):
+            try:
+                check(self.workload, self.space, c, self.target)
+                todo.append(i)
+            except InvalidConfig as e:
+                results[i] = MeasureResult(c, error="invalid", message=str(e))
+        out = self.pool.measure_batch(Job(self._blob, self.settings), configs, todo, self.best_s)
+        results.update(out.results)
+        self.stats["build_s"] += out.build_s
+        self.stats["run_s"] += out.run_s
+        for i in todo:
+            if results[i].ok:
+                self.best_s = min(self.best_s, results[i].median)
+        self.stats["worker_restarts"] = self.pool.restarts - self._restarts0
+        return [results[i] for i in range(len(configs))]
+
+    def _build(self, configs, todo, results, slots=None) -> dict[int, tuple]:
+        """``WorkerPool.build`` with this measurer's context (the RPC measurer builds with it)."""
+        return self.pool.build(self._blob, self.settings.build_timeout, configs, todo, results, slots=slots)
 
     def close(self) -> None:
         if self._own_pool:
