@@ -29,6 +29,12 @@ and a re-run skips what is there (a run with another ``--clock`` times again, re
 
     python benchmarks/papers/model_fig11.py --out benchmarks/out/fig11                    # the figure's scale
     python benchmarks/papers/model_fig11.py --out DIR --seqs 32,64,128 --trials-per-task 8  # a reduced one
+
+``--target cuda --dtype float16`` on the machine's NVIDIA GPU (as ``model_fig12.py``): the libraries are built for
+it (``model build --target cuda:sm_XX --dtype``), PyTorch runs the module in the dtype on the GPU, and a call of
+either takes the host's input and returns the host's output. ``--rounds 0 --methods gensor`` builds Gensor's
+library only (a later run with the same ``--out`` and ``--work`` skips it and times): the prepared GPU run
+(``benchmarks/device/run_gpu_claims.sh``) builds both libraries while the GPU runs other steps.
 """
 from __future__ import annotations
 
@@ -43,7 +49,7 @@ from tiletune.bench.plots import agg_pyplot
 from tiletune.bench.results import read_jsonl
 from tiletune.model.dynamic.shapes import parse_shapes, shape_tasks
 from tiletune.model.frontend.source import load
-from tiletune.target import host_target
+from tiletune.target import host_target, is_cuda, parse_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
 from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
@@ -80,7 +86,18 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0, help="the seed of Gensor's walks (model build --seed)")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--min-repeat-ms", type=int, default=100)
+    p.add_argument("--target", default="host", help="host (this CPU) or cuda[:sm_XX] (the machine's GPU)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
+                   help="the model's compute dtype on a CUDA target (PyTorch runs in it too)")
     a = p.parse_args()
+    target = parse_target(None if a.target == "host" else a.target)
+    gpu = is_cuda(target)
+    if gpu and a.clock == "cpu":
+        p.error("--clock cpu times one CPU thread; a CUDA target takes --clock wall")
+    if not gpu and a.dtype != "float32":
+        p.error("--dtype is for a CUDA target; on the CPU the model runs in float32")
+    where = ["--target", f"cuda:{target['arch']}", "--dtype", a.dtype] if gpu else []
+    on = {"device": "cuda", "dtype": a.dtype} if gpu else {}
     out, work = Path(a.out), Path(a.work)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -91,12 +108,14 @@ def main() -> int:
     steps_path, results = out / "steps.jsonl", out / "results.jsonl"
     scale = {"seqs": a.seqs, "batches": a.batches, "trials_per_task": a.trials_per_task,
              "measured_per_task": a.measured_per_task, "clock": a.clock}
+    if gpu:
+        scale.update(target=f"cuda:{target['arch']}", dtype=a.dtype)
     step = steps(steps_path, **scale)
 
-    n_tasks = len(shape_tasks(source, host_target(), "NHWC", bindings).merged.tasks)
+    n_tasks = len(shape_tasks(source, target if gpu else host_target(), "NHWC", bindings, dtype=a.dtype).merged.tasks)
     for m in ("gensor", "roller"):
         if m in methods:
-            step(f"build {m}", lambda m=m: tiletune("model", "build", a.model, *shapes_args, "--construct", m,
+            step(f"build {m}", lambda m=m: tiletune("model", "build", a.model, *shapes_args, *where, "--construct", m,
                                                     "--seed", str(a.seed), "-o", str(work / f"{m}.so"),
                                                     "--no-check") or {"tasks": n_tasks})
     k = a.measured_per_task
@@ -108,15 +127,15 @@ def main() -> int:
             continue
         rec = out / f"{m}.jsonl"
         step(f"tune {m}", lambda rec=rec, trials=trials, options=options: tiletune(
-            "model", "tune", a.model, *shapes_args, "--trials", str(trials), "-r", str(rec), "-q", *options)
+            "model", "tune", a.model, *shapes_args, *where, "--trials", str(trials), "-r", str(rec), "-q", *options)
             or {"tasks": n_tasks, "trials": trials})
-        step(f"build {m}", lambda m=m, rec=rec: tiletune("model", "build", a.model, *shapes_args, "-r", str(rec),
-                                                         "-o", str(work / f"{m}.so"), "--no-check"))
+        step(f"build {m}", lambda m=m, rec=rec: tiletune("model", "build", a.model, *shapes_args, *where, "-r",
+                                                         str(rec), "-o", str(work / f"{m}.so"), "--no-check"))
     for m in ("torch", "torch-compile"):
         if m in methods and not any(r["method"] == m and r.get("clock", "wall") == a.clock
                                     for r in read_jsonl(results)):
             run("torch", {"model": a.model, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms, "clock": a.clock,
-                          "items": [{"method": m, "binding": b, **scale} for b in bindings]}, results)
+                          **on, "items": [{"method": m, "binding": b, **scale} for b in bindings]}, results)
     ours = [m for m in OURS if m in methods]
     rounds = len({r["round"] for r in read_jsonl(results) if r["method"] in OURS and r.get("clock", "wall") == a.clock})
     for r in range(rounds, a.rounds if ours else 0):
@@ -124,7 +143,7 @@ def main() -> int:
         items = [{"method": m, "lib": str(work / f"{m}.so"), "binding": b, "round": r, **scale}
                  for b in bindings for m in order]
         run("ours", {"model": a.model, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms, "clock": a.clock,
-                     "items": items}, results)
+                     **on, "items": items}, results)
     summarize(out, bindings, a.clock)
     return 0
 

@@ -40,6 +40,27 @@ GPU) on this machine's GPU, and the baselines are PyTorch eager (cuBLAS/cuDNN), 
 and TVM's default build (dlight on every kernel), all in the model's dtype:
 
     python benchmarks/papers/model_fig9.py --out fig9-h100-fp16 --target cuda --dtype float16
+
+``--cuda-graph`` (GPU): each construction is also timed with ``model bench --cuda-graph`` (into
+``OUT/<model>-<strategy>-graphs/``), and torch.compile in its ``reduce-overhead`` mode (``OUT/<model>-baselines-graphs/``).
+
+``--libs DIR --stage ...`` (GPU; ``benchmarks/device/run_gpu_claims.sh``): the same figure with the builds apart from
+the timings, so that a GPU machine's cores build every library at once while its GPU runs other steps, and the
+timings come after, on an idle machine:
+
+- ``--stage build-cmds`` prints one shell command per library (``DIR/<model>-<variant>.so``, variants: each
+  construction, with ``-graphs`` under ``--cuda-graph``, ``evo`` where ``OUT/<model>-evo.jsonl`` holds records, and
+  ``tvm-default``), for ``xargs -P``; ``model build --no-check``: the output check is the timing's;
+- ``--stage default-lib`` builds and exports TVM's default build of one model (``--models M``), as
+  ``model bench --methods tvm-default`` builds it (dlight on every kernel);
+- ``--stage tune`` runs the search (``-s SEARCH``) for ``--tune-seconds`` per model (or ``--trials-per-task``),
+  records into ``OUT/<model>-evo.jsonl``, its trials and wall time into ``OUT/tuning.jsonl`` (trials per second);
+- ``--stage time`` times, per model in one child process, every library of DIR after the other (Relax's VM on
+  the GPU, inputs on the device, each call waiting for it: what ``model bench`` does with ours), each checked
+  against the original in float32 (``check_error``, allowed ``RTOL`` of the dtype), into the directories above
+  (TVM's default build into ``OUT/<model>-baselines/``); ``--dry-run``: no GPU, each library's model and its
+  float32 reference computed on the CPU and the library's presence checked;
+- ``--stage summary`` writes ``OUT/summary.md`` from what is there.
 """
 from __future__ import annotations
 
@@ -50,15 +71,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from tiletune.bench.plots import agg_pyplot
 from tiletune.bench.results import read_jsonl
+from tiletune.measure.base import MeasureSettings
+from tiletune.measure.timing import time_callable
+from tiletune.model.build import RTOL, compare
+from tiletune.model.evaluate.baselines import LABELS, _vm_method
 from tiletune.model.evaluate.bench import latest
+from tiletune.model.frontend.source import load
+from tiletune.model.passes.pipeline import prepare
 from tiletune.model.frontend.source import short_name
 from tiletune.model.kernels.tasks import load_model_tasks
 from tiletune.target import is_cuda, parse_target
+from tiletune.tvmscript import fast_tvmscript_parsing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # cli_run, dyn_bench, gzjsonl
 from cli_run import tiletune  # noqa: E402  (benchmarks/common/cli_run.py)
@@ -97,11 +126,23 @@ def main() -> int:
                    help="after tuning, time every build with ONNX Runtime and the torch baselines alive at once, "
                    "taking TURNS turns each (CPU; see above)")
     p.add_argument("--calls", type=int, default=10, help="with --alternate: single inferences per turn")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="GPU: each construction also with CUDA graphs, torch.compile also in reduce-overhead mode")
+    p.add_argument("--libs", default=None, metavar="DIR", help="GPU: where --stage keeps the libraries")
+    p.add_argument("--stage", default="all", choices=STAGES, help="GPU with --libs: one stage of the prepared run "
+                   "(see above); 'all': tune, build and time each model in turn")
+    p.add_argument("--tune-seconds", type=float, default=None, help="--stage tune: the search's wall time per model")
+    p.add_argument("--dry-run", action="store_true",
+                   help="--stage time without a GPU: the models' references and the libraries' presence only")
     a = p.parse_args()
     target = parse_target(a.target)
     gpu = is_cuda(target)
     if a.trials_per_task is None:
         a.trials_per_task = 20 if gpu else 50
+    if a.stage != "all":
+        if not gpu or not a.libs:
+            raise SystemExit("--stage is for a CUDA target with --libs DIR")
+        return staged(a, target)
     if a.quick:
         a.models, a.trials_per_task, a.constructive_per_task, a.repeat, a.min_repeat_ms = "tiny", 2, 1, 3, 10
     out = Path(a.out)
@@ -116,8 +157,9 @@ def main() -> int:
         budgets = {s: n * (a.constructive_per_task if s in CONSTRUCTIVE else a.trials_per_task) for s in strategies}
         for s in strategies:
             if gpu and s in CONSTRUCTIVE:  # the constructions alone: no measurement, no records
-                tiletune("model", "bench", model, *where, "--construct", s, "--methods", "tiletune",
-                         "--out", str(out / f"{name}-{s}"), *timing)
+                for graphs in ([], ["--cuda-graph"]) if a.cuda_graph else ([],):
+                    tiletune("model", "bench", model, *where, "--construct", s, "--methods", "tiletune", *graphs,
+                             "--out", str(out / f"{name}-{s}{'-graphs' if graphs else ''}"), *timing)
                 continue
             rec = out / f"{name}-{s}.jsonl"
             if tuned_before(out, model, s, budgets[s]) is None:
@@ -140,7 +182,11 @@ def main() -> int:
             ms = ["--metaschedule-trials", str(n * a.trials_per_task)] if not a.no_metaschedule else []
         tiletune("model", "bench", model, *where, "--methods", methods, "--out", str(out / f"{name}-baselines"),
                  *ms, *timing)
-        summarize(out, [m for m in a.models.split(",") if m], strategies,
+        if gpu and a.cuda_graph and "torch-compile" in methods.split(","):
+            tiletune("model", "bench", model, *where, "--methods", "torch-compile", "--cuda-graph",
+                     "--out", str(out / f"{name}-baselines-graphs"), *timing)
+        summarize(out, [m for m in a.models.split(",") if m],
+                  [v for s in strategies for v in ([s, f"{s}-graphs"] if a.cuda_graph and s in CONSTRUCTIVE else [s])],
                   f"{a.dtype} on {target['arch']}" if gpu else "fp32")
     if a.alternate:
         if gpu:
@@ -157,6 +203,164 @@ def main() -> int:
         in_rounds(out, models, strategies, baselines, a.rounds, timing)
         summarize_rounds(out, models, strategies + baselines, a.rounds)
     return 0
+
+
+STAGES = ("all", "build-cmds", "default-lib", "tune", "time", "time-one", "summary")
+
+
+def variants(a, out: Path, name: str) -> list[str]:
+    """The libraries of the prepared run for one model: each construction (and with CUDA graphs), the search's
+    build where its records exist, TVM's default build."""
+    strategies = [s for s in a.strategies.split(",") if s]
+    got = []
+    for s in strategies:
+        if s in CONSTRUCTIVE:
+            got += [s] + ([f"{s}-graphs"] if a.cuda_graph else [])
+        elif existing(out / f"{name}-{s}.jsonl"):
+            got.append(s)
+    return got + ["tvm-default"]
+
+
+def staged(a, target: dict) -> int:
+    """One stage of the prepared GPU run (module docstring): build commands, TVM's default library, the search,
+    the timings of the libraries, or the summary."""
+    out, libs = Path(a.out), Path(a.libs)
+    out.mkdir(parents=True, exist_ok=True)
+    libs.mkdir(parents=True, exist_ok=True)
+    models = [m for m in a.models.split(",") if m]
+    where = ["--target", f"cuda:{target['arch']}", "--dtype", a.dtype]
+    me = [sys.executable, str(Path(__file__).resolve()), "--out", str(out), "--libs", str(libs), *where]
+    if a.stage == "build-cmds":
+        for model in models:
+            name = short_name(model)
+            for v in variants(a, out, name):
+                lib = libs / f"{name}-{v}.so"
+                if v == "tvm-default":
+                    cmd = [*me, "--stage", "default-lib", "--models", model]
+                else:
+                    s = v.removesuffix("-graphs")
+                    how = ["--construct", s] if s in CONSTRUCTIVE else ["-r", str(existing(out / f"{name}-{s}.jsonl"))]
+                    cmd = [sys.executable, "-m", "tiletune.cli", "model", "build", model, *where, *how,
+                           *(["--cuda-graph"] if v.endswith("-graphs") else []), "--no-check", "-o", str(lib)]
+                print(f"{lib}\t{' '.join(cmd)}")  # the runner logs each library's build time into DIR/builds.jsonl
+        return 0
+    if a.stage == "default-lib":
+        for model in models:
+            default_library(model, target, a.dtype, libs / f"{short_name(model)}-tvm-default.so")
+        return 0
+    if a.stage == "tune":
+        budget = ["--seconds", str(a.tune_seconds)] if a.tune_seconds else None
+        failed = 0
+        for model in models:
+            name = short_name(model)
+            rec = out / f"{name}-{a.search}.jsonl"
+            # the tasks are counted for a budget in trials only (a wall-time budget spares the extraction)
+            n = None if budget else len(load_model_tasks(model, target, dtype=a.dtype)[1].tasks)
+            t0 = time.time()
+            try:
+                tiletune("model", "tune", model, *where, "-s", a.search,
+                         *(budget or ["--trials", str(n * a.trials_per_task)]), "-r", str(rec), "-q")
+            except subprocess.CalledProcessError as e:  # this model's search failed: the next one is tuned
+                print(f"{model}: model tune exited with {e.returncode}", flush=True)
+                failed += 1
+                continue
+            trials = sum(1 for _ in read_jsonl(rec))
+            wall = time.time() - t0
+            with open(out / "tuning.jsonl", "a") as f:
+                f.write(json.dumps({"model": model, "strategy": a.search, "trials": trials, "tasks": n, "wall_s": wall,
+                                    "trials_per_s": trials / wall if wall > 0 else None}) + "\n")
+            print(f"{model}: {trials} trials in {wall:.0f} s ({trials / wall:.1f}/s)", flush=True)
+        return 1 if failed else 0
+    if a.stage == "time":
+        for model in models:
+            cmd = [*me, "--stage", "time-one", "--models", model, "--repeat", str(a.repeat),
+                   "--min-repeat-ms", str(a.min_repeat_ms), "--strategies", a.strategies,
+                   *(["--cuda-graph"] if a.cuda_graph else []), *(["--dry-run"] if a.dry_run else [])]
+            proc = subprocess.run(cmd)  # each model in its own process: its libraries, one after another
+            if proc.returncode:
+                print(f"{model}: timing child exited with {proc.returncode}", flush=True)
+        return 0
+    if a.stage == "time-one":
+        for model in models:
+            time_libraries(a, out, libs, model, target)
+        return 0
+    strategies = [s for s in a.strategies.split(",") if s]
+    summarize(out, models, [v for s in strategies for v in ([s, f"{s}-graphs"] if s in CONSTRUCTIVE else [s])],
+              f"{a.dtype} on {target['arch']}")
+    return 0
+
+
+def default_library(model: str, target: dict, dtype: str, path: Path) -> None:
+    """TVM's default build of ``model`` (what ``model bench --methods tvm-default`` times: ``tvm.compile`` of the
+    imported module in ``dtype``, dlight's rules on every kernel on a GPU), exported to ``path``."""
+    import tvm
+
+    fast_tvmscript_parsing()  # dlight's Matmul rule imports the tensor intrinsics: the same answer, sooner
+    t0 = time.time()
+    ex = tvm.compile(prepare(load(model), dtype).mod, target=tvm.target.Target(target))
+    tmp = path.with_name(path.name + ".part.so")
+    ex.export_library(str(tmp))
+    os.replace(tmp, path)
+    print(f"wrote {path} ({time.time() - t0:.0f} s)", flush=True)
+
+
+def time_libraries(a, out: Path, libs: Path, model: str, target: dict) -> None:
+    """Every library of ``model`` in ``libs``, one after another in this process: loaded into Relax's VM on the
+    GPU, run once on the seed-0 inputs and compared with the original in float32 (``check_error``), then timed by
+    ``time_callable`` (inputs on the device, each call waiting for it), as ``model bench`` times ours; a row per
+    library appended to ``OUT/<model>-<variant>/results.jsonl`` (TVM's default build: ``OUT/<model>-baselines/``)."""
+    import tvm
+
+    name = short_name(model)
+    source = load(model)
+    inputs = source.random_inputs(0)
+    want = source.reference(inputs)
+    settings = MeasureSettings(repeat=a.repeat, min_repeat_ms=a.min_repeat_ms)
+    built = {Path(r["lib"]).name: r for r in read_jsonl(libs / "builds.jsonl")}  # the runner's build times
+    for v in variants(a, out, name):
+        lib = libs / f"{name}-{v}.so"
+        method = "tvm-default" if v == "tvm-default" else "tiletune"
+        row = {"model": model, "method": method, "label": LABELS[method], "dtype": a.dtype, "variant": v,
+               "library": lib.name, "cuda_graph": v.endswith("-graphs")}
+        d = out / (f"{name}-baselines" if v == "tvm-default" else f"{name}-{v}")
+        if a.dry_run and not lib.exists():
+            print(f"{model} {v}: {lib} is missing", flush=True)
+            continue
+        if not lib.exists():
+            row.update(error="missing", message=f"{lib} was not built")
+        elif a.dry_run:
+            print(f"{model} {v}: {lib} ({lib.stat().st_size >> 20} MiB) would be timed; reference outputs "
+                  f"{[tuple(w.shape) for w in want]}", flush=True)
+            continue
+        else:
+            try:
+                meta = Path(f"{lib}.json")  # model build's description of the library
+                kernels = json.loads(meta.read_text()).get("kernels", {}) if meta.exists() else {}
+                t0 = time.perf_counter()
+                # the loaded library as the executable's ``.mod``, as ``_vm_method`` reads a fresh build
+                prep, call, outputs, dev = _vm_method(SimpleNamespace(mod=tvm.runtime.load_module(str(lib))), target)
+                args = prep(inputs)
+                first = call(args)
+                row["load_s"] = time.perf_counter() - t0
+                row["check_error"] = compare(outputs(first), want)
+                row["within_tolerance"] = row["check_error"] <= RTOL[a.dtype]
+                row["device"] = str(dev.device_name)
+                row["load_before"] = os.getloadavg()[0]
+                samples = time_callable(lambda: call(args), settings)
+                row.update(samples=[float(x) for x in samples], median_s=float(np.median(samples)),
+                           prepare_s=float(built.get(lib.name, {}).get("wall_s", 0.0)))
+                if v != "tvm-default":
+                    row["constructed"] = sum(1 for k in kernels.values() if "constructed" in str(k))
+                    row["construct"] = v.removesuffix("-graphs") if v.removesuffix("-graphs") in CONSTRUCTIVE else None
+                    row["kernels"] = len(kernels)
+                del prep, call, outputs, args, first
+            except Exception as e:  # noqa: BLE001  (a library's failure is its row; the next one is timed)
+                row.update(error="error", message=f"{type(e).__name__}: {str(e).strip()[-300:]}")
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "results.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{model} {v}: " + (f"{row['median_s'] * 1e3:.3f} ms, output error {row['check_error']:.2g}"
+                                  if "median_s" in row else f"{row['error']}: {row.get('message', '')}"), flush=True)
 
 
 def in_rounds(out: Path, models: list[str], strategies: list[str], baselines: list[str], rounds: int,
@@ -246,13 +450,18 @@ def summarize_rounds(out: Path, models: list[str], methods: list[str], rounds: i
 def summarize(out: Path, models: list[str], strategies: list[str], what: str = "fp32") -> None:
     table: dict[str, dict[str, float]] = {}
     lines = [f"# Whole-model latency (batch 1, {what}), speed-up over PyTorch eager", "",
-             "| model | method | median ms | speed-up vs torch eager | tuning |", "|---|---|---:|---:|---|"]
+             "Output error: the largest difference from the original model in float32, relative to the output's "
+             "scale (the allowed error per dtype: docs/decisions/model-dtype-tolerance.md).", "",
+             "| model | method | median ms | speed-up vs torch eager | output error | tuning |",
+             "|---|---|---:|---:|---:|---|"]
     tuning = read_jsonl(out / "tuning.jsonl")
     for model in models:
         name = short_name(model)
         rows = {}
         for r in latest(read_jsonl(out / f"{name}-baselines" / "results.jsonl"), model):
             rows[r["label"]] = r
+        for r in latest(read_jsonl(out / f"{name}-baselines-graphs" / "results.jsonl"), model):
+            rows[f"{r['label']}, CUDA graphs (reduce-overhead)"] = r
         for s in strategies:
             for r in latest(read_jsonl(out / f"{name}-{s}" / "results.jsonl"), model):
                 t = [x for x in tuning if x["model"] == model and x["strategy"] == s]
@@ -267,13 +476,14 @@ def summarize(out: Path, models: list[str], strategies: list[str], what: str = "
         base = eager["median_s"] if eager and not eager.get("error") else None
         for label, r in rows.items():
             if r.get("error"):
-                lines.append(f"| {model} | {label} | - | - | {r['error']}: {r.get('message', '')[:80]} |")
+                lines.append(f"| {model} | {label} | - | - | - | {r['error']}: {r.get('message', '')[:80]} |")
                 continue
             sp = base / r["median_s"] if base else float("nan")
             table.setdefault(model, {})[label] = sp
             tune = r.get("tuning") or (f"{r.get('trials')} trials, {r.get('prepare_s', 0):.0f} s"
                                        if r["method"] == "metaschedule" else "")
-            lines.append(f"| {model} | {label} | {r['median_s'] * 1e3:.2f} | {sp:.2f}x | {tune} |")
+            err = f"{r['check_error']:.1e}" if r.get("check_error") is not None else "-"
+            lines.append(f"| {model} | {label} | {r['median_s'] * 1e3:.2f} | {sp:.2f}x | {err} | {tune} |")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     if not table:
         return
