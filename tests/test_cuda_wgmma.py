@@ -109,6 +109,59 @@ def test_limits_and_refusals():
         make_space(wl, levels=(4, 2), target=SM90A)
 
 
+# ---- where the tiles lie (no nvcc needed) -------------------------------------------------------------
+TILING = [
+    ("gemm:M=200,N=1000,K=72,dtype=float16", {"block_m": 64, "block_n": 128, "group_m": 8}),
+    ("batch_matmul:B=3,M=130,N=72,K=64,dtype=bfloat16", {"block_m": 128, "block_n": 64, "group_m": 1}),
+    ("conv2d:N=2,C=24,H=15,W=13,K=72,R=3,S=3,stride=2,pad=1,layout=NHWC,dtype=float16", {"block_m": 64}),
+    ("conv2d:N=1,C=64,H=9,W=9,K=64,R=3,S=3,pad=2,dilation=2,layout=NHWC,dtype=float16", {"block_m": 128}),
+    ("conv2d:N=2,C=64,H=7,W=7,K=64,R=1,S=1,layout=NHWC,dtype=float16", {"block_m": 64}),
+]
+
+
+@pytest.mark.parametrize("spec,over", TILING)
+def test_tiles_cover_the_output_once_and_boxes_match_the_pixels(spec, over):
+    """Walking every tile as the kernel does (``Tiling`` with Python ints): each element of C is written by
+    exactly one (tile, row, column); a convolution's A box for k-tile (r, s, c0) starts at the input pixel of the
+    tile's first output pixel, and its row m (BP x BQ pixels, the stride apart) is the window of the output pixel
+    that ``out`` stores row m to. The TMA descriptors' operands: rank dims, rank - 1 strides, rank box extents,
+    rank element strides and 4 modes."""
+    wl = parse(spec)
+    space = make_space(wl, target=SM90A)
+    d = {**space.to_dict(cuda_wgmma.default_config(wl, space, SM90A)), **over, "consumers": 1,
+         "wgmma_n": 64, "persistent": 0}
+    p = cuda_wgmma.problem(wl)
+    tl = cuda_wgmma.Tiling(p, d)
+    count = np.zeros(wl.output_shape(), dtype=np.int64)
+    for tile in range(tl.tiles):
+        b, tm, n0 = tl.coords(tile)
+        for m in range(d["block_m"]):
+            for col in range(n0, n0 + d["block_n"], 2):
+                index, inside = tl.out(b, tm, m, col)
+                if inside:
+                    count[index] += 1
+                    count[index[:-1] + (col + 1,)] += 1
+        if p.windowed and tile % 3 == 0:
+            cv = p.conv
+            bp, bq = p.pixel_tile(d["block_m"])
+            for kt in range(tl.p.k_tiles(d["block_k"])):
+                c0, x0, y0, img = tl.a_coord(kt, 0, tm, b)
+                r, s = kt // tl.CT // cv.S, kt // tl.CT % cv.S
+                assert c0 == kt % tl.CT * d["block_k"] and tl.b_coord(kt, 0, n0, b) == [n0, c0, r * cv.S + s]
+                for m in range(0, d["block_m"], 7):
+                    (n_, pp, qq, _), _ = tl.out(b, tm, m, 0)
+                    assert (img, y0 + m // bq * cv.stride, x0 + m % bq * cv.stride) == (
+                        n_, pp * cv.stride - cv.pad + r * cv.dilation, qq * cv.stride - cv.pad + s * cv.dilation)
+    assert count.min() == count.max() == 1
+    _, (a_rank, a_args), (b_rank, b_args) = cuda_wgmma.tensor_maps(p, d)
+    for rank, args in ((a_rank, a_args), (b_rank, b_args)):
+        assert len(args) == 4 * rank - 1 + 4 and args[-4:] == [0, 3, 2, 0]
+    if p.windowed:  # the strided windows: element strides (1, stride, stride, 1), boxes of BQ x BP strided pixels
+        bp, bq = p.pixel_tile(d["block_m"])
+        st = p.conv.stride
+        assert a_args[7:15] == [64, bq * st, bp * st, 1, 1, st, st, 1]
+
+
 # ---- the analytic model, the constructions and the searches on the space (no nvcc needed) -----------
 def test_model_and_constructions():
     """Gensor's and Roller's constructions are allowed configurations; on GEMM 4096^3 the model ranks the big

@@ -385,6 +385,113 @@ class Kernel:
     mod: Any
 
 
+def _min(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    from tvm.script import tirx as T
+
+    return T.min(a, b)
+
+
+def _and(*conds):
+    if all(isinstance(c, bool) for c in conds):
+        return all(conds)
+    from tvm.script import tirx as T
+
+    out = conds[0]
+    for c in conds[1:]:
+        out = T.And(out, c)
+    return out
+
+
+class Tiling:
+    """Where a block's tile lies: the tile order (``coords``), the TMA coordinates of its operand boxes
+    (``a_coord``, ``b_coord``) and where a row and column of its accumulators go in C (``out``). Each takes Python
+    ints (the tests walk every tile) or TIR expressions (the kernel)."""
+
+    def __init__(self, p: Problem, d: dict):
+        self.p, self.d = p, d
+        self.BM, self.BN, self.BK = d["block_m"], d["block_n"], d["block_k"]
+        self.TM, self.TN = p.m_tiles(self.BM), math.ceil(p.N / self.BN)
+        self.GM = min(d["group_m"], self.TM)
+        self.tiles = p.S * self.TM * self.TN
+        if p.windowed:
+            cv = p.conv
+            self.BP, self.BQ = p.pixel_tile(self.BM)
+            self.TP, self.TQ, self.CT = math.ceil(cv.P / self.BP), math.ceil(cv.Q / self.BQ), math.ceil(cv.C / self.BK)
+
+    def coords(self, tile):
+        """(batch, M-tile, first column) of a tile index, ``group_m`` M-tiles walked down before across."""
+        TM, TN, GM = self.TM, self.TN, self.GM
+        group = GM * TN
+        b = tile // (TM * TN)
+        t = tile % (TM * TN)
+        first = t // group * GM
+        size = _min(TM - first, GM)
+        return b, first + (t % group) % size, (t % group) // size * self.BN
+
+    def a_coord(self, kt, j, tm, b):
+        """The TMA coordinates (innermost first) of A's j-th 64-wide box of k-tile kt."""
+        p, BK = self.p, self.BK
+        if p.windowed:
+            cv = p.conv
+            rs, c0 = kt // self.CT, kt % self.CT * BK + j * ATOM
+            img, p0, q0 = tm // (self.TP * self.TQ), tm // self.TQ % self.TP * self.BP, tm % self.TQ * self.BQ
+            return [c0, q0 * cv.stride - cv.pad + rs % cv.S * cv.dilation,
+                    p0 * cv.stride - cv.pad + rs // cv.S * cv.dilation, img]
+        return [kt * BK + j * ATOM, tm * self.BM] + ([b] if p.S > 1 else [])
+
+    def b_coord(self, kt, j, n0, b):
+        p, BK = self.p, self.BK
+        if p.windowed:
+            return [n0 + j * ATOM, kt % self.CT * BK, kt // self.CT]
+        return [n0 + j * ATOM, kt * BK] + ([b] if p.S > 1 else [])
+
+    def out(self, b, tm, m, col):
+        """(C's index, whether it lies inside C) of row m of M-tile tm (for a convolution: the m-th pixel of the
+        tile's BP x BQ rectangle, as the TMA box lays them out), column col."""
+        p = self.p
+        cv = p.conv
+        if p.windowed:
+            img = tm // (self.TP * self.TQ)
+            pp, qq = tm // self.TQ % self.TP * self.BP + m // self.BQ, tm % self.TQ * self.BQ + m % self.BQ
+            return (img, pp, qq, col), _and(pp < cv.P, qq < cv.Q, col < p.N)
+        row = tm * self.BM + m
+        inside = _and(row < p.M, col < p.N)
+        if cv is not None:
+            return (row // (cv.P * cv.Q), row // cv.Q % cv.P, row % cv.Q, col), inside
+        return ((row, col) if p.S == 1 else (b, row, col)), inside
+
+
+def tensor_maps(p: Problem, d: dict) -> tuple[tuple, tuple[int, list], tuple[int, list]]:
+    """(the shapes of A, B and C; (rank, operands) of A's and B's TMA descriptors): the operands of
+    ``runtime.cuTensorMapEncodeTiled`` after the dtype, the rank and the pointer: dims (innermost first), byte
+    strides of the outer dims, box, element strides, interleave, swizzle (128 bytes), L2 promotion, out-of-bounds
+    fill (zeros)."""
+    S, M, N, K, cv = p.S, p.M, p.N, p.K, p.conv
+    BM, BK = d["block_m"], d["block_k"]
+    eb = DTYPE_BYTES[p.dtype]
+    if cv is None:
+        shapes = ((M, K), (K, N), (M, N)) if S == 1 else ((S, M, K), (S, K, N), (S, M, N))
+        batch = [S] if S > 1 else []
+        a = [K, M, *batch, K * eb, *([M * K * eb] if S > 1 else []), ATOM, BM, *[1] * len(batch)]
+        b = [N, K, *batch, N * eb, *([K * N * eb] if S > 1 else []), ATOM, BK, *[1] * len(batch)]
+        a_strides = b_strides = [1] * (2 + len(batch))
+    else:
+        shapes = (cv.N, cv.H, cv.W, cv.C), (cv.R, cv.S, cv.C, N), (cv.N, cv.P, cv.Q, N)
+        if cv.pointwise:  # [N H W, C] x [C, K]
+            a, b, a_strides, b_strides = [cv.C, M, cv.C * eb, ATOM, BM], [N, K, N * eb, ATOM, BK], [1, 1], [1, 1]
+        else:  # the data as [N, H, W, C], one box of BP x BQ pixels (the stride apart) per (r, s, 64 channels)
+            bp, bq = p.pixel_tile(BM)
+            st = cv.stride
+            a = [cv.C, cv.W, cv.H, cv.N, cv.C * eb, cv.W * cv.C * eb, cv.H * cv.W * cv.C * eb,
+                 ATOM, bq * st, bp * st, 1]
+            b = [N, cv.C, cv.R * cv.S, N * eb, cv.C * N * eb, ATOM, BK, 1]
+            a_strides, b_strides = [1, st, st, 1], [1, 1, 1]
+    tail = [0, SWIZZLE_128B, L2_PROMOTE_128B, 0]
+    return shapes, (len(a_strides), a + a_strides + tail), (len(b_strides), b + b_strides + tail)
+
+
 def pass_config() -> dict[str, Any]:
     return {}
 
@@ -397,80 +504,29 @@ def prim_func(workload: Workload, space: Space, config: Config, target: dict[str
     info = check(workload, space, config, target, prob=p)
     d = space.to_dict(config)
     S, M, N, K, dtype, out_dtype, cv = p.S, p.M, p.N, p.K, p.dtype, p.out_dtype, p.conv
-    BM, BN, BK, ST, NC, WN, GM = (d["block_m"], d["block_n"], d["block_k"], d["stages"], d["consumers"],
-                                  d["wgmma_n"], d["group_m"])
+    BM, BN, BK, ST, NC, WN = (d["block_m"], d["block_n"], d["block_k"], d["stages"], d["consumers"],
+                              d["wgmma_n"])
     eb = DTYPE_BYTES[dtype]
     ab = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     rows_wg, MI, NI, KT = BM // NC, info.m_atoms, info.n_atoms, info.k_tiles
     ACC_N = WN // 2  # accumulators per thread of one m64 x WN instruction
     A_TILE, B_TILE = BM * BK, BK * BN
     STAGE_BYTES = (A_TILE + B_TILE) * eb
-    TM, TN = p.m_tiles(BM), math.ceil(N / BN)
     TILES, GRID = info.tiles, info.grid
     LT = math.ceil(TILES / GRID)  # tiles per block
-    GM = min(GM, TM)
     THREADS, CREGS = info.threads, info.consumer_regs
     KS = BK // MMA_K
-    tail = [0, SWIZZLE_128B, L2_PROMOTE_128B, 0]  # interleave, swizzle, L2 promotion, out-of-bounds fill (zeros)
-    # cuTensorMapEncodeTiled's operands after the rank and the pointer: dims (innermost first), byte strides of
-    # the outer dims, box, element strides, then ``tail``
-    if cv is None:
-        a_shape, b_shape, c_shape = ((M, K), (K, N), (M, N)) if S == 1 else ((S, M, K), (S, K, N), (S, M, N))
-        batch = [S] if S > 1 else []
-        a_args = [K, M, *batch, K * eb, *([M * K * eb] if S > 1 else []), ATOM, BM, *[1] * len(batch)]
-        b_args = [N, K, *batch, N * eb, *([K * N * eb] if S > 1 else []), ATOM, BK, *[1] * len(batch)]
-        a_rank = b_rank = 2 + len(batch)
-    else:
-        a_shape, b_shape, c_shape = (cv.N, cv.H, cv.W, cv.C), (cv.R, cv.S, cv.C, N), (cv.N, cv.P, cv.Q, N)
-        if cv.pointwise:  # [N H W, C] x [C, K]
-            a_args, b_args, a_rank, b_rank = [cv.C, M, cv.C * eb, ATOM, BM], [N, K, N * eb, ATOM, BK], 2, 2
-        else:  # the data as [N, H, W, C], one box of BP x BQ strided pixels per (r, s, 64 channels)
-            BP, BQ = p.pixel_tile(BM)
-            TP, TQ, CT = math.ceil(cv.P / BP), math.ceil(cv.Q / BQ), math.ceil(cv.C / BK)
-            st = cv.stride
-            a_args = [cv.C, cv.W, cv.H, cv.N, cv.C * eb, cv.W * cv.C * eb, cv.H * cv.W * cv.C * eb,
-                      ATOM, BQ * st, BP * st, 1, 1, st, st, 1]
-            b_args = [N, cv.C, cv.R * cv.S, N * eb, cv.C * N * eb, ATOM, BK, 1]
-            a_rank, b_rank = 4, 3
-    a_args += [1] * a_rank + tail
-    b_args += [1] * b_rank + tail
+    (a_shape, b_shape, c_shape), (a_rank, a_args), (b_rank, b_args) = tensor_maps(p, d)
     tma = "cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes"
     tma_a, tma_b = tma.format(a_rank), tma.format(b_rank)
     chain = f"wgmma.mma_async.sync.aligned.m64n{WN}k16.f32.{ab}.{ab}"
     A_SDO = 8 * ATOM * eb // 16  # 8 rows of 128 bytes between core-matrix groups, in 16-byte units
     B_LDO = BK * ATOM * eb // 16  # one 64-column atom of B (BK rows of 128 bytes), in 16-byte units
-    GROUP = GM * TN  # tiles per rasterization group
     STAGE_C, CPAD = bool(d["stage_c"]), BN + C_ROW_PAD
     store2 = "tiletune_store2_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[out_dtype]
 
-    def coords(tile):  # (batch, M-tile, n0) of a tile index, group_m M-tiles at a time
-        b = tile // (TM * TN)
-        t = tile % (TM * TN)
-        first = t // GROUP * GM
-        size = T.min(TM - first, GM)
-        return b, first + (t % GROUP) % size, (t % GROUP) // size * BN
-
-    def a_coord(kt, j, tm, b):  # the TMA coordinates of A's j-th 64-wide box of k-tile kt
-        if p.windowed:
-            rs, c0 = kt // CT, kt % CT * BK + j * ATOM
-            img, p0, q0 = tm // (TP * TQ), tm // TQ % TP * BP, tm % TQ * BQ
-            return [c0, q0 * st - cv.pad + rs % cv.S * cv.dilation, p0 * st - cv.pad + rs // cv.S * cv.dilation, img]
-        return [kt * BK + j * ATOM, tm * BM] + ([b] if S > 1 else [])
-
-    def b_coord(kt, j, n0, b):
-        if p.windowed:
-            return [n0 + j * ATOM, kt % CT * BK, kt // CT]
-        return [n0 + j * ATOM, kt * BK] + ([b] if S > 1 else [])
-
-    def out(b, tm, m, col):  # (C's index, whether inside C) of row m of M-tile tm, column col
-        if p.windowed:
-            img, pp, qq = tm // (TP * TQ), tm // TQ % TP * BP + m // BQ, tm % TQ * BQ + m % BQ
-            return (img, pp, qq, col), T.And(T.And(pp < cv.P, qq < cv.Q), col < N)
-        row = tm * BM + m
-        inside = T.And(row < M, col < N)
-        if cv is not None:
-            return (row // (cv.P * cv.Q), row // cv.Q % cv.P, row % cv.Q, col), inside
-        return ((row, col) if S == 1 else (b, row, col)), inside
+    tl = Tiling(p, d)
+    coords, a_coord, b_coord, out = tl.coords, tl.a_coord, tl.b_coord, tl.out
 
     # fmt: off
     @T.prim_func
