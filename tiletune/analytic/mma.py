@@ -40,7 +40,7 @@ from ..space import Config, Space
 
 #: the fraction of the data sheet's dense tensor rate that ``mma.sync`` reaches: Hopper's full rate needs
 #: ``wgmma`` (warp-group MMA), which the template does not emit
-MMA_SYNC_SHARE = {"sm_90": 2 / 3}
+MMA_SYNC_SHARE = {"sm_90": 2 / 3, "sm_90a": 2 / 3}
 LAUNCH_S = 3e-6
 KNOBS = ("block_m", "block_n", "warp_m", "warp_n", "chunk_k", "stages", "vector")
 
