@@ -31,6 +31,7 @@ shifted), since ``vpdpbusd`` multiplies unsigned by signed bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -47,6 +48,29 @@ class Rewritten:
 
 def _op(call) -> str:
     return getattr(getattr(call, "op", None), "name", "")
+
+
+#: ONNX operators that make a model a quantized one (its original runs them: ONNX Runtime's int8)
+QUANTIZED_OPS = frozenset({"MatMulInteger", "DynamicQuantizeLinear", "QuantizeLinear", "QLinearMatMul",
+                           "QLinearConv", "ConvInteger"})
+
+
+def is_quantized(source) -> bool:
+    """Whether ``source`` is an ONNX file holding quantized operators (``QUANTIZED_OPS``): its build is checked
+    against ONNX Runtime's int8 with the int8 tolerance (``tiletune.model.build.RTOL``)."""
+    if getattr(source, "kind", None) != "onnx":
+        return False
+    return _onnx_ops(str(source.spec)) & QUANTIZED_OPS != frozenset()
+
+
+@lru_cache(maxsize=16)
+def _onnx_ops(path: str) -> frozenset[str]:
+    import onnx
+
+    try:
+        return frozenset(n.op_type for n in onnx.load(path, load_external_data=False).graph.node)
+    except Exception:  # noqa: BLE001  (not a readable ONNX file: not quantized as far as the check goes)
+        return frozenset()
 
 
 def int8_grid(w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
