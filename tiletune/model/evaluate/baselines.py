@@ -68,10 +68,12 @@ from ..dynamic.shapes import dynamic_library, shape_tasks
 from ..frontend.source import ModelSource, flat_tensors, export_onnx, load, onnx_session
 from ..kernels.tasks import fuse, model_tasks
 
-METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "tvm-default", "metaschedule")
-CPU_ONLY = ("onnxruntime", "metaschedule")  # on a CUDA target these are not timed
+METHODS = ("tiletune", "torch", "torch-compile", "onnxruntime", "openvino-f32", "openvino", "tvm-default",
+           "metaschedule")
+CPU_ONLY = ("onnxruntime", "openvino-f32", "openvino", "metaschedule")  # on a CUDA target these are not timed
 LABELS = {"tiletune": "tiletune (tuned)", "torch": "PyTorch eager", "torch-compile": "torch.compile (inductor)",
-          "onnxruntime": "ONNX Runtime (CPU)", "tvm-default": "TVM default build",
+          "onnxruntime": "ONNX Runtime (CPU)", "openvino-f32": "OpenVINO (CPU, f32 forced)",
+          "openvino": "OpenVINO (CPU, its default precision)", "tvm-default": "TVM default build",
           "metaschedule": "MetaSchedule tune_relax"}
 
 
@@ -131,6 +133,29 @@ def _onnx_method(source, threads: int, tmp: str):
     sess = onnx_session(path, threads)
     names = [i.name for i in sess.get_inputs()]
     return (lambda xs: dict(zip(names, xs))), (lambda feed: sess.run(None, feed)), list
+
+
+def _openvino_method(source, threads: int, tmp: str, precision: str | None):
+    """OpenVINO's CPU plugin on the same ONNX model as ``onnxruntime``, single-stream (``PERFORMANCE_HINT``
+    LATENCY, ``threads`` threads); ``precision`` "f32" forces fp32 (``INFERENCE_PRECISION_HINT``), None keeps the
+    plugin's default (bf16 on CPUs that multiply bf16). Returns the three functions and the precision it ran."""
+    try:
+        import openvino as ov
+    except ImportError:
+        raise TiletuneError("openvino is not installed (pip install 'tiletune[openvino]')") from None
+    path = source.onnx_path
+    if source.kind == "torch":
+        path = os.path.join(tmp, "model.onnx")
+        export_onnx(source, path)
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": int(threads)}
+    if precision:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    compiled = ov.Core().compile_model(path, "CPU", config)
+    request = compiled.create_infer_request()
+    outs = list(compiled.outputs)
+    used = compiled.get_property("INFERENCE_PRECISION_HINT")
+    used = used.get_type_name() if hasattr(used, "get_type_name") else str(used)  # an ov.Type: "bf16", "f32"
+    return list, request.infer, (lambda r: [np.array(r[o]) for o in outs]), used
 
 
 def per_iter(trials: int, tasks: int) -> int:
@@ -194,6 +219,8 @@ def shapes_refusal(method: str, source: ModelSource) -> str | None:
     """Why ``method`` is not timed at several shapes of ``source`` (``model bench --shapes``), or None."""
     if method == "metaschedule":
         return "not for --shapes: MetaSchedule refuses symbolic loops"
+    if method in ("openvino-f32", "openvino"):
+        return "not for --shapes: OpenVINO is timed at the model's example shape only"
     return None
 
 
@@ -296,6 +323,9 @@ def run_method(job: dict) -> dict:
                 out["device"] = torch.cuda.get_device_name(0)
         elif method == "onnxruntime":
             prepare, call, outputs = _onnx_method(source, threads, tmp)
+        elif method in ("openvino-f32", "openvino"):
+            prepare, call, outputs, out["precision"] = _openvino_method(
+                source, threads, tmp, "f32" if method == "openvino-f32" else None)
         elif method in ("tiletune", "tvm-default", "metaschedule"):
             import tvm
 

@@ -185,6 +185,8 @@ def write_report(spec: str, d: Path, target: dict) -> None:
                 notes.append(f"{r['constructed']} constructed by {r.get('construct')}")
         if r["method"] == "metaschedule":
             notes.append(f"{r.get('trials')} trials, tuning included in prepare")
+        if r.get("precision"):  # OpenVINO's: the precision its CPU plugin ran in
+            notes.append(f"inference precision {r['precision']}")
         if r.get("load_before", 0) > 0.5 * (target.get("num-cores") or 1):
             notes.append(f"machine busy (load {r['load_before']:.1f})")
         notes += _graphs_note(r)
