@@ -174,8 +174,9 @@ def _common(p) -> None:
                    help="'host' (default), 'llvm', a JSON LLVM target, or 'cuda[:sm_XX]' for an NVIDIA GPU "
                    "(measured on this machine's GPU or through --rpc; 'model build' works without one)")
     p.add_argument("--dtype", default="float32", choices=DTYPES,
-                   help="the model's compute dtype on a CUDA target: float16/bfloat16 run matmuls and convolutions "
-                   "on tensor cores, accumulating in float32 (inputs and outputs keep their dtypes)")
+                   help="the model's compute dtype: on a CUDA target float16/bfloat16 run matmuls and convolutions "
+                   "on tensor cores, on a CPU target with AVX512-BF16 or AMX-BF16 bfloat16 runs them on those "
+                   "instructions; accumulating in float32 (inputs and outputs keep their dtypes)")
     p.add_argument("--layout", default=DEFAULT_LAYOUT, type=_layout, metavar="{" + ",".join(LAYOUTS) + "}",
                    help="layout of the convolutions: NHWC (converted, the output channels innermost), NCHW "
                    f"(as imported) or {LAYOUTS[-1]} (blocks of 16 channels innermost, ONNX Runtime's layout); "
