@@ -6,7 +6,7 @@
 #      workloads with --arch sm_90 (the mma.sync template), cuBLAS (fp32 accumulation, CUDA graphs) and dlight
 #      in the same run, into one results.jsonl and report.md.
 # Knobs (environment): TRIALS per (workload, strategy, template) (12), SECS per run (8), STRATEGIES (gensor),
-# HOPPER_S for everything after the setup (450), TEST_S for the numerics (150), DRY=1: only print the commands.
+# HOPPER_S for everything after the setup (400; the setup takes about a minute), TEST_S for the numerics (150), DRY=1: only print the commands.
 # Output in $OUT: log.txt, results.jsonl, report.md, hopper-out.tgz (the records).
 #   bash benchmarks/device/run_hopper.sh
 set -o pipefail
@@ -16,7 +16,7 @@ run() { if [ -n "${DRY:-}" ]; then echo "+ $*"; else "$@"; fi; }
 [ -n "${DRY:-}" ] || exec > >(tee "$OUT/log.txt") 2>&1
 [ -n "${DRY:-}" ] || source benchmarks/device/env.sh
 [ -n "${DRY:-}" ] || nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-end=$(( $(date +%s) + ${HOPPER_S:-450} ))
+end=$(( $(date +%s) + ${HOPPER_S:-400} ))
 left() { echo $(( end - $(date +%s) )); }
 D=/tmp/hopper-out
 rm -rf $D
