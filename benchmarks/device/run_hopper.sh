@@ -6,7 +6,8 @@
 #      workloads with --arch sm_90 (the mma.sync template), cuBLAS (fp32 accumulation, CUDA graphs) and dlight
 #      in the same run, into one results.jsonl and report.md.
 # Knobs (environment): TRIALS per (workload, strategy, template) (12), SECS per run (8), STRATEGIES (gensor),
-# HOPPER_S for everything after the setup (400; the setup takes about a minute), TEST_S for the numerics (150), DRY=1: only print the commands.
+# HOPPER_S for everything after the setup (400; the setup takes about a minute), TEST_S for the numerics (150),
+# DRY=1: only print the commands.
 # Output in $OUT: log.txt, results.jsonl, report.md, hopper-out.tgz (the records).
 #   bash benchmarks/device/run_hopper.sh
 set -o pipefail
