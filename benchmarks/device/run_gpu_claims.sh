@@ -11,32 +11,32 @@
 # The builds are apart from the timings (benchmarks/papers/model_fig9.py --stage, model_fig11.py --rounds 0): the
 # machine's 16 cores build every library at once while the GPU runs the tests and the search; every timing comes
 # after, with the builds done. Libraries cannot be built on a CPU machine and carried instead: a model's weights
-# are constants inside its library (float16: mobilenetv2 8 MB, resnet50 about 50, bert-small about 60, gpt2 about
-# 250), and a call carries 64 MiB with the repository's 31 MiB and .gpu/b; the CUDA code in a library built
+# are constants inside its library (float16, built here: mobilenetv2 8 MB, resnet50 53, bert-small 89, gpt2
+# 325), and a call carries 64 MiB with the repository's 31 MiB and .gpu/b; the CUDA code in a library built
 # without a GPU is source, compiled by NVRTC when it loads (docs/gpu.md).
 #
 # Time plan (seconds from the start; each step's timeout is cut to its phase's end, so a slow step shortens the
 # ones after it, never the run):
 #   0-5     GPU, driver, CUDA, torch versions (OUT/env.txt); background: every build (JOBS at once, 10): Fig. 11's
-#           two libraries (the longest), Fig. 9's 4 models x (gensor, roller, gensor-graphs, roller-graphs,
-#           tvm-default), and torch.compile once per model and once over Fig. 11's shapes (timed and discarded: the
-#           compiled graphs stay in inductor's cache for the timings later)
+#           two libraries (the longest), torch.compile once per model and once over Fig. 11's shapes (timed and
+#           discarded: the compiled graphs stay in inductor's cache for the timings later), Fig. 9's 4 models x
+#           (gensor, roller, gensor-graphs, roller-graphs, tvm-default)
 #   5-100   the GPU tests, in the background too (TEST_S, 90; correctness only)
-#   5-140   the search (evo) on the GPU, TUNE_S (15) per model (its trials per second under the builds' load),
+#   5-130   the search (evo) on the GPU, TUNE_S (15) per model (its trials per second under the builds' load),
 #           then its 4 libraries built with the others
-#   ..230   phase 1 ends (P1_END): a build still running is stopped, its library counts as missing
-#   230-290 Fig. 9: our libraries and TVM's default build timed, each checked (one process per model)
-#   290-325 PyTorch eager, 4 models
-#   325-380 Fig. 11: PyTorch eager and our two libraries at the 8 shapes
-#   380-420 torch.compile, 4 models (compiled from the cache)
-#   420-450 Fig. 11's torch.compile(dynamic=True)
-#   450-460 phase 2 ends (P2_END): torch.compile with CUDA graphs, then GEMM 1024^3 trials/s, only if time is left
-#   460-475 summaries (END_S, 475)
+#   ..220   phase 1 ends (P1_END): a build still running is stopped, its library counts as missing
+#   220-320 Fig. 9: our 5 libraries and TVM's default build timed, each checked (one process per model)
+#   320-350 PyTorch eager, 4 models
+#   350-400 Fig. 11: PyTorch eager and our two libraries at the 8 shapes
+#   400-440 torch.compile, 4 models (compiled from the cache)
+#   440-460 Fig. 11's torch.compile(dynamic=True)
+#   460-465 phase 2 ends (P2_END): torch.compile with CUDA graphs, then GEMM 1024^3 trials/s, only if time is left
+#   465-478 summaries (END_S, 478)
 # Everything goes to $OUT as it comes: log.txt (all output), env.txt, gpu-claims.tgz (fig9/, fig11/, logs/ without
 # the libraries; re-packed every 30 s, so a run cut short returns what it had), summary-fig9.md, summary-fig11.md.
 #
 # Knobs (environment): DTYPE (float16), MODELS (bert-small,gpt2,resnet50,mobilenetv2), JOBS (10), TEST_S (90),
-# TUNE_S (15), SEQS (16,64,128,384), BATCHES (1,4), P1_END (230), P2_END (460), END_S (475), REPEAT (5),
+# TUNE_S (15), SEQS (16,64,128,384), BATCHES (1,4), P1_END (220), P2_END (465), END_S (478), REPEAT (5),
 # MIN_MS (50).
 #
 # DRY=1: the whole script on a CPU machine, the GPU stubbed: no nvidia-smi, the tests collected (not run), every
@@ -63,7 +63,7 @@ export PYTHONWARNINGS=ignore PYTHONUNBUFFERED=1
 DT=${DTYPE:-float16}
 MODELS=${MODELS:-bert-small,gpt2,resnet50,mobilenetv2}
 JOBS=${JOBS:-10}
-P1_END=${P1_END:-230}; P2_END=${P2_END:-460}; END_S=${END_S:-475}; TUNE_S=${TUNE_S:-15}
+P1_END=${P1_END:-220}; P2_END=${P2_END:-465}; END_S=${END_S:-478}; TUNE_S=${TUNE_S:-15}
 TIMING="--repeat ${REPEAT:-5} --min-repeat-ms ${MIN_MS:-50}"
 W=/tmp/gpu-claims          # libraries and scratch (large: never under $OUT)
 D=$W/results               # what comes back, packed
@@ -71,7 +71,6 @@ LIBS=$W/libs
 rm -rf $W; mkdir -p $D/logs $LIBS
 FIG9="$PY benchmarks/papers/model_fig9.py --out $D/fig9 --libs $LIBS --target cuda --dtype $DT --models $MODELS \
 --strategies gensor,roller,evo --cuda-graph $TIMING"
-DYN=benchmarks/common/dyn_models.py:bert_small
 FIG11ARGS="--target cuda --dtype $DT --seqs ${SEQS:-16,64,128,384} --batches ${BATCHES:-1,4} --repeat ${REPEAT:-5} \
 --min-repeat-ms ${MIN_MS:-50}"
 FIG11="$PY benchmarks/papers/model_fig11.py --out $D/fig11 --work $W/fig11 $FIG11ARGS"
@@ -139,19 +138,20 @@ export D LIBS DRY T0
 export BUILD_END=$(( T0 + P1_END + ( DRY == 1 ? 7200 : 0 ) ))
 IFS=, read -ra ALL <<< "$MODELS"
 BUILT=$MODELS; CHECKED=
-if [ "$DRY" = 1 ] && [ "${DRY_BUILD:-mobilenetv2}" != all ]; then
-    BUILT=${DRY_BUILD:-mobilenetv2}; CHECKED=$(echo ",$MODELS," | sed "s/,$BUILT,/,/; s/^,//; s/,$//")
+if [ "$DRY" = 1 ] && [ "${DRY_BUILD:-mobilenetv2}" != all ]; then  # DRY: the models not built are CHECKED
+    BUILT=${DRY_BUILD:-mobilenetv2}
+    CHECKED=$(for m in "${ALL[@]}"; do [[ ",$BUILT," == *",$m,"* ]] || printf '%s ' $m; done)
 fi
 {
     for c in gensor roller; do printf '%s\t%s\n' "$W/fig11/$c.so" "$FIG11 --methods $c --rounds 0"; done
-    $FIG9 --models $BUILT --stage build-cmds
     for m in "${ALL[@]}"; do  # torch.compile once: its graphs in the cache for the timing
         printf '%s\t%s\n' "torch-compile-$m" "$PY -m tiletune.cli model bench $m --target cuda --dtype $DT \
 --methods torch-compile --out $W/warm/$m --repeat 1 --min-repeat-ms 1"
     done
     [ "$DRY" = 1 ] || printf '%s\t%s\n' "torch-compile-fig11" "$PY benchmarks/papers/model_fig11.py --out $W/warm/fig11 \
 --work $W/warm/fig11-libs $FIG11ARGS --methods torch-compile --rounds 0"
-    for m in ${CHECKED//,/ }; do  # DRY: the models not built are imported and their tasks extracted
+    $FIG9 --models $BUILT --stage build-cmds
+    for m in $CHECKED; do  # DRY: the models not built are imported and their tasks extracted
         printf '%s\t%s\n' "tasks-$m" "$PY -m tiletune.cli model tasks $m --target cuda:sm_90 --dtype $DT"
     done
 } > $D/builds.txt
@@ -165,7 +165,7 @@ SEL="gpu or nvcc or measured or cuda_graph_replays or (cuda_library and $DT)"
 ( TAIL=8 step tests 100 ${TEST_S:-90} $PY -m pytest -q -p no:cacheprovider $([ "$DRY" = 1 ] && echo --collect-only) \
     $TESTS -k "$SEL"; exit $FAILED ) &
 TESTER=$!
-TAIL=20 step tune 140 $(( ${#ALL[@]} * (TUNE_S + 20) )) $FIG9 --stage tune --tune-seconds $TUNE_S
+TAIL=20 step tune 130 $(( ${#ALL[@]} * (TUNE_S + 20) )) $FIG9 --stage tune --tune-seconds $TUNE_S
 $FIG9 --models $BUILT --stage build-cmds | grep -- '-evo.so' > $D/builds-evo.txt
 stamp "the search's libraries: $(wc -l < $D/builds-evo.txt)"
 tr '\n' '\0' < $D/builds-evo.txt | xargs -0 -r -P $JOBS -I{} bash -c 'run_one "$1"' _ {}
@@ -177,23 +177,23 @@ ls -la $LIBS | grep '\.so$' | awk '{print "  " $5 "  " $9}'
 pack
 
 # ---- 2: the timings, one process at a time, on a machine with nothing else to do
-TAIL=40 step fig9-ours 290 120 $FIG9 --stage time $([ "$DRY" = 1 ] && echo --dry-run)
+TAIL=40 step fig9-ours 320 120 $FIG9 --stage time $([ "$DRY" = 1 ] && echo --dry-run)
 for m in "${ALL[@]}"; do
-    step fig9-torch-$m 325 40 $PY -m tiletune.cli model bench $m --target cuda --dtype $DT --methods torch \
+    step fig9-torch-$m 350 30 $PY -m tiletune.cli model bench $m --target cuda --dtype $DT --methods torch \
         --out $D/fig9/$m-baselines $TIMING
 done
 OURS11=$(for c in gensor roller; do [ -f $W/fig11/$c.so ] && printf '%s,' $c; done)  # a library not built: not timed
 stamp "Fig. 11 libraries: ${OURS11:-none}"
 if [ "$DRY" = 1 ]; then  # the libraries are there; timing them needs the GPU
-    step fig11-ours 380 120 $FIG11 --methods ${OURS11}none --rounds 0
+    step fig11-ours 400 120 $FIG11 --methods ${OURS11}none --rounds 0
 else
-    step fig11-ours 380 120 $FIG11 --methods ${OURS11}torch --rounds 1
+    step fig11-ours 400 120 $FIG11 --methods ${OURS11}torch --rounds 1
 fi
 for m in "${ALL[@]}"; do
-    step fig9-compile-$m 420 60 $PY -m tiletune.cli model bench $m --target cuda --dtype $DT --methods torch-compile \
+    step fig9-compile-$m 440 60 $PY -m tiletune.cli model bench $m --target cuda --dtype $DT --methods torch-compile \
         --out $D/fig9/$m-baselines $TIMING
 done
-[ "$DRY" = 1 ] || step fig11-compile 450 90 $FIG11 --methods ${OURS11}torch,torch-compile --rounds 1
+[ "$DRY" = 1 ] || step fig11-compile 460 90 $FIG11 --methods ${OURS11}torch,torch-compile --rounds 1
 for m in "${ALL[@]}"; do
     step fig9-compile-graphs-$m $P2_END 60 $PY -m tiletune.cli model bench $m --target cuda --dtype $DT \
         --methods torch-compile --cuda-graph --out $D/fig9/$m-baselines-graphs $TIMING

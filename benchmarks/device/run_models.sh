@@ -1,3 +1,4 @@
+# (run_gpu_claims.sh: Fig. 9 and Fig. 11 in one call, the builds apart from the timings.)
 # Device call for whole models on the GPU and the tensor-core kernels: assemble TVM (as
 # run.sh), run the GPU tests (every test that skips without a GPU), then Fig. 9 on the GPU; everything into $OUT.
 #   calls 1 and 2: copy .gpu/a's two parts to /tmp/stage (see pack.sh);  call 3: bash benchmarks/device/run_models.sh
