@@ -242,8 +242,9 @@ def main() -> None:
 def write_summary(out: Path, rows: list[dict], a) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [f"# torch.compile(backend='tiletune') on this CPU", "",
-             f"{_machine()}; {time.strftime('%Y-%m-%d', time.gmtime())}; commit {commit}; "
-             f"`python benchmarks/goals/torch_compile.py --out {a.out} --models {a.models} --rounds {a.rounds}`", "",
+             f"{_machine()}; {time.strftime('%Y-%m-%d', time.gmtime())}; commit {commit}; every model of "
+             f"`results.jsonl` (the last command: `python benchmarks/goals/torch_compile.py --models {a.models} "
+             f"--rounds {a.rounds}`)", "",
              "Median ms per call over the rounds (each round: every engine once, each in its own process); "
              "ratios are speeds relative to ours (>1: ours is faster).", "",
              "| model | ours (tuned DB) | library | inductor | ONNX Runtime | eager | ours / library speed | "

@@ -19,6 +19,7 @@ The backend is registered through the ``torch_dynamo_backends`` entry point (pyp
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 
 from ..errors import TiletuneError, one_line
@@ -83,8 +84,10 @@ class CompiledGraph:
     def shapes(self) -> list[tuple[str, str]]:
         """(the shape's inputs, "compiled" or "pytorch: WHY") of every shape the graph met."""
         out = []
-        for e in self.entries.values():
+        for sig, e in self.entries.items():
             shape = e.compiler.name.split(" ", 2)[-1] if e.compiler is not None else "?"
+            if e.shared:  # the library's symbolic name: say the shape itself
+                shape = "(" + ", ".join("x".join(map(str, p[0])) for p in sig if isinstance(p, tuple)) + ")"
             how = ("library" if e.shared else "compiled") if e.runner is not None else f"pytorch: {e.reason}"
             out.append((shape, how))
         return out
@@ -118,12 +121,15 @@ class CompiledGraph:
         if c.plan.consts and any((args[i].data_ptr(), args[i]._version) != ident
                                  for i, ident in zip(c.plan.consts, c.const_ids)):
             say(f"{c.name} runs in PyTorch from now on: its weights changed after it was compiled")
-            entry.runner = None
+            for e in self.entries.values():  # every shape served by that build
+                if e.compiler is c:
+                    e.runner = None
             return tuple(self.gm(*args))
         runner = entry.runner
         return tuple(runner([args[i] for i in c.plan.user]))
 
     def _compile(self, args, sig) -> _Entry:
+        self._t0 = time.perf_counter()  # the lines say how long the backend took (dynamo's tracing not counted)
         if self.dynamic and self.opts.mode == "construct" and self.opts.symbolic and not self.per_shape:
             shared = self.symbolic or self._symbolic(args)
             if shared is not None:
@@ -207,16 +213,17 @@ class CompiledGraph:
         return relative_error(got, want) <= tolerance(c.plan.out_dtypes)
 
     def _said(self, c, built) -> None:
-        what = "from the cache" if built.from_cache else f"compiled in {built.seconds:.1f} s"
+        what = f"from the cache in {built.seconds:.2f} s" if built.from_cache else f"compiled in {built.seconds:.1f} s"
         default = sum(1 for h in built.how.values() if h.startswith("default"))
-        say(f"{c.name}: {what}; kernels: {built.tuned} from the tuning database, {built.constructed} "
-            f"constructed ({self.opts.construct}), {default} with the default schedule")
+        say(f"{c.name}: {what}, ready in {time.perf_counter() - self._t0:.2f} s; kernels: {built.tuned} from the "
+            f"tuning database, {built.constructed} constructed ({self.opts.construct}), {default} with the default "
+            "schedule")
 
     def _checked(self, c, built):
         """The runner of ``built``; with the ``check`` option, a Fallback when its outputs on the graph's first
         inputs differ from PyTorch's by more than the outputs' dtype allows (``build.RTOL``)."""
         runner = Runner(built.module, c.plan, c.example_in[0].device if c.example_in else _cpu())
-        if self.opts.check:
+        if self.opts.check and not built.from_cache:  # an entry was checked when it was built (same graph, weights)
             err = relative_error(runner(c.example_in), c.example_out)
             allowed = tolerance(c.plan.out_dtypes)
             if not err <= allowed:

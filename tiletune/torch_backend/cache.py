@@ -21,7 +21,7 @@ from ..db.store import cache_root
 from ..quiet import quiet_tvm
 
 #: bumped when what an entry holds changes meaning
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 def graph_key(code: str, shapes: list, ints: list[int], weights: str, target: str, layout: str, dtype: str,

@@ -227,7 +227,7 @@ class Built:
     how: dict
     tuned: int = 0
     constructed: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # to build it (found in the cache: to load it)
     from_cache: bool = False
 
 
@@ -262,11 +262,8 @@ class GraphCompiler:
         self.layout = check_layout_for(opts.layout, self.target)
         self.compute_f32 = self.dtype in HALF and not is_cuda(self.target)
         self.compute = "float32" if self.compute_f32 else self.dtype
-        with torch.no_grad():
-            want = gm(*example_inputs)
-        want = list(want) if isinstance(want, (tuple, list)) else [want]
-        self.plan.out_dtypes = [_dtype_name(t) for t in want]
-        self.example_out = [t.detach() for t in want]
+        self._inputs = example_inputs
+        self._example_out: list | None = None  # PyTorch's outputs on the first inputs, when asked (``example_out``)
         self.example_in = [example_inputs[i] for i in self.plan.user]
         self.const_ids = [(example_inputs[i].data_ptr(), example_inputs[i]._version) for i in self.plan.consts]
         self.symbolic = None  # a symbolic graph built as one library: ({symbol: (input, axis)}, sizes)
@@ -285,6 +282,20 @@ class GraphCompiler:
                              target_key(self.target), self.layout, self.compute, opts.construct)
         self.tasks: ModelTasks | None = None
         self.lock = threading.Lock()
+
+    @property
+    def example_out(self) -> list:
+        """PyTorch's outputs on the graph's first inputs (run once, when a build is made or checked: a graph found
+        in the cache does not need them)."""
+        if self._example_out is None:
+            import torch
+
+            with torch.no_grad():
+                want = self.gm(*self._inputs)
+            want = list(want) if isinstance(want, (tuple, list)) else [want]
+            self.plan.out_dtypes = [_dtype_name(t) for t in want]
+            self._example_out = [t.detach() for t in want]
+        return self._example_out
 
     @property
     def name(self) -> str:
@@ -314,6 +325,7 @@ class GraphCompiler:
     def import_tasks(self) -> ModelTasks:
         """The graph's kernels through the model path (steps 2-3 of the module docstring)."""
         if self.tasks is None:
+            self.example_out  # the outputs' dtypes, which the frozen module casts back to
             dynamic = self._dynamic_shapes() if self.symbolic else None
             try:
                 source = from_torch(f"graph {self.number}", f"graph{self.number}", self.module, self.examples,
@@ -356,6 +368,7 @@ class GraphCompiler:
         module = ex.mod
         if self.cache is not None:
             module = self.cache.store(self.key, ex, {"tasks": keys, "state": state, "how": how,
+                                                     "out_dtypes": self.plan.out_dtypes,
                                                      "tuned": len(recorded), "constructed": len(chosen) - len(recorded),
                                                      "graph": self.name, "target": self.target})
         return Built(module, keys, state, how, len(recorded), len(chosen) - len(recorded),
@@ -365,14 +378,16 @@ class GraphCompiler:
         """The cached build of this graph when the database still gives its tasks the same kernels, else None."""
         if self.cache is None:
             return None
+        t0 = time.perf_counter()
         hit = self.cache.load(self.key)
         if hit is None:
             return None
         module, meta = hit
-        if self.db.state(meta["tasks"], self.target) != meta["state"]:
+        if self.db.state(meta["tasks"], self.target) != meta["state"] or "out_dtypes" not in meta:
             return None  # the database has other kernels for it now: build again
+        self.plan.out_dtypes = meta["out_dtypes"]
         return Built(module, meta["tasks"], meta["state"], meta.get("how", {}), meta.get("tuned", 0),
-                     meta.get("constructed", 0), from_cache=True)
+                     meta.get("constructed", 0), time.perf_counter() - t0, from_cache=True)
 
 
 class Runner:

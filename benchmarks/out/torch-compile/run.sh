@@ -1,0 +1,10 @@
+#!/bin/bash
+# The records: `tiletune model tune MODEL -r records/MODEL.jsonl` with --trials 192 (bert-small) or 64 --confirm 0
+# (resnet50), 64 (gpt2, mobilenetv2), on this machine; gzipped here.
+set -e
+OUT=${OUT:-/tmp/torch-compile}
+python benchmarks/goals/torch_compile.py --out $OUT --models bert-small --rounds 3 --background 180 \
+    --records benchmarks/out/torch-compile/records/{model}.jsonl.gz
+python benchmarks/goals/torch_compile.py --out $OUT --models mobilenetv2,gpt2,resnet50 --rounds 2 \
+    --records benchmarks/out/torch-compile/records/{model}.jsonl.gz
+cp $OUT/results.jsonl $OUT/summary.md benchmarks/out/torch-compile/
