@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from tiletune import cpu_features
+from tiletune.api import load_model
+from tiletune.cli import main
 from tiletune.errors import TiletuneError
+from tiletune.model.kernels.tasks import load_model_tasks
+from tiletune.model.library import build_model
+from tiletune.model.passes.calibrate import calibrated
 from tiletune.schedules import build, check, make_space, prepacked_inputs, starts, x86_int8
 from tiletune.schedules.cpu import InvalidConfig
 from tiletune.target import host_target
@@ -188,7 +193,6 @@ def _quantized_mlp(tmp_path, kind="dynamic"):
 @pytest.mark.parametrize("kind", ["dynamic", "qdq"])
 def test_quantized_model_is_rewritten_into_int8_tasks(tmp_path, kind):
     _, q = _quantized_mlp(tmp_path, kind)
-    from tiletune.model.kernels.tasks import load_model_tasks
 
     _, tasks = load_model_tasks(str(q), {"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
     int8 = [k for k in tasks.tasks if getattr(k.workload, "dtype", "") == "uint8"]
@@ -199,10 +203,7 @@ def test_quantized_model_is_rewritten_into_int8_tasks(tmp_path, kind):
 @vnni
 @pytest.mark.parametrize("kind", ["dynamic", "qdq"])
 def test_quantized_model_matches_onnxruntime_int8(tmp_path, kind):
-    import onnxruntime as ort
-
-    from tiletune.api import load_model
-    from tiletune.model.library import build_model
+    ort = pytest.importorskip("onnxruntime")
 
     fp32, q = _quantized_mlp(tmp_path, kind)
     lib = str(tmp_path / "mlp_q.so")
@@ -217,3 +218,40 @@ def test_quantized_model_matches_onnxruntime_int8(tmp_path, kind):
     assert np.abs(ours - ort_q).max() <= (1e-3 if kind == "dynamic" else 0.02) * scale
     # quantization's own error against the float model, the same for both int8 engines
     assert np.abs(ours - ort_f).max() <= 0.05 * scale
+
+
+@pytest.mark.parametrize("content,msg", [
+    (None, "no such file"), (b"not numpy", "not a .npz file"), ({"y": np.zeros((3, 8, 64), np.float32)}, "holds y"),
+    ({"x": np.zeros((3, 8, 32), np.float32)}, "has shape"),
+])
+def test_calibrate_with_a_bad_file_is_one_line(tmp_path, content, msg):
+
+    fp32, _ = _quantized_mlp(tmp_path)
+    cal = tmp_path / "cal.npz"
+    if isinstance(content, bytes):
+        cal.write_bytes(content)
+    elif content is not None:
+        np.savez(cal, **content)
+    with pytest.raises(TiletuneError, match=msg) as e:
+    
+        calibrated(str(fp32), str(cal))
+    assert "\n" not in str(e.value)
+    assert main(["model", "tasks", str(fp32), "--dtype", "int8", "--calibrate", str(cal)]) != 0
+
+
+@vnni
+def test_calibrated_build_is_close_to_the_float_model(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+
+    fp32, _ = _quantized_mlp(tmp_path)
+    cal = tmp_path / "cal.npz"
+    np.savez(cal, x=np.random.default_rng(1).normal(0, 1, (16, 8, 64)).astype(np.float32))
+    q = calibrated(str(fp32), str(cal))
+    lib = str(tmp_path / "cal.so")
+    build_model(q, lib)
+    m = load_model(lib)
+    ref = ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"])
+    for seed in range(100, 105):  # inputs not used in calibration
+        x = np.random.default_rng(seed).normal(0, 1, (8, 64)).astype(np.float32)
+        a, b = m(x)[0].ravel(), ref.run(None, {"x": x})[0].ravel()
+        assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) >= 0.99

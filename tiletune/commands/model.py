@@ -16,6 +16,7 @@ from ..model.evaluate.bench import bench_model, bench_model_shapes, parse_method
 from ..model.kernels.gpu_default import has_gpu
 from ..model.kernels import pad_fusion
 from ..model.passes.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
+from ..model.passes.calibrate import calibrated
 from ..model.passes.precision import DTYPES, check_dtype_for
 from ..model.build import CHECK_WAITS, best_configs, kernel_latencies
 from ..model.library import build_model
@@ -173,14 +174,33 @@ def _common(p) -> None:
     p.add_argument("--target", default=None,
                    help="'host' (default), 'llvm', a JSON LLVM target, or 'cuda[:sm_XX]' for an NVIDIA GPU "
                    "(measured on this machine's GPU or through --rpc; 'model build' works without one)")
-    p.add_argument("--dtype", default="float32", choices=DTYPES,
+    p.add_argument("--dtype", default="float32", choices=DTYPES + ("int8",),
                    help="the model's compute dtype: on a CUDA target float16/bfloat16 run matmuls and convolutions "
                    "on tensor cores, on a CPU target with AVX512-BF16 or AMX-BF16 bfloat16 runs them on those "
-                   "instructions; accumulating in float32 (inputs and outputs keep their dtypes)")
+                   "instructions; accumulating in float32 (inputs and outputs keep their dtypes); int8 (with "
+                   "--calibrate, on a CPU with VNNI or AMX): the float model quantized from calibration inputs, its "
+                   "matmuls on int8 kernels (docs/int8.md)")
+    p.add_argument("--calibrate", metavar="FILE.npz", default=None,
+                   help="with --dtype int8: a .npz of calibration inputs, one array per model input (named as the "
+                   "input), samples along the first axis")
     p.add_argument("--layout", default=DEFAULT_LAYOUT, type=_layout, metavar="{" + ",".join(LAYOUTS) + "}",
                    help="layout of the convolutions: NHWC (converted, the output channels innermost), NCHW "
                    f"(as imported) or {LAYOUTS[-1]} (blocks of 16 channels innermost, ONNX Runtime's layout); "
                    "tune, build and bench a model with the same layout")
+
+
+def _int8(args) -> None:
+    """``--dtype int8 --calibrate FILE``: the model becomes its QDQ form quantized from FILE
+    (``tiletune.model.passes.calibrate``), which every model command then reads as a quantized model."""
+    if args.dtype != "int8":
+        if args.calibrate:
+            raise TiletuneError("--calibrate is used with --dtype int8")
+        return
+    if not args.calibrate:
+        raise TiletuneError("--dtype int8 quantizes the float model from calibration inputs: give --calibrate "
+                            "FILE.npz (a model quantized by ONNX Runtime already is built as it is, without --dtype)")
+    args.model, args.dtype = calibrated(args.model, args.calibrate), "float32"
+    print(f"note: quantized from {args.calibrate} into {args.model}")
 
 
 def _layout(text: str) -> str:
@@ -290,6 +310,7 @@ def task_table(tasks: ModelTasks, latency: dict[str, float] | None = None, chose
 
 
 def run_tasks(args) -> int:
+    _int8(args)
     source, tasks, dyn = _load(args)
     n_t = len(tasks.tasks)
     print(f"model {source.spec} ({_where(tasks)}){_shapes_text(dyn)}: {len(tasks.kernels)} kernels, {n_t} tuned as tasks, "
@@ -330,6 +351,7 @@ def _check_shared(args) -> None:
 
 
 def run_tune(args) -> int:
+    _int8(args)
     settings = measure_settings(args)
     if args.trials is None and args.seconds is None:
         raise TiletuneError("give a budget: --trials N (the whole model's trials) and/or --seconds T")
@@ -426,6 +448,7 @@ def run_tune(args) -> int:
 
 
 def run_build(args) -> int:
+    _int8(args)
     built = build_model(args.model, args.output, records=args.records, target=args.target, layout=args.layout,
                         dtype=args.dtype, shapes=args.shapes, construct=args.construct, seed=args.seed,
                         check=not args.no_check, cuda_graph=args.cuda_graph, database=args.database)
@@ -459,6 +482,7 @@ def run_build(args) -> int:
 
 
 def run_bench(args) -> int:
+    _int8(args)
     if args.repeat < 1 or args.min_repeat_ms < 0 or args.timeout <= 0:
         raise TiletuneError("--repeat must be >= 1, --min-repeat-ms >= 0 and --timeout > 0")
     target = parse_target(args.target)
