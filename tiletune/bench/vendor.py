@@ -1,6 +1,7 @@
 """The vendor-library baseline: the operator computed by a vendor library, checked, then timed.
 
-``vendor(workload)`` times numpy (OpenBLAS) ``matmul`` for gemm / gemv / batch_matmul; torch's CPU kernels
+``vendor(workload)`` times numpy (OpenBLAS) ``matmul`` for gemm / gemv / batch_matmul (with bf16 inputs and a bf16
+output: torch.matmul in bf16, oneDNN's bf16 kernels, when torch is installed); torch's CPU kernels
 (oneDNN) for conv2d, depthwise_conv2d (``groups=C``) and avgpool2d (``count_include_pad=True``) when torch
 is installed, else numpy (im2col + GEMM for convolutions, a window sum for pooling), labelled as such.
 Every vendor output is checked against the workload's numpy reference before it is timed, so a wrong
@@ -136,12 +137,35 @@ def _threads(n) -> str:
     return f"{n} thread" + ("" if n == 1 else "s")
 
 
+class _AsArray:
+    """A torch tensor that numpy reads as float32 (``np.asarray``): a bf16 result is converted only when checked."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.tensor.float().numpy()
+        return out if dtype is None else out.astype(dtype)
+
+
 def vendor_kernel(wl: Workload, inputs: list[np.ndarray], threads: int | None = None, use_torch: bool = True
                   ) -> tuple[str, Callable[[], np.ndarray]]:
     """(label, fn) where fn() computes the workload's output with a vendor library in this process
     (convolutions with torch: in the contiguous memory format; ``vendor`` times both formats); with
     ``use_torch=False`` the numpy stand-ins replace torch."""
     op = wl.op
+    torch = optional_torch() if use_torch and op in NUMPY_OPS and wl.dtype == wl.out_dtype == "bfloat16" else None
+    if torch is not None:  # bf16's vendor figure: torch.matmul in bf16 (the same bf16 values)
+        if threads:
+            torch.set_num_threads(int(threads))
+        ta, tb = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(torch.bfloat16) for x in inputs)
+        label = f"torch {torch.__version__.split('+')[0]} matmul bfloat16 ({torch_kernel(torch)})"
+
+        def run_bf16():
+            with torch.no_grad():
+                return _AsArray(torch.matmul(ta, tb))  # converted for the check only, not in the timed calls
+
+        return label, run_bf16
     if op in NUMPY_OPS:
         a, b = inputs
         out = np.empty(wl.output_shape(), wl.out_dtype)  # fp16 inputs with out_dtype=float32: numpy casts
