@@ -22,6 +22,7 @@ import threading
 import time
 import weakref
 
+from ..api import set_threads
 from ..errors import TiletuneError, one_line
 from .background import Background, tune_now
 from .graph import COUNT, Fallback, GraphCompiler, _is_weight, Runner, relative_error, say, tolerance
@@ -42,6 +43,7 @@ def backend(gm, example_inputs, options: dict | None = None, mode: str | None = 
     """The dynamo backend: ``gm`` as a callable that runs it through tiletune (module docstring). ``mode`` (torch's
     ``mode=`` argument) is not used: tiletune's own modes are ``options={"mode": ...}``."""
     opts = Options.parse(options)
+    set_threads()  # TVM's pool on every core, as load_model gives a library (before the pool starts)
     if mode not in (None, "default"):
         raise TiletuneError(f"torch.compile mode={mode!r} is inductor's; tiletune's modes are options={{'mode': "
                             "'construct' | 'tune' | 'background'}}")
