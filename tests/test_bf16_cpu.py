@@ -8,8 +8,13 @@ import pytest
 
 from tiletune import cpu_features
 from tiletune.errors import TiletuneError
+from tiletune.measure.local import WrongAnswer, check_output
+from tiletune.model.build import RTOL, Chosen, ModelRunner, check, compile_module, scheduled_module
+from tiletune.model.frontend.source import load
+from tiletune.model.kernels.tasks import model_tasks
 from tiletune.model.passes.precision import check_dtype_for
-from tiletune.schedules import x86_bf16
+from tiletune.schedules import build, make_space, x86_bf16
+from tiletune.target import parse_target
 from tiletune.workloads.base import parse
 
 ZEN4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}
@@ -88,7 +93,6 @@ def test_path_follows_the_target_and_the_shape():
 
 def test_space_in_units_of_the_instruction():
     pytest.importorskip("tvm")
-    from tiletune.schedules import make_space
 
     space = make_space(parse("gemm:M=32,N=64,K=128,dtype=bfloat16"), target=ZEN4)
     assert {k.name: getattr(k, "extent", None) for k in space.knobs} == {
@@ -118,8 +122,6 @@ def test_pair_interleaved_layout():
 
 def _run(wl, space, config, target):
     import tvm
-    from tiletune.measure.local import check_output
-    from tiletune.schedules import build
 
     ex = build(wl, space, config, target)
     ins = wl.make_inputs(seed=3)
@@ -138,7 +140,6 @@ def _run(wl, space, config, target):
 ])
 def test_avx512_bf16_builds_and_matches_numpy(spec):
     pytest.importorskip("tvm")
-    from tiletune.schedules import make_space
 
     wl = parse(spec)
     space = make_space(wl, target=ZEN4)
@@ -150,7 +151,6 @@ def test_avx512_bf16_builds_and_matches_numpy(spec):
 
 def test_a_wrong_kernel_is_caught_at_bf16_tolerance():
     """The check the tests rely on fails for an output that ignores half of the reduction."""
-    from tiletune.measure.local import WrongAnswer, check_output
 
     wl = parse("gemm:M=16,N=16,K=64,dtype=bfloat16")
     a, b = wl.make_inputs(seed=3)
@@ -162,7 +162,6 @@ def test_a_wrong_kernel_is_caught_at_bf16_tolerance():
 def test_amx_compiles_to_tile_instructions_and_runs_only_with_amx():
     pytest.importorskip("tvm")
     import tvm
-    from tiletune.schedules import build, make_space
 
     wl = parse("gemm:M=32,N=32,K=64,dtype=bfloat16,out_dtype=float32")
     space = make_space(wl, target=SPR)
@@ -180,7 +179,6 @@ def test_amx_compiles_to_tile_instructions_and_runs_only_with_amx():
 
 def test_avx512_kernel_is_refused_on_a_cpu_without_it(monkeypatch):
     pytest.importorskip("tvm")
-    from tiletune.schedules import build, make_space
 
     wl = parse("gemm:M=16,N=16,K=16,dtype=bfloat16")
     space = make_space(wl, target=ZEN4)
@@ -208,11 +206,6 @@ def test_bf16_model_built_with_the_bf16_template_matches_torch_fp32():
     scheduled by the AVX512-BF16 template (one sampled configuration each), the rest by the default schedules; the
     whole model within bf16's tolerance (``RTOL``) of PyTorch in fp32."""
     pytest.importorskip("torch")
-    from tiletune.model.build import RTOL, Chosen, ModelRunner, check, compile_module, scheduled_module
-    from tiletune.model.frontend.source import load
-    from tiletune.model.kernels.tasks import model_tasks
-    from tiletune.schedules import make_space
-    from tiletune.target import parse_target
 
     host = parse_target("llvm")
     src = load("tiny")
