@@ -24,9 +24,11 @@ kernel built by the fp32 template (``cpu.py``) runs at fp32's rate. This templat
   the instruction (``_LL_AVX512``). The rest of the kernel goes through TVM's usual pipeline.
 - **AMX** (``tdpbf16ps``): 16 x 16 fp32 accumulator tiles, A tiles of 16 rows x 32 bf16, B tiles of 16 pairs x 16
   columns (the same pair-interleaved layout), ``ldtilecfg`` set by LLVM's tile configuration pass per kernel
-  (``_LL_AMX``). The AMX template holds a (tm x tn) block of C tiles, loads the A and B tiles of each 32-wide
-  reduction step once per block, and keeps the budget of 8 tile registers: tm tn + tm + tn <= 8 (2 x 2 C tiles, 2 A
-  and 2 B). A process must ask Linux for the tile state before its first tile instruction
+  (``_LL_AMX``). The innermost block of the AMX template is tm x tn C tiles (knobs in 16-row, 16-column and
+  32-wide units), held to the budget of 8 tile registers: tm tn + tm + tn <= 8 (2 x 2 C tiles, 2 A and 2 B tiles).
+  Each 16 x 16 x 32 step of it loads its C, A and B tiles and stores C back to the fp32 accumulator in memory: the
+  block is not yet kept in tile registers across the reduction (unmeasured: no CPU here has AMX).
+  A process must ask Linux for the tile state before its first tile instruction
   (``cpu_features.request_amx``): ``prepare_run`` does, and refuses in one line on a CPU without AMX.
 
 Which template a bf16 workload gets (``path``): AMX where the target enables ``amx_bf16`` and the shape is made of
