@@ -57,7 +57,8 @@ OUT = Path(__file__).resolve().parents[1] / "out" / "cluster"
 NETWORK_RTT_S = 200e-6  # assumed: a round trip between two machines of one rack/LAN
 NETWORK_BPS = 1e9 / 8  # assumed: 1 Gbit/s per node
 NODES = (1, 2, 4, 8, 16, 32, 64)
-BATCH_PER_WORKER = 4
+BATCH_PER_WORKER = (4, 16)  # configurations per batch and worker of the cluster (--batch-size, --round)
+BATCH_MEASURED = 8  # the batch size of 'measure' (its first batch runs before the early cut-off has a best)
 
 
 # ---- measure: local pool vs cluster path on this machine ---------------------------------------------------
@@ -218,35 +219,35 @@ def driver_cost(out: Path, trials: int = 512) -> dict:
 
 # ---- simulate ------------------------------------------------------------------------------------------------
 
-def _phase(durations: list[float], workers: int) -> tuple[float, list[int]]:
-    """List scheduling of ``durations`` in order over ``workers``: (makespan, worker of each)."""
-    free = [0.0] * workers
-    where = []
-    for d in durations:
-        w = min(range(workers), key=free.__getitem__)
-        free[w] += d
-        where.append(w)
-    return max(free), where
-
-
 def simulate_batch(samples: list[tuple[float, float]], nodes: int, cores: int, inputs: dict) -> float:
-    """Seconds for one batch (``samples``: (build, run) seconds of each trial) on ``nodes`` nodes of ``cores``."""
+    """Seconds for one batch (``samples``: (build, run) seconds of each trial) on ``nodes`` nodes of ``cores``
+    workers, as ``cluster.RayPool`` does it: each free worker takes the next trial to build (one Ray call: the round
+    trip and the bytes); once none is left to build, each node whose builds are over runs its own kernels one at a
+    time; the batch ends with the last node's last run. The driver spends its cost per call on every call (two per
+    build, two per run: submit and result), and its loop's cost per trial after the batch, serially."""
     d = inputs["ray_driver_s_per_call"]
-    rtt = inputs["ray_call_rtt_s"] + NETWORK_RTT_S
-    xfer = (inputs["config_bytes"] + inputs["result_bytes"]) / NETWORK_BPS
-    b = len(samples)
-    build, where = _phase([s[0] + rtt + xfer for s in samples], nodes * cores)
-    build = max(build, 2 * d * b)  # the driver submits and collects every call
-    per_node = [0.0] * nodes
-    for (_, run), w in zip(samples, where):
-        per_node[w // cores] += run + rtt + xfer
-    run = max(max(per_node), 2 * d * b)
-    return build + run + b * inputs["driver_s_per_trial"]
+    call = inputs["ray_call_rtt_s"] + NETWORK_RTT_S + (inputs["config_bytes"] + inputs["result_bytes"]) / NETWORK_BPS
+    workers = nodes * cores
+    free = [0.0] * workers
+    last_build = [0.0] * nodes
+    node_runs = [0.0] * nodes
+    queue_empty = 0.0
+    for j, (build, run) in enumerate(samples):
+        w = min(range(workers), key=free.__getitem__)
+        start = max(free[w], 2 * d * j)  # the driver submits the calls one after another
+        queue_empty = start
+        free[w] = start + build + call
+        last_build[w // cores] = max(last_build[w // cores], free[w])
+        node_runs[w // cores] += run + call
+    end = max(max(queue_empty, last_build[k]) + node_runs[k] for k in range(nodes))
+    end = max(end, 4 * d * len(samples))
+    return end + len(samples) * inputs["driver_s_per_trial"]
 
 
-def simulate_run(pick, nodes: int, cores: int, inputs: dict, batches: int, rng) -> float:
-    """trials/s over ``batches`` batches of 4 x workers trials, ``pick(rng, n)`` giving each batch's samples."""
-    b = BATCH_PER_WORKER * nodes * cores
+def simulate_run(pick, nodes: int, cores: int, inputs: dict, batches: int, per_worker: int, rng) -> float:
+    """trials/s over ``batches`` batches of ``per_worker`` x workers trials, ``pick(rng, n, i)`` giving batch i's
+    (build, run) samples."""
+    b = per_worker * nodes * cores
     t = sum(simulate_batch(pick(rng, b, i), nodes, cores, inputs) for i in range(batches))
     return b * batches / t
 
@@ -263,7 +264,8 @@ def simulate(args) -> None:
                                                                  "config_bytes", "result_bytes", "context_bytes")}
     inputs["driver_s_per_trial"] = driver["driver_s_per_trial"]
     cores = host_cores()
-    gemm = [(b, r) for x in gemm_rows for b, r in zip(x["build_s"], x["run_s"])]
+    # steady state: the trials after each round's first batch, which the early cut-off applies to (as in a long run)
+    gemm = [(b, r) for x in gemm_rows for b, r in list(zip(x["build_s"], x["run_s"]))[BATCH_MEASURED:]]
     tasks = [list(zip(t["build_s"], t["run_s"])) for t in model["tasks"] if t["build_s"]]
 
     def pick_gemm(rng, n, _):
@@ -274,12 +276,14 @@ def simulate(args) -> None:
         return [t[j] for j in rng.integers(0, len(t), n)]
 
     table = {}
-    for name, pick, batches in (("gemm1024", pick_gemm, 20), (model["model"], pick_model, 2 * len(tasks))):
-        thr = {n: simulate_run(pick, n, cores, inputs, batches, np.random.default_rng(0)) for n in NODES}
-        table[name] = {n: {"trials_per_s": thr[n], "efficiency": thr[n] / (n * thr[1])} for n in NODES}
+    for per_worker in BATCH_PER_WORKER:
+        for name, pick, batches in (("gemm1024", pick_gemm, 20), (model["model"], pick_model, 2 * len(tasks))):
+            thr = {n: simulate_run(pick, n, cores, inputs, batches, per_worker, np.random.default_rng(0)) for n in NODES}
+            table[f"{name}, batch {per_worker}x"] = {n: {"trials_per_s": thr[n], "efficiency": thr[n] / (n * thr[1])}
+                                                     for n in NODES}
     summary = {
         "inputs": {**inputs, "network_rtt_s (assumed)": NETWORK_RTT_S, "network_bytes_per_s (assumed)": NETWORK_BPS,
-                   "cores_per_node": cores, "batch": f"{BATCH_PER_WORKER} x workers",
+                   "cores_per_node": cores, "batch": [f"{k} x workers" for k in BATCH_PER_WORKER],
                    "gemm1024 build_s median": statistics.median(b for b, _ in gemm),
                    "gemm1024 run_s median": statistics.median(r for _, r in gemm),
                    f"{model['model']} tasks": len(tasks),
@@ -289,10 +293,10 @@ def simulate(args) -> None:
     (out / "scaling.json").write_text(json.dumps(summary, indent=1))
     for k, v in summary["inputs"].items():
         print(f"{k:40s} {v:.4g}" if isinstance(v, float) else f"{k:40s} {v}")
-    print(f"{'nodes':>6s}  " + "  ".join(f"{name + ' trials/s':>22s} {'eff':>5s}" for name in table))
-    for n in NODES:
-        print(f"{n:6d}  " + "  ".join(f"{table[name][n]['trials_per_s']:22.2f} {table[name][n]['efficiency']:5.2f}"
-                                      for name in table))
+    print("trials/s (efficiency) by nodes:")
+    print(f"{'':28s}" + "".join(f"{n:>13d}" for n in NODES))
+    for name, row in table.items():
+        print(f"{name:28s}" + "".join(f"{row[n]['trials_per_s']:7.2f} ({row[n]['efficiency']:.2f})" for n in NODES))
 
 
 def main() -> None:

@@ -4,10 +4,11 @@
 local ``WorkerPool`` is the other. It keeps warm workers as Ray actors, one per CPU of every node that measures
 the target, each doing what a local worker does (``local.serve``: TVM imported once, a kernel compiled from the
 workload's spec, its space, the configuration and the target, kept in memory, then run, checked and timed where
-it was built). A batch goes in two phases, as on one machine: every configuration is built, in parallel over all
-the actors of the cluster; then the kernels are run, one at a time per node (each node's actors take turns, the
-nodes run side by side), so no timing competes with a build or another timing on its node. The driver (the
-``tiletune`` process) alone writes the records: the actors only return results.
+it was built). A batch goes in two phases per node, as on one machine: every configuration is built, each free
+actor of the cluster taking the next one; once none is left to build, each node whose builds are over runs its
+kernels, one at a time (its actors take turns; the nodes side by side), so no timing competes with a build or
+another timing on its node. The driver (the ``tiletune`` process) alone writes the records: the actors only return
+results.
 
 Which nodes measure a target: those that advertise the Ray resource ``resource_name(target)``
 ("tiletune-llvm-znver4", "tiletune-cuda-sm_80"; ``ray start --resources='{"tiletune-llvm-znver4": 1}'``). Where no
@@ -296,8 +297,9 @@ class RayPool(KernelPool):
 
     def measure_batch(self, job: Job, configs: Sequence[Config], todo: Sequence[int],
                       best_s: float) -> BatchOutcome:
-        """Rounds of a build phase over every actor and a run phase (one run at a time per node) until every
-        index of ``todo`` has a result; a round re-builds what the previous one lost with its nodes."""
+        """Rounds (``_round``) until every index of ``todo`` has a result; a round builds again what the previous
+        one lost with its nodes. ``BatchOutcome.build_s``: the seconds until the last build ended; ``run_s``: the
+        rest."""
         out = BatchOutcome({})
         self._start_actors()  # nodes that joined since the last batch
         losses: dict[int, int] = {}
@@ -307,11 +309,9 @@ class RayPool(KernelPool):
         try:
             while queue:
                 t0 = time.perf_counter()
-                built, lost = self._build_phase(job, configs, queue, out.results, busy)
-                out.build_s += time.perf_counter() - t0
-                t0 = time.perf_counter()
-                lost += self._run_phase(job, configs, built, out.results, busy, best)
-                out.run_s += time.perf_counter() - t0
+                lost, builds_done = self._round(job, configs, queue, out.results, busy, best)
+                out.build_s += builds_done - t0
+                out.run_s += time.perf_counter() - builds_done
                 queue = []
                 for i in lost:
                     losses[i] = losses.get(i, 0) + 1
@@ -345,105 +345,86 @@ class RayPool(KernelPool):
             self._replace(s)
             return "died", f"worker on node {s.node[:8]} died ({type(e).__name__})", lost
 
-    def _build_phase(self, job: Job, configs, queue: list[int], results, busy) -> tuple[dict[int, tuple], list[int]]:
-        """Build ``queue`` over every actor. Returns ({index: (slot, generation, key, build seconds)}, indices
-        whose node was lost)."""
-        blob = self._blob(job.blob)
-        timeout = job.settings.build_timeout
-        pending = deque(queue)
-        built: dict[int, tuple] = {}
-        lost: list[int] = []
-        while pending or busy:
-            used = {id(v[0]) for v in busy.values()}
-            for s in self._usable():
-                if not pending:
-                    break
-                if id(s) in used:
-                    continue
-                i = pending.popleft()
-                self._count += 1
-                busy[s.actor.build.remote(blob, self._count, configs[i])] = (s, i, self._count,
-                                                                            time.monotonic() + timeout)
-            if not busy:
-                continue
-            first = min(d for *_, d in busy.values())
-            done, _ = self.ray.wait(list(busy), num_returns=1, timeout=max(0.0, first - time.monotonic()))
-            for ref in done:
-                s, i, key, _ = busy.pop(ref)
-                kind, payload, node_lost = self._settle(ref, s)
-                if kind == "ok":
-                    built[i] = (s, s.generation, key, float(payload))
-                elif node_lost:
-                    lost.append(i)
-                elif kind == "died":
-                    results[i] = MeasureResult(configs[i], error="build-error", message=f"build {payload}")
-                else:
-                    results[i] = MeasureResult(configs[i], error=kind, message=payload)
-            now = time.monotonic()
-            for ref, (s, i, key, deadline) in list(busy.items()):
-                if now >= deadline and ref not in done:
-                    del busy[ref]
-                    self._replace(s)
-                    results[i] = MeasureResult(configs[i], error="build-timeout", message=f"build exceeded {timeout:.0f} s")
-        return built, lost
-
-    def _run_phase(self, job: Job, configs, built: dict[int, tuple], results, busy, best: list) -> list[int]:
-        """Run the built kernels, one at a time per node, each by the actor that holds it. Returns the indices
-        whose kernel was lost with its node (to be built again)."""
+    def _round(self, job: Job, configs, queue: list[int], results, busy, best: list) -> tuple[list[int], float]:
+        """Build ``queue`` over every actor of the cluster (each free actor takes the next configuration); a node
+        whose builds are over once nothing is left to build runs its kernels, one at a time, each by the actor that
+        holds it, while other nodes may still build. Returns (indices lost with their worker, to be built again;
+        the time the last build ended)."""
         blob = self._blob(job.blob)
         settings = job.settings
-        by_node: dict[str, deque] = {}
-        for i, (s, *_rest) in sorted(built.items(), key=lambda kv: id(kv[1][0])):
-            by_node.setdefault(s.node, deque()).append(i)
+        pending = deque(queue)
+        built: dict[str, deque] = {}  # node -> (index, slot, generation, key, build seconds) of its kernels
+        building: dict[str, int] = {}  # node -> builds in flight
+        running: set[str] = set()  # nodes with a run in flight
         lost: list[int] = []
-        running: dict[str, Any] = {}  # node -> the ref of its run
-        while by_node or busy:
-            for node in list(by_node):
-                if node in running:
-                    continue
-                i = by_node[node].popleft()
-                if not by_node[node]:
-                    del by_node[node]
-                s, generation, key, build_s = built[i]
-                if s.generation != generation or s.actor is None:  # its actor was replaced: the kernel is gone
-                    lost.append(i)
-                    continue
-                cut = {"best_s": best[0]} if settings.cutoff > 0 and math.isfinite(best[0]) else {}
-                ref = s.actor.run.remote(blob, key, settings, cut)
-                busy[ref] = (s, i, key, time.monotonic() + settings.run_timeout)
-                running[node] = ref
+        builds_done = time.perf_counter()
+        while pending or busy or any(built.values()):
+            if pending:
+                used = {id(v[0]) for v in busy.values()}
+                for s in self._usable():
+                    if not pending:
+                        break
+                    if id(s) in used:
+                        continue
+                    i = pending.popleft()
+                    self._count += 1
+                    ref = s.actor.build.remote(blob, self._count, configs[i])
+                    busy[ref] = (s, "build", i, self._count, time.monotonic() + settings.build_timeout, 0.0)
+                    building[s.node] = building.get(s.node, 0) + 1
+            else:  # nothing left to build: a node whose builds are over runs its kernels
+                for node, kernels in built.items():
+                    if node in running or building.get(node, 0) or not kernels:
+                        continue
+                    i, s, generation, key, build_s = kernels.popleft()
+                    if s.generation != generation or s.actor is None:  # its worker was replaced: the kernel is gone
+                        lost.append(i)
+                        continue
+                    cut = {"best_s": best[0]} if settings.cutoff > 0 and math.isfinite(best[0]) else {}
+                    ref = s.actor.run.remote(blob, key, settings, cut)
+                    busy[ref] = (s, "run", i, key, time.monotonic() + settings.run_timeout, build_s)
+                    running.add(node)
             if not busy:
                 continue
-            first = min(d for *_, d in busy.values())
+            first = min(v[4] for v in busy.values())
             done, _ = self.ray.wait(list(busy), num_returns=1, timeout=max(0.0, first - time.monotonic()))
             now = time.monotonic()
             for ref in list(busy):
-                s, i, key, deadline = busy[ref]
+                s, op, i, key, deadline, build_s = busy[ref]
                 if ref not in done and now < deadline:
                     continue
                 del busy[ref]
-                running.pop(next(n for n, r in running.items() if r == ref), None)
-                build_s = built[i][3]
-                if ref not in done:
+                node = s.node
+                if op == "build":
+                    building[node] -= 1
+                    if not pending and not any(v[1] == "build" for v in busy.values()):
+                        builds_done = time.perf_counter()
+                else:
+                    running.discard(node)
+                limit = settings.build_timeout if op == "build" else settings.run_timeout
+                if ref not in done:  # past its time limit: the actor is killed and replaced
                     self._replace(s)
-                    results[i] = MeasureResult(configs[i], error="run-timeout", build_s=build_s,
-                                               run_s=settings.run_timeout,
-                                               message=f"run exceeded {settings.run_timeout:.0f} s")
+                    results[i] = MeasureResult(configs[i], error=f"{op}-timeout", build_s=build_s,
+                                               run_s=limit if op == "run" else 0.0,
+                                               message=f"{op} exceeded {limit:.0f} s")
                     continue
                 kind, payload, node_lost = self._settle(ref, s)
-                run_s = now - (deadline - settings.run_timeout)
-                if kind == "ok":
+                run_s = now - (deadline - limit) if op == "run" else 0.0
+                if node_lost:
+                    lost.append(i)
+                elif kind == "died":
+                    results[i] = MeasureResult(configs[i], error=f"{op}-error", build_s=build_s, run_s=run_s,
+                                               message=f"{op} {payload}")
+                elif op == "build" and kind == "ok":
+                    built.setdefault(node, deque()).append((i, s, s.generation, key, float(payload)))
+                elif kind == "ok":
                     results[i] = MeasureResult(configs[i], costs=tuple(payload), build_s=build_s, run_s=run_s)
                     if results[i].ok:
                         best[0] = min(best[0], results[i].median)
-                elif node_lost:
-                    lost.append(i)
-                elif kind == "died":
-                    results[i] = MeasureResult(configs[i], error="run-error", build_s=build_s, run_s=run_s,
-                                               message=f"run {payload}")
                 else:
                     results[i] = MeasureResult(configs[i], error=kind, message=payload, build_s=build_s, run_s=run_s)
-        return lost
+            for node in [n for n, k in built.items() if k and n not in {x.node for x in self.slots}]:
+                lost.extend(k[0] for k in built.pop(node))  # a node gone with kernels it built and had not run
+        return lost, builds_done
 
     def close(self) -> None:
         """Kill every actor of the pool; disconnect from the cluster if this pool connected."""
