@@ -32,6 +32,7 @@ Everything goes to benchmarks/out/cluster/ (``--out``).
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import statistics
@@ -45,6 +46,7 @@ import numpy as np
 
 from tiletune.bench.results import read_jsonl
 from tiletune.measure.base import MeasureSettings
+from tiletune.measure.cluster import STEAL_MIN
 from tiletune.measure.local import LocalMeasurer, WorkerPool
 from tiletune.measure.synthetic import FunctionMeasurer
 from tiletune.schedules import make_space
@@ -104,7 +106,7 @@ def measure_one(args) -> dict:
 
         from tiletune.measure.cluster import RayPool
 
-        ray.init(num_cpus=host_cores(), include_dashboard=False, _node_ip_address="127.0.0.1",
+        ray.init(address="local", num_cpus=host_cores(), include_dashboard=False, _node_ip_address="127.0.0.1",
                  log_to_driver=False, logging_level="WARNING", configure_logging=False)
         pool = RayPool("auto", target)
     else:
@@ -223,14 +225,16 @@ def simulate_batch(samples: list[tuple[float, float]], nodes: int, cores: int, i
     """Seconds for one batch (``samples``: (build, run) seconds of each trial) on ``nodes`` nodes of ``cores``
     workers, as ``cluster.RayPool`` does it: each free worker takes the next trial to build (one Ray call: the round
     trip and the bytes); once none is left to build, each node whose builds are over runs its own kernels one at a
-    time; the batch ends with the last node's last run. The driver spends its cost per call on every call (two per
-    build, two per run: submit and result), and its loop's cost per trial after the batch, serially."""
+    time, and a node with nothing left takes the last kernel waiting on the node with the most waiting (at least
+    ``STEAL_MIN``), builds it again and runs it; the batch ends with the last run. The driver spends its cost per
+    call on every call (submit and result of each build and run), and its loop's cost per trial after the batch,
+    serially."""
     d = inputs["ray_driver_s_per_call"]
     call = inputs["ray_call_rtt_s"] + NETWORK_RTT_S + (inputs["config_bytes"] + inputs["result_bytes"]) / NETWORK_BPS
     workers = nodes * cores
     free = [0.0] * workers
     last_build = [0.0] * nodes
-    node_runs = [0.0] * nodes
+    queues: list[list[tuple[float, float]]] = [[] for _ in range(nodes)]
     queue_empty = 0.0
     for j, (build, run) in enumerate(samples):
         w = min(range(workers), key=free.__getitem__)
@@ -238,8 +242,22 @@ def simulate_batch(samples: list[tuple[float, float]], nodes: int, cores: int, i
         queue_empty = start
         free[w] = start + build + call
         last_build[w // cores] = max(last_build[w // cores], free[w])
-        node_runs[w // cores] += run + call
-    end = max(max(queue_empty, last_build[k]) + node_runs[k] for k in range(nodes))
+        queues[w // cores].append((build, run))
+    heap = [(max(queue_empty, last_build[k]), k) for k in range(nodes)]
+    heapq.heapify(heap)
+    end = 0.0
+    while heap:
+        t, k = heapq.heappop(heap)
+        if queues[k]:
+            t += queues[k].pop(0)[1] + call
+        else:
+            donor = max(range(nodes), key=lambda n: len(queues[n]))
+            if len(queues[donor]) < STEAL_MIN:
+                end = max(end, t)
+                continue
+            build, run = queues[donor].pop()
+            t += build + call + run + call
+        heapq.heappush(heap, (t, k))
     end = max(end, 4 * d * len(samples))
     return end + len(samples) * inputs["driver_s_per_trial"]
 

@@ -7,7 +7,8 @@ workload's spec, its space, the configuration and the target, kept in memory, th
 it was built). A batch goes in two phases per node, as on one machine: every configuration is built, each free
 actor of the cluster taking the next one; once none is left to build, each node whose builds are over runs its
 kernels, one at a time (its actors take turns; the nodes side by side), so no timing competes with a build or
-another timing on its node. The driver (the ``tiletune`` process) alone writes the records: the actors only return
+another timing on its node; a node with nothing left to run takes kernels waiting on the busiest node, builds them
+again and runs them (``RayPool._steal``). The driver (the ``tiletune`` process) alone writes the records: the actors only return
 results.
 
 Which nodes measure a target: those that advertise the Ray resource ``resource_name(target)``
@@ -53,6 +54,9 @@ from .local import WORKER_SPIN_COUNT, serve
 #: how many times a trial may lose its node before it is recorded as a run-error (its kernel is rebuilt elsewhere
 #: after each loss)
 MAX_LOSSES = 3
+#: an idle node takes a kernel from another node's run queue when that queue holds at least this many kernels
+#: (the kernel is built again: worth it when the wait behind the queue is longer than a build)
+STEAL_MIN = 2
 #: seconds to wait for the actors' start (a cold TVM import on a loaded node takes many seconds)
 STARTUP_TIMEOUT = 180.0
 #: seconds to wait for the Ray head to answer a connection before the address is refused (one line)
@@ -148,6 +152,10 @@ class ClusterWorker:
     def run(self, blob: bytes, key: int, settings, kw: dict) -> tuple[str, Any]:
         return serve(self.kernels, "run", blob, key, settings, kw)
 
+    def drop(self, key: int) -> None:
+        """Forget kernel ``key`` (another node builds and runs it instead)."""
+        self.kernels.pop(key, None)
+
 
 @dataclass
 class _Slot:
@@ -186,6 +194,7 @@ class RayPool(KernelPool):
         self.slots: list[_Slot] = []
         self.restarts = 0
         self.lost = 0  # trials re-queued after their node was lost
+        self.stolen = 0  # kernels built again and run on an idle node (``_steal``)
         self._count = 0
         self._blobs: dict[bytes, Any] = {}
         self._start_actors()
@@ -372,6 +381,7 @@ class RayPool(KernelPool):
                     busy[ref] = (s, "build", i, self._count, time.monotonic() + settings.build_timeout, 0.0)
                     building[s.node] = building.get(s.node, 0) + 1
             else:  # nothing left to build: a node whose builds are over runs its kernels
+                self._steal(blob, configs, built, building, running, busy, settings)
                 for node, kernels in built.items():
                     if node in running or building.get(node, 0) or not kernels:
                         continue
@@ -425,6 +435,30 @@ class RayPool(KernelPool):
             for node in [n for n, k in built.items() if k and n not in {x.node for x in self.slots}]:
                 lost.extend(k[0] for k in built.pop(node))  # a node gone with kernels it built and had not run
         return lost, builds_done
+
+    def _steal(self, blob, configs, built: dict, building: dict, running: set, busy: dict, settings) -> None:
+        """Balance the run phase: a node with nothing left to build or run takes the last kernel waiting on the node
+        with the most waiting (at least ``STEAL_MIN``), builds it again and runs it itself; the first node forgets
+        it. A batch's slowest node then holds no more than its share of the runs and one more build."""
+        used = {id(v[0]) for v in busy.values()}
+        for node in {s.node for s in self.slots}:
+            if node in running or building.get(node, 0) or built.get(node):
+                continue
+            donor = max(built, key=lambda n: len(built[n]), default=None)
+            if donor is None or len(built[donor]) < STEAL_MIN:
+                return
+            free = next((s for s in self.slots if s.node == node and id(s) not in used), None)
+            if free is None:
+                continue
+            i, owner, generation, key, _ = built[donor].pop()
+            if owner.actor is not None and owner.generation == generation:
+                owner.actor.drop.remote(key)
+            self._count += 1
+            ref = free.actor.build.remote(blob, self._count, configs[i])
+            busy[ref] = (free, "build", i, self._count, time.monotonic() + settings.build_timeout, 0.0)
+            building[node] = building.get(node, 0) + 1
+            used.add(id(free))
+            self.stolen += 1
 
     def close(self) -> None:
         """Kill every actor of the pool; disconnect from the cluster if this pool connected."""
