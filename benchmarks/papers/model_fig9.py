@@ -468,6 +468,8 @@ def summarize(out: Path, models: list[str], strategies: list[str], what: str = "
                 tune = ""
                 if t and t[-1]["trials"]:
                     tune = f"{t[-1]['trials']} trials, {t[-1]['wall_s']:.0f} s"
+                    if t[-1].get("trials_per_s"):  # the prepared GPU run's search (--stage tune)
+                        tune += f" ({t[-1]['trials_per_s']:.1f} trials/s)"
                 elif r.get("constructed"):
                     tune = f"constructed, {r.get('prepare_s', 0):.0f} s to build"
                 r = dict(r, label=f"tiletune {s}", tuning=tune)
