@@ -15,7 +15,8 @@ Not a test. For each GEMM (M x N x K; default: 1024^3 and the BERT-base GEMMs at
    tolerance, ``Workload.tolerance``). torch runs without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, at the target's
    cores; TVM at the same (TVM_NUM_THREADS).
 
-Writes OUT/results.jsonl (one line per process), OUT/summary.json and OUT/summary.md (per GEMM: the medians over
+The records are committed gzipped (``gzip -9n``); ``--no-tune`` reads them so. Writes OUT/results.jsonl (one line
+per process), OUT/summary.json and OUT/summary.md (per GEMM: the medians over
 the rounds, ours bf16 / torch bf16 and ours bf16 / ours fp32, the instruction our bf16 kernel used), with this
 machine's CPU name and flags, the date and the commit.
 """
@@ -57,6 +58,8 @@ def child_ours(spec_: str, records: str, repeat: int, min_repeat_ms: float) -> d
 
     wl = parse(spec_)
     target = host_target()
+    if not os.path.exists(records) and os.path.exists(records + ".gz"):  # committed records are gzipped
+        records += ".gz"
     best = rec.best(rec.load(records), wl.key)
     if best is None:
         return {"error": f"no measured kernel of {wl.key} in {records}"}
