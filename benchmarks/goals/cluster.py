@@ -27,7 +27,8 @@ loop cost after every batch, serially. resnet50: the rounds go to the tasks in t
 task). Assumed, not measured: the network (NETWORK_RTT_S round trip, NETWORK_BPS), identical nodes.
 Efficiency(N) = trials/s(N) / (N x trials/s(1)). Writes ``scaling.json`` and prints the table.
 
-Everything goes to benchmarks/out/cluster/ (``--out``).
+Everything goes to benchmarks/out/cluster/ (``--out``); ``throughput.jsonl`` is committed as ``throughput.jsonl.gz``
+(written back to the plain file before a run appends to it).
 """
 from __future__ import annotations
 
@@ -54,6 +55,9 @@ from tiletune.strategies import create
 from tiletune.target import host_cores, host_target
 from tiletune.tune import tune
 from tiletune.workloads import parse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # benchmarks/common/: gzjsonl
+from gzjsonl import unpack  # noqa: E402  (throughput.jsonl is committed as throughput.jsonl.gz)
 
 OUT = Path(__file__).resolve().parents[1] / "out" / "cluster"
 NETWORK_RTT_S = 200e-6  # assumed: a round trip between two machines of one rack/LAN
@@ -138,6 +142,7 @@ def measure(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "throughput.jsonl"
+    unpack(path)
     for r in range(args.rounds):
         modes = ("local", "cluster") if r % 2 == 0 else ("cluster", "local")
         for mode in modes:
@@ -272,6 +277,7 @@ def simulate_run(pick, nodes: int, cores: int, inputs: dict, batches: int, per_w
 
 def simulate(args) -> None:
     out = Path(args.out)
+    unpack(out / "throughput.jsonl")
     rows = [x for x in read_jsonl(out / "throughput.jsonl") if x["mode"] == "cluster"]
     if not rows:
         raise SystemExit(f"no cluster rows in {out / 'throughput.jsonl'}: run 'measure' first")
