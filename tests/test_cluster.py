@@ -30,6 +30,8 @@ from tiletune.strategies import create
 from tiletune.target import host_target
 from tiletune.tune import tune
 from tiletune.workloads import parse
+from tiletune.workloads.primfunc import PrimFuncWorkload
+from tests.test_primfunc import MATMUL
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "gemm:M=32,N=32,K=32"
@@ -87,10 +89,13 @@ def cluster(tmp_path_factory):
     # so also set on the imported module; the nodes' processes read the variable)
     ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
     marks = tmp_path_factory.mktemp("marks")
+    node_home = tmp_path_factory.mktemp("node-home")  # the nodes' HOME: a PrimFunc cache of their own
     env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "TILETUNE_TEST_MARKS": str(marks),
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the nodes' processes inherit it
+    driver_home = os.environ["HOME"]
+    os.environ["HOME"] = str(node_home)
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1",
                                                       "include_dashboard": False, "_system_config": HEALTH})
     guard = threading.Timer(CLUSTER_LIFETIME_S, lambda: (c.shutdown(), _thread.interrupt_main()))
@@ -99,8 +104,11 @@ def cluster(tmp_path_factory):
     try:
         c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
         c.wait_for_nodes()
+        os.environ["HOME"] = driver_home
+        c.node_home = node_home
         yield c, marks
     finally:
+        os.environ["HOME"] = driver_home
         guard.cancel()
         if ray.is_initialized():
             ray.shutdown()
@@ -216,6 +224,17 @@ def test_a_hanging_build_is_cut_by_the_build_timeout_and_its_worker_replaced(poo
     assert pool.restarts == restarts + 1 and pool.size == 2  # replaced on its node
     with make_measurer(wl, space, host_target(), settings=FAST, pool=pool) as m:  # the replacements measure
         assert all(r.ok for r in m.measure(configs))
+
+
+def test_a_models_task_is_measured_on_nodes_whose_cache_never_held_it(cluster, pool, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # the driver's own PrimFunc cache
+    wl = PrimFuncWorkload.from_text(MATMUL)
+    space = make_space(wl, target=host_target())
+    with make_measurer(wl, space, host_target(), settings=FAST, pool=pool) as m:
+        results = m.measure(space.sample_unique(np.random.default_rng(0), 2))
+        assert m.kind == "cluster"
+    assert all(r.ok for r in results), [r.message for r in results]
+    assert (cluster[0].node_home / ".cache" / "tiletune" / "primfuncs" / f"{wl.hash}.py").is_file()  # sent with the job
 
 
 def test_a_worker_node_killed_mid_run_loses_no_trial_and_records_none_twice(cluster, pool, tmp_path):
