@@ -120,12 +120,14 @@ def cluster(tmp_path_factory):
                 os.environ[k] = v
 
 
-def _cluster_workers() -> list[psutil.Process]:
-    """This machine's processes that are tiletune's Ray actors."""
+def _cluster_workers(marks) -> list[psutil.Process]:
+    """The processes of this module's cluster (their environment names its ``marks`` folder) that are tiletune's
+    Ray actors."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
         try:
-            if any("ClusterWorker" in part for part in p.info["cmdline"] or ()):
+            if any("ClusterWorker" in part for part in p.info["cmdline"] or ()) \
+                    and p.environ().get("TILETUNE_TEST_MARKS") == str(marks):
                 found.append(p)
         except (psutil.Error, TypeError):
             continue
@@ -137,7 +139,7 @@ def _records(path) -> list[tuple]:
 
 
 def test_a_seeded_cluster_run_gives_the_configurations_and_records_of_a_local_run(cluster, tmp_path):
-    c, _ = cluster
+    c, marks = cluster
     args = [SPEC, "-s", "random", "-n", "4", "--batch-size", "2", "--seed", "7", "--no-vendor", "-q",
             "--repeat", "1", "--min-repeat-ms", "1"]
     assert main(["tune", *args, "-o", str(tmp_path / "local.jsonl"), "--cluster", "none"]) == 0
@@ -146,7 +148,7 @@ def test_a_seeded_cluster_run_gives_the_configurations_and_records_of_a_local_ru
     assert _records(tmp_path / "local.jsonl") == _records(tmp_path / "cluster.jsonl")
     assert len(remote) == 4 and all(r.error is None and r.median_s > 0 for r in remote)
     assert {r.measurer for r in local} == {"local"} and {r.measurer for r in remote} == {"cluster"}
-    assert not _cluster_workers()  # the run's actors ended with it
+    assert not _cluster_workers(marks)  # the run's actors ended with it
 
 
 DRIVER = """
@@ -182,7 +184,7 @@ def test_interrupting_the_driver_leaves_nothing_running_on_the_cluster(cluster):
             assert driver.poll() is None and time.monotonic() < deadline, driver.communicate(timeout=5)
             time.sleep(0.1)
         hung = [int((marks / m).read_text()) for m in set(os.listdir(marks)) - before if m.startswith("hang")]
-        assert all(psutil.pid_exists(p) for p in hung)
+        assert all(psutil.pid_exists(p) for p in hung) and _cluster_workers(marks)  # found while they run
         driver.send_signal(signal.SIGINT)  # Ctrl-C
         _, err = driver.communicate(timeout=60)
     finally:
@@ -190,10 +192,10 @@ def test_interrupting_the_driver_leaves_nothing_running_on_the_cluster(cluster):
             driver.kill()
     assert driver.returncode != 0 and "KeyboardInterrupt" in err
     deadline = time.monotonic() + 20
-    while (any(_alive(p) for p in hung) or _cluster_workers()) and time.monotonic() < deadline:
+    while (any(_alive(p) for p in hung) or _cluster_workers(marks)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(p) for p in hung)  # the hanging builds were stopped
-    assert not _cluster_workers()  # and no worker of the run is left
+    assert not _cluster_workers(marks)  # and no worker of the run is left
 
 
 def _alive(pid: int) -> bool:
