@@ -1,7 +1,7 @@
 """Tuning a compiled graph's tasks: now (``tune`` mode, ``tune_now``) or beside the running model (``background``).
 
 ``background``: the graph runs at once on its constructed kernels (or the database's); a thread of the process
-imports the graph's tasks and starts a separate process (``python -m tiletune.torch_backend.background SPEC``)
+imports the graph's tasks and starts a separate process (``python -m tiletune.torch_backend.tune_process SPEC``)
 that tunes them into the tuning database's records file of the target under the budget (``tiletune.model.tuning.tuner``,
 the same tuner as ``tiletune model tune``). The thread looks at the database every ``poll`` seconds; when it gives one
 of the graph's tasks another kernel, the graph is built again with the database's kernels (into the cache, so the next
@@ -96,7 +96,9 @@ class Background(threading.Thread):
         self.swaps = 0
         self.proc: subprocess.Popen | None = None
         self.finished = threading.Event()
+        self.stopping = threading.Event()
         self.log = ""
+        _RUNNING.append(self)
 
     def run(self) -> None:
         try:
@@ -116,17 +118,20 @@ class Background(threading.Thread):
         write_spec(tasks, spec, records=str(c.db.path(c.target)), trials=c.opts.trials, seconds=c.opts.seconds,
                    strategy=c.opts.strategy, layout=c.layout)
         self.log = str(d / f"{c.key}.log")
+        if self.stopping.is_set():
+            return
         with open(self.log, "w") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "tiletune.torch_backend.background", str(spec)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "tiletune.torch_backend.tune_process", str(spec)],
                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        atexit.register(_stop, self.proc)
         say(f"{c.name}: tuning {len(tasks.tasks)} tasks in the background (process {self.proc.pid}, log {self.log})")
         state = self.built.state
         keys = sorted(tasks.keys())
-        while True:
+        while not self.stopping.is_set():
             done = self.proc.poll() is not None
             if not done:
-                time.sleep(c.opts.poll)
+                self.stopping.wait(c.opts.poll)
+                if self.stopping.is_set():
+                    break
             now = c.db.state(keys, c.target)
             if now != state:
                 state = now
@@ -152,17 +157,32 @@ class Background(threading.Thread):
             self.swaps += 1
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    def stop(self, timeout: float = 120.0) -> None:
+        """End the tuning process and the thread (the build in flight finishes first)."""
+        self.stopping.set()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.join(timeout)
+
+
+_RUNNING: list[Background] = []
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At exit, every background tuning ends before the interpreter does (a thread left inside TVM would abort it)."""
+    for b in _RUNNING:
+        if b.is_alive() or (b.proc is not None and b.proc.poll() is None):
+            b.stop()
 
 
 def main(argv: list[str]) -> int:
-    """The tuning process: tune the tasks of the spec ``argv[0]`` into its records file under its budget."""
+    """The tuning process (``tiletune.torch_backend.tune_process``): tune the tasks of the spec ``argv[0]`` into its
+    records file under its budget."""
     die_with_parent()
     tasks, spec = read_spec(Path(argv[0]))
     if not tasks.tasks:
@@ -172,7 +192,3 @@ def main(argv: list[str]) -> int:
                         records=spec["records"])
     print(f"{result.trials} trials in {result.elapsed:.1f} s; stopped: {result.stopped}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
