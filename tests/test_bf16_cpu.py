@@ -13,7 +13,7 @@ from tiletune.model.build import RTOL, Chosen, ModelRunner, check, compile_modul
 from tiletune.model.frontend.source import load
 from tiletune.model.kernels.tasks import model_tasks
 from tiletune.model.passes.precision import check_dtype_for
-from tiletune.schedules import build, make_space, x86_bf16
+from tiletune.schedules import build, make_space, starts, x86_bf16
 from tiletune.target import parse_target
 from tiletune.workloads.base import parse
 
@@ -107,6 +107,21 @@ def test_space_in_units_of_the_instruction():
     assert not amx.constraint(amx, over) and "14 tile registers" in amx.constraint.why(amx, over)
 
 
+def test_template_starts_are_register_tiles_within_the_rule():
+    pytest.importorskip("tvm")
+    wl = parse("gemm:M=128,N=768,K=768,dtype=bfloat16")
+    space = make_space(wl, target=ZEN4)
+    first = starts(wl, space, ZEN4)
+    assert len(first) >= 3 and all(space.constraint(space, c) for c in first)
+    d = space.to_dict(first[0])
+    assert d["tile_m"][-1] * d["tile_n16"][-1] >= 16  # a register tile of at least 16 accumulators
+    assert d["tile_k2"][-1] * d["tile_n16"][-1] * 64 <= x86_bf16.PANEL_BYTES
+    amx = make_space(wl, target=SPR)
+    assert all(amx.constraint(amx, c) for c in starts(wl, amx, SPR))
+    assert starts(parse("gemm:M=128,N=768,K=768"), make_space(parse("gemm:M=128,N=768,K=768"), target=ZEN4),
+                  ZEN4) == []  # fp32: the constructions' business
+
+
 def test_pair_interleaved_layout():
     b = np.arange(6 * 32).reshape(6, 32)  # [k, n]
     packed = x86_bf16.PairPanels(vec=1, pair=0, first_red=0).pack(b)
@@ -144,8 +159,8 @@ def test_avx512_bf16_builds_and_matches_numpy(spec):
     wl = parse(spec)
     space = make_space(wl, target=ZEN4)
     rng = np.random.default_rng(0)
-    for _ in range(2):
-        asm = _run(wl, space, space.sample(rng), ZEN4)
+    for config in [space.sample(rng), space.sample(rng)] + starts(wl, space, ZEN4)[:1]:
+        asm = _run(wl, space, config, ZEN4)
         assert "vdpbf16ps" in asm
 
 

@@ -116,6 +116,8 @@ def starts(workload: Workload, space: Space, target: dict[str, Any] | None = Non
     constructions build (``tiletune.construct``)."""
     if x86_int8.applies(workload, target):  # its constructions would model elements, its knobs are instruction tiles
         return x86_int8.starts(workload, space, target)
+    if _bf16(workload, target):  # the same for the bf16 template
+        return x86_bf16.starts(workload, space, target)
     return rows.starts(workload, space) if isinstance(workload, RowWorkload) and not is_cuda(target) else []
 
 

@@ -389,6 +389,57 @@ def check(workload: Workload, space: Space, config: Config) -> None:
         raise InvalidConfig(space.constraint.why(space, config))
 
 
+# ---- start points -----------------------------------------------------------------------------------------
+
+#: register tiles (P rows, V 16-column vectors) of the AVX512-BF16 starts, each within 31 of 32 registers
+#: (P V + V + 1), largest first; AMX block tiles (tm, tn) within the 8 tile registers
+START_TILES = ((6, 4), (4, 6), (8, 3), (4, 4), (2, 8))
+AMX_START_TILES = ((2, 2), (1, 4), (4, 1))
+#: bytes of the packed vector operand that one pass of the last reduction level (R1) streams per register tile:
+#: V vectors x R1 pairs x 64 bytes, kept within a 48 KiB L1 beside the broadcast rows
+PANEL_BYTES = 24 * 1024
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
+
+
+def starts(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> list[Config]:
+    """The template's own start points, which the constructive start measures before the constructions (those model
+    axes in elements, not in the instruction's units): for each register tile of ``START_TILES`` (AMX:
+    ``AMX_START_TILES``) that the shape allows, S3 = (P rows of the last row axis, V column vectors), R1 = the pairs
+    whose packed panel fills ``PANEL_BYTES``, the row axes' remaining tiles outermost and parallel, the column
+    vectors' in S1. [] for spaces of other level counts."""
+    split = [k for k in space.knobs if isinstance(k, SplitKnob)]
+    spatial = [k for k in split if k.kind == "S"]
+    red = [k for k in split if k.kind == "R"]
+    if any(k.levels != 4 for k in spatial) or any(k.levels != 2 for k in red) or not spatial or not red:
+        return []
+    col, rows = spatial[-1], spatial[:-1]
+    amx = path(workload, target) == "amx"
+    step = TILE_K if amx else PAIR  # bytes per column vector per reduction unit: 16 lanes x step x 2
+    out: list[Config] = []
+    for p, v in (AMX_START_TILES if amx else START_TILES):
+        v = _largest_divisor(col.extent, v)
+        last = rows[-1] if rows else None
+        p = _largest_divisor(last.extent, p) if last else 1
+        d: dict[str, Any] = {col.name: [1, col.extent // v, 1, v]}
+        for k in rows:
+            tile = p if k is last else 1
+            d[k.name] = [k.extent // tile, 1, 1, tile]
+        r1 = _largest_divisor(red[-1].extent, max(1, PANEL_BYTES // (v * LANES * step * 2)))
+        d[red[-1].name] = [red[-1].extent // r1, r1]
+        for k in red[:-1]:  # a convolution's window axes: walked whole inside
+            d[k.name] = [1, k.extent]
+        for k in space.knobs:
+            if not isinstance(k, SplitKnob):
+                d[k.name] = k.values[0]
+        config = space.from_dict(d)
+        if config not in out and (space.constraint is None or space.constraint(space, config)):
+            out.append(config)
+    return out
+
+
 # ---- the pair-interleaved layout ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
