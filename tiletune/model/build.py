@@ -40,6 +40,7 @@ from ..quiet import quiet_tvm
 from ..records import chosen, failures, kernel_identity, load, same_kernel
 from ..construct import constructions, row_starts
 from ..schedules import check as check_config, cpu, cuda_mma, make_space, schedule
+from ..schedules import starts as template_starts
 from ..target import has_gpu, is_cuda, target_key
 from ..workloads.base import np_dtype
 from ..workloads.rows import RowWorkload
@@ -136,8 +137,9 @@ def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen
     ``tiletune.construct.constructions``: no measurement). A tensor-core task, whose space has no tile knobs for
     the constructions to describe, takes its template's default configuration (``cuda_mma.default_config``,
     itself a construction without measurement), a row reduction its template's first start
-    (``tiletune.schedules.starts``; docs/decisions/row-reductions.md); a task none can construct keeps the default
-    schedule. Each task draws its walks from its own stream (``task_rng``), so a task's construction does not
+    (``tiletune.schedules.starts``; docs/decisions/row-reductions.md); a task of a template whose knobs are in
+    units of an instruction's tile (bf16, int8), which the constructions do not model, its template's first start;
+    a task none can construct keeps the default schedule. Each task draws its walks from its own stream (``task_rng``), so a task's construction does not
     depend on the other tasks of the set."""
     out = dict(chosen)
     for k in tasks.tasks:
@@ -146,6 +148,10 @@ def constructed_configs(tasks: ModelTasks, method: str, chosen: dict[str, Chosen
         rng = task_rng(seed, k)
         space = make_space(k.workload, None, tasks.target)
         how = f"constructed ({method})"
+        own = [] if isinstance(k.workload, RowWorkload) else template_starts(k.workload, space, tasks.target)[:1]
+        if own:
+            out[k.hash] = Chosen(k, own[0], space, math.nan, math.nan, "constructed (template start)")
+            continue
         try:
             tops = [c for c in constructions(method, space, workload=k.workload, target=tasks.target, k=4, rng=rng)
                     if _schedulable(k.workload, space, c, tasks.target)][:1]  # the template's limits refuse some
