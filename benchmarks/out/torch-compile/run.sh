@@ -7,4 +7,5 @@ python benchmarks/goals/torch_compile.py --out $OUT --models bert-small --rounds
     --records benchmarks/out/torch-compile/records/{model}.jsonl.gz
 python benchmarks/goals/torch_compile.py --out $OUT --models mobilenetv2,gpt2,resnet50 --rounds 2 \
     --records benchmarks/out/torch-compile/records/{model}.jsonl.gz
-cp $OUT/results.jsonl $OUT/summary.md benchmarks/out/torch-compile/
+gzip -9n -c $OUT/results.jsonl > benchmarks/out/torch-compile/results.jsonl.gz
+cp $OUT/summary.md benchmarks/out/torch-compile/
