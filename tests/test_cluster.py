@@ -148,6 +148,9 @@ def test_a_seeded_cluster_run_gives_the_configurations_and_records_of_a_local_ru
     assert _records(tmp_path / "local.jsonl") == _records(tmp_path / "cluster.jsonl")
     assert len(remote) == 4 and all(r.error is None and r.median_s > 0 for r in remote)
     assert {r.measurer for r in local} == {"local"} and {r.measurer for r in remote} == {"cluster"}
+    deadline = time.monotonic() + 20  # Ray reaps a killed actor's process asynchronously
+    while _cluster_workers(marks) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not _cluster_workers(marks)  # the run's actors ended with it
 
 

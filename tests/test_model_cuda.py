@@ -175,7 +175,7 @@ def test_half_dtypes_are_for_cuda_targets_and_checked(capsys):
     assert main(["model", "tasks", "tiny", "--dtype", "float16"]) == 2
     assert "--dtype float16 is for CUDA targets" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["model", "tasks", "tiny", "--target", "cuda", "--dtype", "int8"])
+        main(["model", "tasks", "tiny", "--target", "cuda", "--dtype", "float64"])
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
