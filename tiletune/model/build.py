@@ -39,6 +39,7 @@ from ..measure.timing import time_callable
 from ..quiet import quiet_tvm
 from ..records import chosen, failures, kernel_identity, load, same_kernel
 from ..construct import constructions, row_starts
+from ..db.store import Database
 from ..schedules import check as check_config, cpu, cuda_mma, make_space, schedule
 from ..schedules import starts as template_starts
 from ..target import has_gpu, is_cuda, target_key
@@ -123,6 +124,20 @@ def best_configs(tasks: ModelTasks, records: str | None, read: list | None = Non
             continue  # recorded with other levels
         out[k.hash] = Chosen(k, cfg, space, median_s, gflops)
     return out
+
+
+def database_configs(tasks: ModelTasks, chosen: dict[str, Chosen], db: Database | None = None) -> dict[str, Chosen]:
+    """``chosen`` (by kernel hash) with every task it lacks given the database's kernel for the tasks' target,
+    where the database has one; the database's records of other models are not looked at."""
+    db = db or Database()
+    missing = {kernel_identity(k.workload.key) for k in tasks.tasks if k.hash not in chosen}
+    if not missing:
+        return dict(chosen)
+    recs = [r for r in db.records(target_key(tasks.target)) if kernel_identity(r.workload) in missing]
+    if not recs:
+        return dict(chosen)
+    found = best_configs(tasks, "the tuning database", recs)
+    return {**{h: c for h, c in found.items() if h not in chosen}, **chosen}
 
 
 def task_rng(seed: int, kernel: Kernel) -> np.random.Generator:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..db.kernels import database_configs
 from ..errors import TiletuneError
 from ..paths import check_output
 from ..records import load
 from ..target import parse_target
-from .build import (best_configs, check_waits, compile_module, constructed_configs, export_checked, export_database,
-                    foreign_workloads, input_sets, scheduled_module, untuned_reasons)
+from .build import (best_configs, check_waits, compile_module, constructed_configs, database_configs, export_checked,
+                    export_database, foreign_workloads, input_sets, scheduled_module, untuned_reasons)
 from .frontend.dims import label, parse_shapes
 from .dynamic.first_use import portable_spec
 from .passes.layout import DEFAULT_LAYOUT

@@ -15,7 +15,7 @@ and, for symbolic shapes, integers. The way through:
    compute in their dtype (``precision.cast``).
 3. **The model path**: ``tiletune.model.frontend.source.from_torch`` -> ``tiletune.model.kernels.tasks.model_tasks``
    (torch.export, the one pipeline ``passes.pipeline.prepare``, fusion, task extraction) -> kernels: the tuning
-   database's for the tasks it holds (``tiletune.db.kernels.database_configs``), a construction (``construct``,
+   database's for the tasks it holds (``tiletune.model.build.database_configs``), a construction (``construct``,
    Gensor's by default: no measurement) for the others -> ``build.scheduled_module`` -> ``build.compile_module``.
    An operator the importer cannot take makes the graph run in PyTorch, with a line naming the operator.
 4. **Check**: the compiled graph's outputs on the first inputs against PyTorch's (``build.RTOL`` of the outputs'
@@ -37,11 +37,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..alignment import PARAM_ALIGNMENT
-from ..db.kernels import database_configs
 from ..db.store import Database
 from ..errors import TiletuneError, one_line
 from ..records import kernel_identity
-from ..model.build import RTOL, compare, compile_module, constructed_configs, scheduled_module
+from ..model.build import RTOL, compare, compile_module, constructed_configs, database_configs, scheduled_module
 from ..model.frontend.source import from_torch
 from ..model.dynamic.shapes import dynamic_library, shape_tasks
 from ..model.kernels.tasks import ModelTasks, model_tasks
