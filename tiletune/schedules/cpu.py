@@ -14,7 +14,7 @@ the loops are ordered
   vectorized; ``unroll`` sets ``pragma_auto_unroll_max_step`` on the outer loop. A vectorized loop longer than
   a register whose length is not a power of two (48, 24, 80 floats) is split into an unrolled loop of
   power-of-two vectors of at most one register and at least half of one (3 x 16, 3 x 8; 20 stays whole;
-  ``_vectorize``): LLVM compiles such a vector of one loop into much slower code than the same tile in
+  ``vectorize_lanes``): LLVM compiles such a vector of one loop into much slower code than the same tile in
   register-wide pieces (docs/decisions/register-tile.md, "Vectors of odd lengths").
 - Padding stages (conv2d, pooling) are inlined into the main block; for NHWC convolutions the
   ``pad_buffer`` knob may instead write the padded input to a buffer first (parallel over rows, vectorized
@@ -207,7 +207,7 @@ def prepacked(workload: Workload, space: Space, config: Config) -> dict[int, Pan
 
 def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str | None, lanes: int) -> None:
     """Copy input ``name`` into panels [.., n // inner, k, n % inner] read by ``block`` (as ``read_name`` when
-    the scheduled function names its buffers otherwise; the lane loop vectorized by ``_vectorize`` for
+    the scheduled function names its buffers otherwise; the lane loop vectorized by ``vectorize_lanes`` for
     ``lanes``). For a weight of the model the copy is annotated ``PREPACK``: the model build folds it into the
     constant, the measurement gives it packed."""
     reads = [r.source.name for r in sch.get(block).reads]
@@ -229,7 +229,7 @@ def _pack(sch, block, workload: Workload, name: str, inner: int, read_name: str 
     n_outer = sum(1 for i in range(first_red) if i != nd) + 1
     sch.parallel(sch.fuse(*order[:n_outer]) if n_outer > 1 else order[0])
     if inner > 1:
-        _vectorize(sch, lane, lanes)
+        vectorize_lanes(sch, lane, lanes)
 
 
 BLOCK_SHARE = 0.5  # of one core's L2 that a re-read weight block may take: docs/decisions/weight-block.md
@@ -252,7 +252,7 @@ class WeightReuse:
     rows: tuple[int, ...]  # knob positions of the spatial axes the weight does not read
     cols: int  # knob position of the vectorized (column) axis
     col_bytes: int  # the weight's bytes per column: the whole reduction x the dtype's bytes
-    outer: int  # tile levels of a spatial axis outside the accumulator (S0 and S1: ``_outer_levels``)
+    outer: int  # tile levels of a spatial axis outside the accumulator (S0 and S1: ``outer_levels``)
 
     def rereads(self, config: Config) -> int:
         return math.prod(x for i in self.rows for x in config.values[i][1:self.outer])
@@ -312,7 +312,7 @@ def weight_reuse(workload: Workload, space: Space, target: dict[str, Any] | None
     if n_dim.terms != ((last, 1),) or not k_dim.axes or not set(k_dim.axes) <= reductions:
         return None
     rows = tuple(i for i, k in spatial if k.axis not in accesses[0].axes)
-    outer = _outer_levels(spatial[0][1].levels)
+    outer = outer_levels(spatial[0][1].levels)
     if (l2 := l2_bytes(target)) is None:
         return None
     return WeightReuse(l2, rows, spatial[-1][0], k_dim.size * accesses[0].dtype_bytes, outer)
@@ -432,7 +432,7 @@ def register_rule(workload: Workload, space: Space, target: dict[str, Any] | Non
     return RegisterTile(registers, lanes, spatial, channel, reuse)
 
 
-def _outer_levels(levels: int) -> int:
+def outer_levels(levels: int) -> int:
     """How many of a spatial axis' tile levels form the outer part (parallel + cache tiles); the rest is
     the accumulator tile."""
     return (levels + 1) // 2
@@ -459,7 +459,7 @@ def check_limits(workload: Workload, space: Space, config: Config) -> None:
         local = 1
         for k in spatial:
             f = d[k.name]
-            for x in f[_outer_levels(len(f)):]:
+            for x in f[outer_levels(len(f)):]:
                 local *= x
         if local > MAX_LOCAL_ELEMS:
             raise InvalidConfig(f"accumulator tile of {local} elements > {MAX_LOCAL_ELEMS}")
@@ -481,7 +481,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     out_name = workload.anchor_name()
     epilogue = workload.epilogue_blocks()
     pad_buffer = bufferable_pad(workload) if d.get("pad_buffer") else None
-    _inline_producers(sch, out_name, keep=epilogue + ((pad_buffer,) if pad_buffer else ()))
+    inline_producers(sch, out_name, keep=epilogue + ((pad_buffer,) if pad_buffer else ()))
     block = sch.get_sblock(out_name)
     if d.get("pack"):
         last = [k for k in space.knobs if isinstance(k, SplitKnob) and k.kind == "S"][-1]
@@ -506,7 +506,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
 
     ls = len(spatial_tiles[0]) if spatial_tiles else 1
     lr = len(reduce_tiles[0]) if reduce_tiles else 1
-    s_outer = _outer_levels(ls)
+    s_outer = outer_levels(ls)
     order: list = []
     # outer spatial levels
     for lv in range(s_outer):
@@ -542,17 +542,17 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
         sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
         if epilogue:  # elementwise consumers (PrimFunc workloads) computed by the write-back
             fuse_epilogue(sch, epilogue)
-        _vectorize(sch, sch.get_loops(wb)[-1], lanes)
+        vectorize_lanes(sch, sch.get_loops(wb)[-1], lanes)
 
     # vectorize the innermost spatial loop of the compute (contiguous dimension of the output)
     if spatial_tiles and ls > 1:
-        _vectorize(sch, spatial_tiles[-1][-1], lanes)
+        vectorize_lanes(sch, spatial_tiles[-1][-1], lanes)
 
     # zero the accumulator in its own loop nest, vectorized like the update
     if reduce_tiles and spatial_tiles:
         init = sch.decompose_reduction(block, reduce_tiles[0][0])  # the first reduction loop in ``order``
         if ls > 1:
-            _vectorize(sch, sch.get_loops(init)[-1], lanes)
+            vectorize_lanes(sch, sch.get_loops(init)[-1], lanes)
     if pad_buffer:  # the padded input written once, parallel over (batch, rows), vectorized over channels
         pad_loops = sch.get_loops(sch.get_sblock(pad_buffer))
         sch.parallel(sch.fuse(*pad_loops[:2]))
@@ -560,7 +560,7 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
     return sch
 
 
-def _vectorize(sch, loop, lanes: int) -> None:
+def vectorize_lanes(sch, loop, lanes: int) -> None:
     """Vectorize ``loop``; one longer than ``lanes`` whose length is not a power of two becomes an unrolled loop
     over vectors of its largest power-of-two divisor, at most ``lanes`` and at least half of it (see the module
     docstring). A loop whose extent is not a constant (a symbolic shape's) is vectorized as it is."""
@@ -574,7 +574,7 @@ def _vectorize(sch, loop, lanes: int) -> None:
     sch.vectorize(loop)
 
 
-def _inline_producers(sch, out_name: str, keep: tuple[str, ...] = ()) -> None:
+def inline_producers(sch, out_name: str, keep: tuple[str, ...] = ()) -> None:
     root = sch.get_sblock("root") if has_root(sch) else None
     blocks = sch.get_child_blocks(root) if root is not None else []
     for b in blocks:

@@ -53,7 +53,8 @@ from ..workloads.access import tensor_accesses
 from ..workloads.base import Axis, Workload
 from ..workloads.epilogue import fuse_epilogue
 from ..workloads.primfunc import PrimFuncWorkload
-from .cpu import PREPACK, InvalidConfig, _inline_producers, _outer_levels, _vectorize
+from . import x86_amx
+from .cpu import PREPACK, InvalidConfig, inline_producers, outer_levels, vectorize_lanes
 
 #: fp32 lanes of one vdpbf16ps (a zmm register), and bf16 products summed into each lane
 LANES = 16
@@ -77,27 +78,8 @@ define linkonce_odr <16 x float> @tiletune_dpbf16ps(<16 x float> %c, <16 x i32> 
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
 """
 
-# one 16 x 16 x 32 step on tiles: C (fp32, ldc floats) += A (bf16, lda elements) x B (pairs, 16 x 32 bf16 rows);
-# the shapes are constants, so LLVM's tile configuration pass writes one ldtilecfg per kernel
-_LL_AMX = r"""
-define linkonce_odr void @tiletune_tdpbf16ps(ptr %c0, i64 %co, i64 %ldc, ptr %a0, i64 %ao, i64 %lda, ptr %b0,
-                                              i64 %bo) alwaysinline {
-  %c = getelementptr float, ptr %c0, i64 %co
-  %a = getelementptr i16, ptr %a0, i64 %ao
-  %b = getelementptr i16, ptr %b0, i64 %bo
-  %cs = shl i64 %ldc, 2
-  %as = shl i64 %lda, 1
-  %tc = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %c, i64 %cs)
-  %ta = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %a, i64 %as)
-  %tb = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %b, i64 64)
-  %td = call x86_amx @llvm.x86.tdpbf16ps.internal(i16 16, i16 64, i16 64, x86_amx %tc, x86_amx %ta, x86_amx %tb)
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %c, i64 %cs, x86_amx %td)
-  ret void
-}
-declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
-declare x86_amx @llvm.x86.tdpbf16ps.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
-declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
-"""
+# one 16 x 16 x 32 step on tiles (``tiletune.schedules.x86_amx``)
+_LL_AMX = x86_amx.step_llvm("tiletune_tdpbf16ps", "tdpbf16ps", "bfloat16", "float32")
 
 _registered = False
 
@@ -135,38 +117,8 @@ def register_intrinsics() -> None:
                 "float32x16", "tiletune_dpbf16ps", C.vload([0], "float32x16"), T.broadcast(Ai[0], 16),
                 Bi.vload([0], "int32x16"))
 
-    @T.prim_func(s_tir=True)
-    def tile_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        lda = T.int32()
-        ldc = T.int32()
-        A = T.match_buffer(a, (16, 32), "bfloat16", offset_factor=2, strides=[lda, 1])
-        B = T.match_buffer(b, (16, 16, 2), "bfloat16", offset_factor=32)
-        C = T.match_buffer(c, (16, 16), "float32", offset_factor=1, scope="local", strides=[ldc, 1])
-        with T.sblock("root"):
-            T.reads(C[0:16, 0:16], A[0:16, 0:32], B[0:16, 0:16, 0:2])
-            T.writes(C[0:16, 0:16])
-            for i, j, k in T.grid(16, 16, 32):
-                with T.sblock("update"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk // 2, vj, vk % 2], "float32")
-
-    @T.prim_func(s_tir=True)
-    def tile_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-        lda = T.int32()
-        ldc = T.int32()
-        A = T.match_buffer(a, (16, 32), "bfloat16", offset_factor=2, strides=[lda, 1])
-        B = T.match_buffer(b, (16, 16, 2), "bfloat16", offset_factor=32)
-        C = T.match_buffer(c, (16, 16), "float32", offset_factor=1, scope="local", strides=[ldc, 1])
-        with T.sblock("root"):
-            T.reads(C[0:16, 0:16], A[0:16, 0:32], B[0:16, 0:16, 0:2])
-            T.writes(C[0:16, 0:16])
-            # base pointers and element offsets (an access_ptr of a bf16 buffer does not survive TVM's bf16
-            # legalization); the LLVM function adds the offsets
-            T.evaluate(T.call_extern("void", "tiletune_tdpbf16ps", C.data, T.int64(C.elem_offset), T.int64(ldc),
-                                     A.data, T.int64(A.elem_offset), T.int64(lda), B.data, T.int64(B.elem_offset)))
-
     TensorIntrin.register(AVX512_INTRIN, dot_desc, dot_impl, override=True)
-    TensorIntrin.register(AMX_INTRIN, tile_desc, tile_impl, override=True)
+    x86_amx.register_step(AMX_INTRIN, "tiletune_tdpbf16ps", "bfloat16", "bfloat16", "float32")
     _registered = True
 
 
@@ -501,7 +453,7 @@ def _prepare(workload: Workload, ops: Operands):
     sch = s_tir.Schedule(tvm.IRModule({"main": workload.prim_func()}))
     out = workload.anchor_name()
     pad = "pad" if getattr(workload, "pad", 0) and not isinstance(workload, PrimFuncWorkload) else None
-    _inline_producers(sch, out, keep=workload.epilogue_blocks() + ((pad,) if pad else ()))
+    inline_producers(sch, out, keep=workload.epilogue_blocks() + ((pad,) if pad else ()))
     block = sch.get_sblock(out)
     reads = [r.source.name for r in sch.get(block).reads]
     packed = sch.cache_read(block, reads.index(ops.packed), "global")
@@ -531,7 +483,7 @@ def _tile(sch, block, workload: Workload, space: Space, config: Config, units: d
         parts = sch.split(loop, factors=factors) if len(factors) > 1 else [loop]
         (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
     ls, lr = len(spatial_tiles[0]), len(reduce_tiles[0])
-    so = _outer_levels(ls)
+    so = outer_levels(ls)
     order = [t[lv] for lv in range(so) for t in spatial_tiles]
     order += [t[lv] for lv in range(lr - 1) for t in reduce_tiles]
     order += [t[lv] for lv in range(so, ls - 1) for t in spatial_tiles]
@@ -555,7 +507,7 @@ def _outer(sch, block, workload: Workload, space: Space, config: Config, spatial
     sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
     if workload.epilogue_blocks():
         fuse_epilogue(sch, workload.epilogue_blocks())
-    _vectorize(sch, sch.get_loops(wb)[-1], LANES)
+    vectorize_lanes(sch, sch.get_loops(wb)[-1], LANES)
     return fused
 
 
@@ -566,10 +518,10 @@ def _schedule_avx512(workload: Workload, space: Space, config: Config):
                                                       {ops.vec: LANES, ops.pair: PAIR})
     sch.reorder(*order, inner[ops.vec], inner[ops.pair])
     ls = len(spatial_tiles[0])
-    fused = _outer(sch, block, workload, space, config, spatial_tiles, _outer_levels(ls) - 1)
+    fused = _outer(sch, block, workload, space, config, spatial_tiles, outer_levels(ls) - 1)
     sch.annotate(fused, "pragma_import_llvm", _LL_AVX512)
     init = sch.decompose_reduction(block, reduce_tiles[0][0])
-    _vectorize(sch, sch.get_loops(init)[-1], LANES)
+    vectorize_lanes(sch, sch.get_loops(init)[-1], LANES)
     sch.tensorize(inner[ops.vec], AVX512_INTRIN)
     for t in spatial_tiles:  # the register tile: its accumulators named by constants, kept in registers
         sch.unroll(t[-1])
@@ -584,10 +536,10 @@ def _schedule_amx(workload: Workload, space: Space, config: Config):
     spatial_tiles, reduce_tiles, inner, order = _tile(sch, block, workload, space, config, units)
     sch.reorder(*order, inner[m_name], inner[ops.vec], inner[ops.pair])
     ls = len(spatial_tiles[0])
-    fused = _outer(sch, block, workload, space, config, spatial_tiles, _outer_levels(ls) - 1)
+    fused = _outer(sch, block, workload, space, config, spatial_tiles, outer_levels(ls) - 1)
     sch.annotate(fused, "pragma_import_llvm", _LL_AMX)
     init = sch.decompose_reduction(block, reduce_tiles[0][0])
-    _vectorize(sch, sch.get_loops(init)[-1], LANES)
+    vectorize_lanes(sch, sch.get_loops(init)[-1], LANES)
     sch.tensorize(inner[m_name], AMX_INTRIN)
     for t in spatial_tiles:
         sch.unroll(t[-1])

@@ -50,7 +50,8 @@ from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
 from ..workloads.base import Axis, Workload
 from ..workloads.epilogue import fuse_epilogue
 from ..workloads.primfunc import is_load, walk_expr
-from .cpu import MAX_LOCAL_ELEMS, PREPACK, InvalidConfig, _inline_producers, _outer_levels, _vectorize
+from . import x86_amx
+from .cpu import MAX_LOCAL_ELEMS, PREPACK, InvalidConfig, inline_producers, outer_levels, vectorize_lanes
 
 #: the tile of one ``vpdpbusd``: 16 int32 lanes, each summing 4 u8 x s8 products along the reduction
 LANES, DEPTH = 16, 4
@@ -60,27 +61,8 @@ AMX_INTRIN = "tiletune_amx_u8s8i32_tile_16x16x64"
 #: ``VnniLayout``); 8 tile registers per kernel
 TILE_ROWS, TILE_K, TILE_REGISTERS = 16, 64, 8
 
-# one 16 x 16 x 64 step on tiles (C int32, ldc elements; A uint8, lda bytes; B 16 rows of 64 bytes), in LLVM as the
-# bf16 template writes its tdpbf16ps (``x86_bf16._LL_AMX``): constant shapes, so that LLVM's tile configuration pass
-# writes one ldtilecfg per kernel
-_LL_AMX = r"""
-define linkonce_odr void @tiletune_tdpbusd(ptr %c0, i64 %co, i64 %ldc, ptr %a0, i64 %ao, i64 %lda, ptr %b0,
-                                            i64 %bo) alwaysinline {
-  %c = getelementptr i32, ptr %c0, i64 %co
-  %a = getelementptr i8, ptr %a0, i64 %ao
-  %b = getelementptr i8, ptr %b0, i64 %bo
-  %cs = shl i64 %ldc, 2
-  %tc = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %c, i64 %cs)
-  %ta = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %a, i64 %lda)
-  %tb = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %b, i64 64)
-  %td = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, x86_amx %tc, x86_amx %ta, x86_amx %tb)
-  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %c, i64 %cs, x86_amx %td)
-  ret void
-}
-declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
-declare x86_amx @llvm.x86.tdpbusd.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
-declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
-"""
+# one 16 x 16 x 64 step on tiles (``tiletune.schedules.x86_amx``, as the bf16 template's ``tdpbf16ps``)
+_LL_AMX = x86_amx.step_llvm("tiletune_tdpbusd", "tdpbusd", "uint8", "int32")
 #: AVX-512's vector registers; one is left to LLVM (docs/decisions/register-tile.md)
 REGISTERS = 32
 
@@ -113,36 +95,8 @@ def _register_intrinsics() -> None:
                 T.reinterpret(T.broadcast(a4, 16), dtype="int8x64"), B.vload([0, 0], dtype="int8x64"),
                 dtype="int32x16")
 
-    @T.prim_func(s_tir=True)
-    def tile_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        lda = T.int32()
-        ldc = T.int32()
-        A = T.match_buffer(a, (16, 64), "uint8", offset_factor=1, strides=[lda, 1])
-        B = T.match_buffer(b, (16, 16, 4), "int8", offset_factor=64)
-        C = T.match_buffer(c, (16, 16), "int32", offset_factor=1, scope="local", strides=[ldc, 1])
-        with T.sblock("root"):
-            T.reads(C[0:16, 0:16], A[0:16, 0:64], B[0:16, 0:16, 0:4])
-            T.writes(C[0:16, 0:16])
-            for i, j, k in T.grid(16, 16, 64):
-                with T.sblock("update"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk // 4, vj, vk % 4], "int32")
-
-    @T.prim_func(s_tir=True)
-    def tile_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-        lda = T.int32()
-        ldc = T.int32()
-        A = T.match_buffer(a, (16, 64), "uint8", offset_factor=1, strides=[lda, 1])
-        B = T.match_buffer(b, (16, 16, 4), "int8", offset_factor=64)
-        C = T.match_buffer(c, (16, 16), "int32", offset_factor=1, scope="local", strides=[ldc, 1])
-        with T.sblock("root"):
-            T.reads(C[0:16, 0:16], A[0:16, 0:64], B[0:16, 0:16, 0:4])
-            T.writes(C[0:16, 0:16])
-            T.evaluate(T.call_extern("void", "tiletune_tdpbusd", C.data, T.int64(C.elem_offset), T.int64(ldc),
-                                     A.data, T.int64(A.elem_offset), T.int64(lda), B.data, T.int64(B.elem_offset)))
-
     TensorIntrin.register(VNNI_INTRIN, desc, impl, override=True)
-    TensorIntrin.register(AMX_INTRIN, tile_desc, tile_impl, override=True)
+    x86_amx.register_step(AMX_INTRIN, "tiletune_tdpbusd", "uint8", "int8", "int32")
 
 
 _registered = False
@@ -361,7 +315,7 @@ def _check_limits(workload: Workload, space: Space, config: Config) -> None:
     for k in space.knobs:
         if isinstance(k, SplitKnob) and k.kind == "S":
             f = d[k.name]
-            for x in f[_outer_levels(len(f)):]:
+            for x in f[outer_levels(len(f)):]:
                 local *= x * (LANES if k.axis == ops.n else 1)
     if local > MAX_LOCAL_ELEMS:
         raise InvalidConfig(f"accumulator tile of {local} elements > {MAX_LOCAL_ELEMS}")
@@ -460,7 +414,7 @@ def _prepare(workload: Workload, func):
     ops = operands(workload)
     sch = s_tir.Schedule(tvm.IRModule({"main": workload.prim_func() if func is None else func}))
     anchor, epilogue = workload.anchor_name(), workload.epilogue_blocks()
-    _inline_producers(sch, anchor, keep=epilogue)
+    inline_producers(sch, anchor, keep=epilogue)
     block = sch.get_sblock(anchor)
     reads = [r.source.name for r in sch.get(block).reads]
     packed = sch.cache_read(block, reads.index(ops.weight), "global")
@@ -495,7 +449,7 @@ def schedule_amx(workload: Workload, space: Space, config: Config, func=None):
     fused = _outer(sch, block, workload, d, spatial_tiles)
     sch.annotate(fused, "pragma_import_llvm", _LL_AMX)
     init = sch.decompose_reduction(block, reduce_tiles[0][0])
-    _vectorize(sch, sch.get_loops(init)[-1], LANES)
+    vectorize_lanes(sch, sch.get_loops(init)[-1], LANES)
     sch.tensorize(inner[m], AMX_INTRIN)
     return sch
 
@@ -503,7 +457,7 @@ def schedule_amx(workload: Workload, space: Space, config: Config, func=None):
 def _order(spatial_tiles, reduce_tiles) -> list:
     """The float template's loop order S0 S1 R0 S2 R1 S3."""
     ls, lr = len(spatial_tiles[0]), len(reduce_tiles[0])
-    s_outer = _outer_levels(ls)
+    s_outer = outer_levels(ls)
     order: list = []
     for lv in range(s_outer):
         order += [t[lv] for t in spatial_tiles]
@@ -521,7 +475,7 @@ def _outer(sch, block, workload: Workload, d: dict, spatial_tiles):
     """Parallel S0, the unroll knob, the int32 accumulator (local) under the last S1 loop with the epilogue fused
     into its write-back; the fused parallel loop."""
     ls = len(spatial_tiles[0])
-    s_outer = _outer_levels(ls)
+    s_outer = outer_levels(ls)
     outer = [t[0] for t in spatial_tiles]
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     sch.parallel(fused)
@@ -533,7 +487,7 @@ def _outer(sch, block, workload: Workload, d: dict, spatial_tiles):
     sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
     if workload.epilogue_blocks():
         fuse_epilogue(sch, workload.epilogue_blocks())
-    _vectorize(sch, sch.get_loops(wb)[-1], LANES)
+    vectorize_lanes(sch, sch.get_loops(wb)[-1], LANES)
     return fused
 
 
@@ -548,7 +502,7 @@ def schedule_vnni(workload: Workload, space: Space, config: Config, func=None):
     d = space.to_dict(config)
     sch = s_tir.Schedule(tvm.IRModule({"main": workload.prim_func() if func is None else func}))
     anchor, epilogue = workload.anchor_name(), workload.epilogue_blocks()
-    _inline_producers(sch, anchor, keep=epilogue)
+    inline_producers(sch, anchor, keep=epilogue)
     block = sch.get_sblock(anchor)
 
     # the weight in the instruction's layout
@@ -576,7 +530,7 @@ def schedule_vnni(workload: Workload, space: Space, config: Config, func=None):
             parts = sch.split(loop, factors=factors) if len(factors) > 1 else [loop]
         (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
     ls, lr = len(spatial_tiles[0]), len(reduce_tiles[0])
-    s_outer = _outer_levels(ls)
+    s_outer = outer_levels(ls)
     order: list = []
     for lv in range(s_outer):
         order += [t[lv] for t in spatial_tiles]
@@ -601,9 +555,9 @@ def schedule_vnni(workload: Workload, space: Space, config: Config, func=None):
     sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
     if epilogue:
         fuse_epilogue(sch, epilogue)
-    _vectorize(sch, sch.get_loops(wb)[-1], LANES)
+    vectorize_lanes(sch, sch.get_loops(wb)[-1], LANES)
 
     init = sch.decompose_reduction(block, reduce_tiles[0][0])
-    _vectorize(sch, sch.get_loops(init)[-1], LANES)
+    vectorize_lanes(sch, sch.get_loops(init)[-1], LANES)
     sch.tensorize(lane, VNNI_INTRIN)
     return sch

@@ -1,6 +1,6 @@
 """Bert-small's QKV matmul at seq 384 (384 x 512 -> 1536, + bias) with Roller's construction and that
 configuration's innermost (vectorized) tile changed, built with and without the CPU template's split of odd-length
-vectors (``tiletune.schedules.cpu._vectorize``; docs/decisions/register-tile.md, "Vectors of odd lengths").
+vectors (``tiletune.schedules.cpu.vectorize_lanes``; docs/decisions/register-tile.md, "Vectors of odd lengths").
 
     python benchmarks/research/construct/odd_vectors.py [--calls 3]
 
@@ -41,18 +41,18 @@ def main() -> None:
     rng = np.random.default_rng(0)
     args = [tvm.runtime.tensor(rng.standard_normal([int(s) for s in p.shape]).astype("float32"), dev)
             for p in k.func.params]
-    split = cpu._vectorize
+    split = cpu.vectorize_lanes
     print(f"{k.name} {k.output}: ms per call, mean of {a.calls}")
     for name, change in VARIANTS.items():
         config = space.from_dict({**ROLLER, **change})
         row = {}
         for how in ("unsplit", "split"):
             if how == "unsplit":
-                cpu._vectorize = lambda sch, loop, lanes: sch.vectorize(loop)
+                cpu.vectorize_lanes = lambda sch, loop, lanes: sch.vectorize(loop)
             try:
                 func = cpu.schedule(k.workload, space, config, target).mod["main"].with_attr("global_symbol", "main")
             finally:
-                cpu._vectorize = split
+                cpu.vectorize_lanes = split
             lib = tvm.compile(tvm.IRModule({"main": func}), target=tvm.target.Target(target))
             lib["main"](*args)
             row[how] = args[-1].numpy().copy()
