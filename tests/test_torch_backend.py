@@ -53,6 +53,15 @@ def test_entry_point_resolves_without_importing_tiletune():
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+def test_tiletune_compile_is_the_backends_and_import_tiletune_stays_light():
+    code = ("import sys, tiletune\n"
+            "assert 'torch' not in sys.modules and 'tvm' not in sys.modules\n"
+            "import tiletune.torch_backend as tb\n"
+            "assert tiletune.compile is tb.compile\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_graph_break_gives_two_graphs_that_both_run(capsys):
     torch.manual_seed(0)
     m = Mlp(brk=True).eval()
