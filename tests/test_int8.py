@@ -11,7 +11,7 @@ from tiletune.cli import main
 from tiletune.errors import TiletuneError
 from tiletune.model.kernels.tasks import load_model_tasks
 from tiletune.model.library import build_model
-from tiletune.model.passes.calibrate import calibrated
+from tiletune.model.frontend.calibrate import calibrated
 from tiletune.schedules import build, check, make_space, prepacked_inputs, starts, x86_int8
 from tiletune.schedules.cpu import InvalidConfig
 from tiletune.target import host_target

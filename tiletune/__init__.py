@@ -5,8 +5,8 @@ docs/torch.md); it is imported at its first use, so that ``import tiletune`` doe
 import importlib
 
 from .errors import TiletuneError
+from .version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["TiletuneError", "__version__"]
 
 

@@ -16,7 +16,7 @@ from ..model.evaluate.bench import bench_model, bench_model_shapes, parse_method
 from ..model.kernels.gpu_default import has_gpu
 from ..model.kernels import pad_fusion
 from ..model.passes.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
-from ..model.passes.calibrate import calibrated
+from ..model.frontend.calibrate import calibrated
 from ..model.passes.precision import DTYPES, check_dtype_for
 from ..model.build import CHECK_WAITS, best_configs, kernel_latencies
 from ..model.library import build_model
@@ -191,7 +191,7 @@ def _common(p) -> None:
 
 def _int8(args) -> None:
     """``--dtype int8 --calibrate FILE``: the model becomes its QDQ form quantized from FILE
-    (``tiletune.model.passes.calibrate``), which every model command then reads as a quantized model."""
+    (``tiletune.model.frontend.calibrate``), which every model command then reads as a quantized model."""
     if args.dtype != "int8":
         if args.calibrate:
             raise TiletuneError("--calibrate is used with --dtype int8")

@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..api import c_compiler
 from ..db.store import cache_root
 from ..quiet import quiet_tvm

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import TiletuneError
-from ..frontend.source import ModelSource, export_onnx, load
+from .source import ModelSource, export_onnx, load
 
 #: the operators the calibrated model quantizes (see the module docstring)
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm")
