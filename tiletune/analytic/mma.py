@@ -71,6 +71,7 @@ class MmaModel:
         self.dram_bw = hw.dram_bandwidth_gbs * 1e9
         self.dram_lat = hw.level("DRAM").latency_ns * 1e-9
         g = self.gemm
+        self.in_bytes = g.in_bytes
         self.q_min = g.S * (g.I * g.K + g.K * g.J) * g.in_bytes
         self.capacity = (hw.registers_per_thread * 4 * hw.warp_size, space.constraint.limits.max_smem)
         self._times: dict[Config, float] = {}

@@ -59,7 +59,8 @@ def _state(d: dict, level: int) -> State:
 
 class MmaGensorWalk:
     """Gensor's annealed walk (Algorithms 1 and 2) over tensor-core states; the interface of
-    ``tiletune.construct.gensor.GensorWalk`` (``pool``, ``add_walk``)."""
+    ``tiletune.construct.gensor.GensorWalk`` (``pool``, ``add_walk``). A template's walk (``construct.wgmma``) is
+    this one with its own states (``state``), moves and ranking (``rank``)."""
 
     def __init__(self, space: Space, model: MmaModel, rng: np.random.Generator, *, t0: float = T0,
                  threshold: float = THRESHOLD):
@@ -103,7 +104,7 @@ class MmaGensorWalk:
             return t / t2 if math.isfinite(t2) and t2 > 0 else 0.0
         Q, Q2 = m.traffic(e.d, l), m.traffic(e2.d, l)
         F, F2 = m.footprint(e.d, l), m.footprint(e2.d, l)
-        C, eps = m.capacity[l], m.gemm.in_bytes
+        C, eps = m.capacity[l], m.in_bytes
         if kind == "tile":  # formula (1)
             return 0.0 if Q2 >= Q else ((Q - Q2) / m.q_min) / (max(F2 - F, eps) / C)
         return 0.0 if F2 >= F else ((F - F2) / C) / (max(Q2 - Q, eps) / m.q_min)
@@ -111,7 +112,7 @@ class MmaGensorWalk:
     def walk(self) -> list[tuple[float, State]]:
         m = self.model
         T = self.t0
-        e = _state(m.initial(), 0)
+        e = self.state(m.initial(), 0)
         if not m.allowed(e.d):
             return []
         t_e = m.time(e.d)
@@ -143,7 +144,14 @@ class MmaGensorWalk:
         found: dict[Config, float] = {}
         for _ in range(walks):
             found.update(self.add_walk(set(found)))
-        return _rank(self.model, found)
+        return self.rank(found)
+
+    @staticmethod
+    def state(d: dict, level: int) -> State:
+        return _state(d, level)
+
+    def rank(self, times: dict[Config, float]) -> list[tuple[float, Config]]:
+        return _rank(self.model, times)
 
 
 def _rank(model: MmaModel, times: dict[Config, float]) -> list[tuple[float, Config]]:

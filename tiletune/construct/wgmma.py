@@ -33,13 +33,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..analytic.wgmma import KNOBS, WgmmaModel
 from ..space import Config, Space
-from .gensor import roulette
+from .mma import MmaGensorWalk
 
-T0, THRESHOLD, WALKS, BRANCH = 1.0, 1e-30, 4, 2
+BRANCH = 2  # Roller's (the walk's constants are construct.mma's)
 
 
 @dataclass(frozen=True)
@@ -69,14 +67,9 @@ def _widest_wgmma(model: WgmmaModel, d: dict) -> int:
     return max(fits) if fits else d["wgmma_n"]
 
 
-class WgmmaGensorWalk:
-    """Gensor's annealed walk over wgmma states; the interface of ``tiletune.construct.gensor.GensorWalk``
-    (``pool``, ``add_walk``)."""
-
-    def __init__(self, space: Space, model: WgmmaModel, rng: np.random.Generator, *, t0: float = T0,
-                 threshold: float = THRESHOLD):
-        self.space, self.model, self.rng = space, model, rng
-        self.t0, self.threshold = t0, threshold
+class WgmmaGensorWalk(MmaGensorWalk):
+    """Gensor's annealed walk over wgmma states: the tensor-core walk (``construct.mma.MmaGensorWalk``: its
+    benefits, acceptance and pool) with the wgmma template's states, moves and ranking."""
 
     def moves(self, e: State) -> list[tuple[str, State]]:
         d, v, out = e.d, self.model.values, []
@@ -101,58 +94,12 @@ class WgmmaGensorWalk:
                     add("ratio", **{k: _step(v[k], d[k], up)})
         return [(kind, s) for kind, s in out if s != e and self.model.allowed(s.d)]
 
-    def benefit(self, e: State, kind: str, e2: State, T: float) -> float:
-        m, lv = self.model, e.level
-        if kind == "cache":  # formula (2) with the annealing boost
-            D = m.footprint(e.d, 0)
-            fast, slow = m.hw.level("register"), m.hw.level("shared")
-            return slow.access_time_ns(D) / fast.access_time_ns(D) * (self.t0 / T)
-        if kind == "ratio":
-            t, t2 = m.time(e.d), m.time(e2.d)
-            return t / t2 if math.isfinite(t2) and t2 > 0 else 0.0
-        Q, Q2 = m.traffic(e.d, lv), m.traffic(e2.d, lv)
-        F, F2 = m.footprint(e.d, lv), m.footprint(e2.d, lv)
-        C, eps = m.capacity[lv], m.in_bytes
-        if kind == "tile":  # formula (1)
-            return 0.0 if Q2 >= Q else ((Q - Q2) / m.q_min) / (max(F2 - F, eps) / C)
-        return 0.0 if F2 >= F else ((F - F2) / C) / (max(Q2 - Q, eps) / m.q_min)
+    @staticmethod
+    def state(d: dict, level: int) -> State:
+        return _state(d, level)
 
-    def walk(self) -> list[tuple[float, State]]:
-        m = self.model
-        T = self.t0
-        e = _state(m.initial(), 0)
-        if not m.allowed(e.d):
-            return []
-        t_e = m.time(e.d)
-        top = [(t_e, e)]
-        while T > self.threshold:
-            acts = self.moves(e)
-            ben = [self.benefit(e, kind, s, T) for kind, s in acts]
-            total = sum(ben)
-            if total > 0 and math.isfinite(total):
-                _, e2 = acts[roulette(self.rng, [b / total for b in ben])]
-                t2 = m.time(e2.d)
-                accept = 1.0 if t2 <= t_e else math.exp(-((t2 - t_e) / t_e) / T)
-                if float(self.rng.random()) < accept:
-                    top.append((t2, e2))
-                e, t_e = e2, t2
-            T /= 2.0
-        return top
-
-    def add_walk(self, seen: set[Config]) -> dict[Config, float]:
-        fresh: dict[Config, float] = {}
-        for t, e in self.walk():
-            c = self.model.config(e.d)
-            if c in seen or not math.isfinite(t):
-                continue
-            fresh[c] = min(t, fresh.get(c, math.inf))
-        return fresh
-
-    def pool(self, walks: int = WALKS) -> list[tuple[float, Config]]:
-        found: dict[Config, float] = {}
-        for _ in range(walks):
-            found.update(self.add_walk(set(found)))
-        return _rank(self.model, found)
+    def rank(self, times: dict[Config, float]) -> list[tuple[float, Config]]:
+        return _rank(self.model, times)
 
 
 def _rank(model: WgmmaModel, times: dict[Config, float]) -> list[tuple[float, Config]]:
