@@ -53,7 +53,7 @@ from ..workloads.access import tensor_accesses
 from ..workloads.base import Axis, Workload
 from ..workloads.epilogue import fuse_epilogue
 from ..workloads.primfunc import PrimFuncWorkload
-from . import x86_amx
+from . import x86_intrin
 from .cpu import PREPACK, InvalidConfig, inline_producers, outer_levels, vectorize_lanes
 
 #: fp32 lanes of one vdpbf16ps (a zmm register), and bf16 products summed into each lane
@@ -78,8 +78,8 @@ define linkonce_odr <16 x float> @tiletune_dpbf16ps(<16 x float> %c, <16 x i32> 
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
 """
 
-# one 16 x 16 x 32 step on tiles (``tiletune.schedules.x86_amx``)
-_LL_AMX = x86_amx.step_llvm("tiletune_tdpbf16ps", "tdpbf16ps", "bfloat16", "float32")
+# one 16 x 16 x 32 step on tiles (``tiletune.schedules.x86_intrin``)
+_LL_AMX = x86_intrin.step_llvm("tiletune_tdpbf16ps", "tdpbf16ps", "bfloat16", "float32")
 
 _registered = False
 
@@ -92,17 +92,7 @@ def register_intrinsics() -> None:
     from tvm.s_tir import TensorIntrin
     from tvm.script import tirx as T
 
-    @T.prim_func(s_tir=True)
-    def dot_desc(A: T.Buffer((2,), "bfloat16", offset_factor=2), B: T.Buffer((16, 2), "bfloat16", offset_factor=2),
-                 C: T.Buffer((16,), "float32", offset_factor=1, scope="local")) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:16], A[0:2], B[0:16, 0:2])
-            T.writes(C[0:16])
-            for i in T.serial(0, 16):
-                for k in T.serial(0, 2):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(A[vk], "float32") * T.cast(B[vi, vk], "float32")
+    dot_desc = x86_intrin.dot_description("bfloat16", "bfloat16", "float32", 2, 2)
 
     @T.prim_func(s_tir=True)
     def dot_impl(A: T.Buffer((2,), "bfloat16", offset_factor=2), B: T.Buffer((16, 2), "bfloat16", offset_factor=2),
@@ -118,7 +108,7 @@ def register_intrinsics() -> None:
                 Bi.vload([0], "int32x16"))
 
     TensorIntrin.register(AVX512_INTRIN, dot_desc, dot_impl, override=True)
-    x86_amx.register_step(AMX_INTRIN, "tiletune_tdpbf16ps", "bfloat16", "bfloat16", "float32")
+    x86_intrin.register_step(AMX_INTRIN, "tiletune_tdpbf16ps", "bfloat16", "bfloat16", "float32")
     _registered = True
 
 

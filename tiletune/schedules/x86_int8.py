@@ -50,7 +50,7 @@ from ..space import DEFAULT_UNROLL, Config, Space, SplitKnob
 from ..workloads.base import Axis, Workload
 from ..workloads.epilogue import fuse_epilogue
 from ..workloads.primfunc import is_load, walk_expr
-from . import x86_amx
+from . import x86_intrin
 from .cpu import MAX_LOCAL_ELEMS, PREPACK, InvalidConfig, inline_producers, outer_levels, vectorize_lanes
 
 #: the tile of one ``vpdpbusd``: 16 int32 lanes, each summing 4 u8 x s8 products along the reduction
@@ -61,8 +61,8 @@ AMX_INTRIN = "tiletune_amx_u8s8i32_tile_16x16x64"
 #: ``VnniLayout``); 8 tile registers per kernel
 TILE_ROWS, TILE_K, TILE_REGISTERS = 16, 64, 8
 
-# one 16 x 16 x 64 step on tiles (``tiletune.schedules.x86_amx``, as the bf16 template's ``tdpbf16ps``)
-_LL_AMX = x86_amx.step_llvm("tiletune_tdpbusd", "tdpbusd", "uint8", "int32")
+# one 16 x 16 x 64 step on tiles (``tiletune.schedules.x86_intrin``, as the bf16 template's ``tdpbf16ps``)
+_LL_AMX = x86_intrin.step_llvm("tiletune_tdpbusd", "tdpbusd", "uint8", "int32")
 #: AVX-512's vector registers; one is left to LLVM (docs/decisions/register-tile.md)
 REGISTERS = 32
 
@@ -71,17 +71,7 @@ def _register_intrinsics() -> None:
     from tvm.s_tir import TensorIntrin
     from tvm.script import tirx as T
 
-    @T.prim_func(s_tir=True)
-    def desc(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((16, 4), "int8", offset_factor=1),
-             C: T.Buffer((16,), "int32", offset_factor=1, scope="local")) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:16], A[0:4], B[0:16, 0:4])
-            T.writes(C[0:16])
-            for i in T.serial(0, 16):
-                for k in T.serial(0, 4):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+    desc = x86_intrin.dot_description("uint8", "int8", "int32", 4, 1)
 
     @T.prim_func(s_tir=True)
     def impl(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((16, 4), "int8", offset_factor=1),
@@ -96,7 +86,7 @@ def _register_intrinsics() -> None:
                 dtype="int32x16")
 
     TensorIntrin.register(VNNI_INTRIN, desc, impl, override=True)
-    x86_amx.register_step(AMX_INTRIN, "tiletune_tdpbusd", "uint8", "int8", "int32")
+    x86_intrin.register_step(AMX_INTRIN, "tiletune_tdpbusd", "uint8", "int8", "int32")
 
 
 _registered = False

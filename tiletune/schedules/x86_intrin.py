@@ -1,5 +1,11 @@
-"""One AMX tile step, shared by the bf16 (``tdpbf16ps``, ``tiletune.schedules.x86_bf16``) and int8 (``tdpbusd``,
-``tiletune.schedules.x86_int8``) templates: ``C[16, 16] += A[16, K] x B`` on tile registers, where B is 16 rows of
+"""The tensor intrinsics the bf16 (``tiletune.schedules.x86_bf16``) and int8 (``tiletune.schedules.x86_int8``)
+templates share.
+
+- ``dot_description``: 16 lanes of a 32-bit accumulator, each summing ``group`` products along the reduction (the
+  description of ``vdpbf16ps``, 2 bf16 pairs, and of ``vpdpbusd``, 4 u8 x s8); each template gives its own
+  implementation.
+
+One AMX tile step (``tdpbf16ps``, ``tdpbusd``): ``C[16, 16] += A[16, K] x B`` on tile registers, where B is 16 rows of
 64 bytes (16 output columns x ``group`` consecutive reduction elements: the pair- or quad-interleaved layout the
 instruction reads) and ``K`` is 64 bytes of A's dtype (32 bf16, 64 uint8). The accumulator is 32-bit (fp32 or int32).
 
@@ -16,6 +22,8 @@ from __future__ import annotations
 
 #: a tile's rows and its bytes per row (the AMX palette 1 maximum)
 TILE_ROWS, ROW_BYTES = 16, 64
+#: 32-bit lanes of an AVX-512 register
+LANES = 16
 #: AMX's 8 tile registers
 TILE_REGISTERS = 8
 
@@ -48,6 +56,26 @@ declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
 declare x86_amx @llvm.x86.{instruction}.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
 declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
 """
+
+
+def dot_description(a_dtype: str, b_dtype: str, c_dtype: str, group: int, offset_factor: int):
+    """The TensorIR description ``C[16] += sum_k A[k] x B[16, k]`` (``group`` values of k), the accumulator local."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def desc(A: T.Buffer((group,), a_dtype, offset_factor=offset_factor),
+             B: T.Buffer((LANES, group), b_dtype, offset_factor=offset_factor),
+             C: T.Buffer((LANES,), c_dtype, offset_factor=1, scope="local")) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:LANES], A[0:group], B[0:LANES, 0:group])
+            T.writes(C[0:LANES])
+            for i in T.serial(0, LANES):
+                for k in T.serial(0, group):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vk], c_dtype) * T.cast(B[vi, vk], c_dtype)
+
+    return desc
 
 
 def register_step(name: str, function: str, a_dtype: str, b_dtype: str, c_dtype: str) -> None:
