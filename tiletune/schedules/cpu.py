@@ -432,6 +432,26 @@ def register_rule(workload: Workload, space: Space, target: dict[str, Any] | Non
     return RegisterTile(registers, lanes, spatial, channel, reuse)
 
 
+def loop_order(spatial_tiles: list, reduce_tiles: list) -> list:
+    """The template's loop order of the tiles (each axis' loops, outermost first): the outer spatial levels
+    (``outer_levels``), the outer reduction levels, the inner spatial levels but the last, the last reduction level,
+    the last spatial level (S0 S1 R0 S2 R1 S3 for (4, 2) levels)."""
+    ls = len(spatial_tiles[0]) if spatial_tiles else 1
+    lr = len(reduce_tiles[0]) if reduce_tiles else 1
+    s_outer = outer_levels(ls)
+    order: list = []
+    for lv in range(s_outer):
+        order += [t[lv] for t in spatial_tiles]
+    for lv in range(lr - 1):
+        order += [t[lv] for t in reduce_tiles]
+    for lv in range(s_outer, ls - 1):
+        order += [t[lv] for t in spatial_tiles]
+    order += [t[lr - 1] for t in reduce_tiles]
+    if ls > s_outer:
+        order += [t[ls - 1] for t in spatial_tiles]
+    return order
+
+
 def outer_levels(levels: int) -> int:
     """How many of a spatial axis' tile levels form the outer part (parallel + cache tiles); the rest is
     the accumulator tile."""
@@ -505,22 +525,8 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
         (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
 
     ls = len(spatial_tiles[0]) if spatial_tiles else 1
-    lr = len(reduce_tiles[0]) if reduce_tiles else 1
     s_outer = outer_levels(ls)
-    order: list = []
-    # outer spatial levels
-    for lv in range(s_outer):
-        order += [t[lv] for t in spatial_tiles]
-    # outer reduction levels
-    for lv in range(lr - 1):
-        order += [t[lv] for t in reduce_tiles]
-    # inner spatial levels except the last, then the last reduction level, then the last spatial level
-    for lv in range(s_outer, ls - 1):
-        order += [t[lv] for t in spatial_tiles]
-    order += [t[lr - 1] for t in reduce_tiles]
-    if ls > s_outer:
-        order += [t[ls - 1] for t in spatial_tiles]
-    sch.reorder(*order)
+    sch.reorder(*loop_order(spatial_tiles, reduce_tiles))
 
     # parallel outer loops (before the reduction is decomposed: parallel needs a reduction block)
     fused = None

@@ -51,7 +51,8 @@ from ..workloads.base import Axis, Workload
 from ..workloads.epilogue import fuse_epilogue
 from ..workloads.primfunc import is_load, walk_expr
 from . import x86_intrin
-from .cpu import MAX_LOCAL_ELEMS, PREPACK, InvalidConfig, inline_producers, outer_levels, vectorize_lanes
+from .cpu import (MAX_LOCAL_ELEMS, PREPACK, InvalidConfig, inline_producers, loop_order, outer_levels,
+                  vectorize_lanes)
 
 #: the tile of one ``vpdpbusd``: 16 int32 lanes, each summing 4 u8 x s8 products along the reduction
 LANES, DEPTH = 16, 4
@@ -434,7 +435,7 @@ def schedule_amx(workload: Workload, space: Space, config: Config, func=None):
         else:
             parts = sch.split(loop, factors=factors) if len(factors) > 1 else [loop]
         (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
-    order = _order(spatial_tiles, reduce_tiles)
+    order = loop_order(spatial_tiles, reduce_tiles)
     sch.reorder(*order, inner[m], inner[ops.n], inner[ops.k])
     fused = _outer(sch, block, workload, d, spatial_tiles)
     sch.annotate(fused, "pragma_import_llvm", _LL_AMX)
@@ -442,23 +443,6 @@ def schedule_amx(workload: Workload, space: Space, config: Config, func=None):
     vectorize_lanes(sch, sch.get_loops(init)[-1], LANES)
     sch.tensorize(inner[m], AMX_INTRIN)
     return sch
-
-
-def _order(spatial_tiles, reduce_tiles) -> list:
-    """The float template's loop order S0 S1 R0 S2 R1 S3."""
-    ls, lr = len(spatial_tiles[0]), len(reduce_tiles[0])
-    s_outer = outer_levels(ls)
-    order: list = []
-    for lv in range(s_outer):
-        order += [t[lv] for t in spatial_tiles]
-    for lv in range(lr - 1):
-        order += [t[lv] for t in reduce_tiles]
-    for lv in range(s_outer, ls - 1):
-        order += [t[lv] for t in spatial_tiles]
-    order += [t[lr - 1] for t in reduce_tiles]
-    if ls > s_outer:
-        order += [t[ls - 1] for t in spatial_tiles]
-    return order
 
 
 def _outer(sch, block, workload: Workload, d: dict, spatial_tiles):
@@ -519,19 +503,9 @@ def schedule_vnni(workload: Workload, space: Space, config: Config, func=None):
         else:
             parts = sch.split(loop, factors=factors) if len(factors) > 1 else [loop]
         (spatial_tiles if ax.kind == "S" else reduce_tiles).append(list(parts))
-    ls, lr = len(spatial_tiles[0]), len(reduce_tiles[0])
+    ls = len(spatial_tiles[0])
     s_outer = outer_levels(ls)
-    order: list = []
-    for lv in range(s_outer):
-        order += [t[lv] for t in spatial_tiles]
-    for lv in range(lr - 1):
-        order += [t[lv] for t in reduce_tiles]
-    for lv in range(s_outer, ls - 1):
-        order += [t[lv] for t in spatial_tiles]
-    order += [t[lr - 1] for t in reduce_tiles]
-    if ls > s_outer:
-        order += [t[ls - 1] for t in spatial_tiles]
-    sch.reorder(*order, lane, depth)
+    sch.reorder(*loop_order(spatial_tiles, reduce_tiles), lane, depth)
 
     outer = [t[0] for t in spatial_tiles]
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
