@@ -113,7 +113,9 @@ def schedule(workload: Workload, space: Space, config: Config, target: dict[str,
 def starts(workload: Workload, space: Space, target: dict[str, Any] | None = None) -> list[Config]:
     """The template's own start points: for a space without tile knobs (row reductions: ``rows.starts``), and for
     the int8 template (``x86_int8.starts``, measured before the constructions); [] for the others, whose starts the
-    constructions build (``tiletune.construct``)."""
+    constructions build (``tiletune.construct``); [] without a workload (a bare space)."""
+    if workload is None:
+        return []
     if x86_int8.applies(workload, target):  # its constructions would model elements, its knobs are instruction tiles
         return x86_int8.starts(workload, space, target)
     if _bf16(workload, target):  # the same for the bf16 template
