@@ -492,6 +492,20 @@ def check_fits_here(workload: Workload, target: dict, *, workers: int | None = N
     check_memory(workload, workers=workers, packed=packable_inputs(workload) if packs else [])
 
 
+def screen(workload: Workload, space: Space, target: dict, configs: Sequence[Config]) -> tuple[dict, list[int]]:
+    """({position: its ``invalid`` result} for the configurations the template refuses, the positions to build):
+    a refused configuration is never built or sent."""
+    results: dict[int, MeasureResult] = {}
+    todo: list[int] = []
+    for i, c in enumerate(configs):
+        try:
+            check(workload, space, c, target)
+            todo.append(i)
+        except InvalidConfig as e:
+            results[i] = MeasureResult(c, error="invalid", message=str(e))
+    return results, todo
+
+
 class LocalMeasurer(Measurer):
     """Measures configurations of ``workload`` on this machine: its CPU for an LLVM target, its GPU for a CUDA
     target (the workers build in parallel and run the kernels one at a time on the GPU).
@@ -536,14 +550,7 @@ class LocalMeasurer(Measurer):
         self.pool.warm_up()
 
     def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
-        results: dict[int, MeasureResult] = {}
-        todo: list[int] = []
-        for i, c in enumerate(configs):
-            try:
-                check(self.workload, self.space, c, self.target)
-                todo.append(i)
-            except InvalidConfig as e:
-                results[i] = MeasureResult(c, error="invalid", message=str(e))
+        results, todo = screen(self.workload, self.space, self.target, configs)
         out = self.pool.measure_batch(Job(self._blob, self.settings), configs, todo, self.best_s)
         results.update(out.results)
         self.stats["build_s"] += out.build_s

@@ -46,13 +46,12 @@ from multiprocessing.connection import wait
 from typing import Sequence
 
 from ..errors import TiletuneError
-from ..schedules import check, prepacked_inputs
-from ..schedules.cpu import InvalidConfig
+from ..schedules import prepacked_inputs
 from ..space import Config, Space
 from ..workloads import parse
 from ..workloads.base import Workload
 from .base import MeasureResult, MeasureSettings
-from .local import DEFAULT_BUILDER, LocalMeasurer, WorkerPool, WrongAnswer, check_output
+from .local import DEFAULT_BUILDER, LocalMeasurer, WorkerPool, WrongAnswer, check_output, screen
 from .timing import plan_after, warm_runs_timed
 
 EXPORTER = "tiletune.measure.rpc:export_kernel"
@@ -387,14 +386,7 @@ class RPCMeasurer(LocalMeasurer):
     def measure(self, configs: Sequence[Config]) -> list[MeasureResult]:
         self.reference()
         self._start()
-        results: dict[int, MeasureResult] = {}
-        todo: list[int] = []
-        for i, c in enumerate(configs):
-            try:
-                check(self.workload, self.space, c, self.target)
-                todo.append(i)
-            except InvalidConfig as e:
-                results[i] = MeasureResult(c, error="invalid", message=str(e))
+        results, todo = screen(self.workload, self.space, self.target, configs)
         t0 = time.perf_counter()
         batch = tempfile.mkdtemp(dir=self._tmp)
         jobs: list[_Job] = []
