@@ -467,26 +467,10 @@ def _outer(sch, block, workload: Workload, d: dict, spatial_tiles):
 
 def schedule_vnni(workload: Workload, space: Space, config: Config, func=None):
     """The VNNI kernel of ``config`` (the module docstring)."""
-    import tvm
-    from tvm import s_tir
-
-    _intrinsics()
     _check_limits(workload, space, config)
     ops = operands(workload)
     d = space.to_dict(config)
-    sch = s_tir.Schedule(tvm.IRModule({"main": workload.prim_func() if func is None else func}))
-    anchor, epilogue = workload.anchor_name(), workload.epilogue_blocks()
-    inline_producers(sch, anchor, keep=epilogue)
-    block = sch.get_sblock(anchor)
-
-    # the weight in the instruction's layout
-    reads = [r.source.name for r in sch.get(block).reads]
-    packed = sch.cache_read(block, reads.index(ops.weight), "global")
-    sch.transform_layout(packed, ("write", 0), VnniLayout().index_map)
-    if ops.weight in getattr(workload, "weights", frozenset()):
-        sch.annotate(packed, PREPACK, True)
-    ploops = sch.get_loops(packed)
-    sch.parallel(ploops[0])
+    sch, block = _prepare(workload, func)  # the weight in the instruction's layout
 
     axes = workload.axes()
     loops = sch.get_loops(block)
@@ -517,8 +501,8 @@ def schedule_vnni(workload: Workload, space: Space, config: Config, func=None):
     attach = fused if s_outer == 1 or ls == 1 else spatial_tiles[-1][s_outer - 1]
     wb = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(wb, attach, preserve_unit_loops=True)
-    if epilogue:
-        fuse_epilogue(sch, epilogue)
+    if workload.epilogue_blocks():
+        fuse_epilogue(sch, workload.epilogue_blocks())
     vectorize_lanes(sch, sch.get_loops(wb)[-1], LANES)
 
     init = sch.decompose_reduction(block, reduce_tiles[0][0])
