@@ -12,7 +12,7 @@ from tiletune.measure.local import WrongAnswer, check_output
 from tiletune.model.build import RTOL, Chosen, ModelRunner, check, compile_module, scheduled_module
 from tiletune.model.frontend.source import load
 from tiletune.model.kernels.tasks import model_tasks
-from tiletune.model.passes.precision import check_dtype_for
+from tiletune.target import check_dtype_for
 from tiletune.schedules import build, make_space, starts, x86_bf16
 from tiletune.target import parse_target
 from tiletune.workloads.base import parse

@@ -1,4 +1,5 @@
-"""The x86 matrix and dot-product features a CPU kernel may use, read from the target and from this machine.
+"""This machine's CPU (``cpuinfo``, ``host_mcpu``) and the x86 matrix and dot-product features a CPU kernel may use, read
+from the target and from this machine.
 
 Two sources, both needed before a kernel uses an instruction:
 
@@ -19,7 +20,6 @@ from functools import lru_cache
 from typing import Any
 
 from .errors import TiletuneError
-from .target import cpuinfo, host_mcpu
 
 #: the features this module reports, in /proc/cpuinfo's names, and what each one gives a kernel
 FEATURES = {
@@ -42,6 +42,46 @@ SYS_ARCH_PRCTL = 158
 ARCH_GET_XCOMP_PERM = 0x1022
 ARCH_REQ_XCOMP_PERM = 0x1023
 XFEATURE_XTILEDATA = 18
+
+
+# (family, model ranges) are fuzzy; we map from flags to a safe LLVM mcpu.
+_AMD_ZEN = {23: "znver2", 25: "znver3", 26: "znver5"}
+
+
+@lru_cache(maxsize=None)
+def cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
+    info: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    if info:
+                        break
+                    continue
+                k, _, v = line.partition(":")
+                info.setdefault(k.strip(), v.strip())
+    except OSError:
+        pass
+    return dict(info)
+
+
+def host_mcpu() -> str:
+    info = cpuinfo()
+    flags = set(info.get("flags", "").split())
+    vendor = info.get("vendor_id", "")
+    fam = int(info.get("cpu family", "0") or 0)
+    if vendor == "AuthenticAMD" and fam in _AMD_ZEN:
+        if fam == 25 and "avx512f" in flags:
+            return "znver4"
+        return _AMD_ZEN[fam]
+    if "amx_tile" in flags:
+        return "sapphirerapids"
+    if "avx512f" in flags:
+        return "skylake-avx512"
+    if "avx2" in flags:
+        return "haswell"
+    return "x86-64" if os.uname().machine == "x86_64" else "generic"
 
 
 def _check_name(feature: str) -> None:

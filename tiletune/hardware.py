@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TiletuneError
-from .target import cpuinfo, host_mcpu
+from .cpu_features import cpuinfo, host_mcpu
 
 SCHEMA = 1
 DEFAULT_CACHE = Path.home() / ".cache" / "tiletune" / "hardware.json"

@@ -1,4 +1,4 @@
-"""Targets as TVM JSON dicts; the host CPU is detected from /proc/cpuinfo."""
+"""Targets as TVM JSON dicts (the host CPU as ``tiletune.cpu_features`` reads it), and what a target computes."""
 from __future__ import annotations
 
 import json
@@ -6,47 +6,9 @@ import os
 from functools import lru_cache
 from typing import Any
 
+from . import cpu_features
+from .cpu_features import host_mcpu
 from .errors import TiletuneError
-
-# (family, model ranges) are fuzzy; we map from flags to a safe LLVM mcpu.
-_AMD_ZEN = {23: "znver2", 25: "znver3", 26: "znver5"}
-
-
-@lru_cache(maxsize=None)
-def cpuinfo() -> dict[str, str]:
-    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
-    info: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    if info:
-                        break
-                    continue
-                k, _, v = line.partition(":")
-                info.setdefault(k.strip(), v.strip())
-    except OSError:
-        pass
-    return dict(info)
-
-
-def host_mcpu() -> str:
-    info = cpuinfo()
-    flags = set(info.get("flags", "").split())
-    vendor = info.get("vendor_id", "")
-    fam = int(info.get("cpu family", "0") or 0)
-    if vendor == "AuthenticAMD" and fam in _AMD_ZEN:
-        if fam == 25 and "avx512f" in flags:
-            return "znver4"
-        return _AMD_ZEN[fam]
-    if "amx_tile" in flags:
-        return "sapphirerapids"
-    if "avx512f" in flags:
-        return "skylake-avx512"
-    if "avx2" in flags:
-        return "haswell"
-    return "x86-64" if os.uname().machine == "x86_64" else "generic"
-
 
 def host_cores() -> int:
     try:
@@ -160,3 +122,20 @@ def check_local_target(t: dict[str, Any]) -> None:
 
 def target_key(t: dict[str, Any]) -> str:
     return json.dumps(t, sort_keys=True)
+
+
+def check_dtype_for(dtype: str, target: dict) -> None:
+    """A one-line TiletuneError unless ``target`` computes ``dtype``: float32 anywhere; float16 and bfloat16 on CUDA
+    targets; bfloat16 on a CPU target whose instructions multiply bf16 (AVX512-BF16 or AMX-BF16 in the target's
+    features, ``tiletune.cpu_features``: the bf16 template, ``tiletune.schedules.x86_bf16``), float16 on no CPU."""
+    if dtype == "float32" or is_cuda(target):
+        return
+    if dtype == "bfloat16":
+        feats = cpu_features.target_features(target)
+        if feats & {"avx512_bf16", "amx_bf16"}:
+            return
+        raise TiletuneError(f"--dtype bfloat16 on a CPU needs avx512bf16 or amx-bf16 in the target (mcpu="
+                            f"{target.get('mcpu') or 'generic'} has neither; e.g. znver4, sapphirerapids, or "
+                            "\"mattr\": [\"+avx512bf16\"]); without them the model computes in float32")
+    raise TiletuneError(f"--dtype {dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model computes "
+                        "in float32 or, where the CPU multiplies bf16, bfloat16")

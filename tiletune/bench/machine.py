@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..hardware import detect_cpu
-from ..target import cpuinfo, host_cores, host_target
+from ..cpu_features import cpuinfo
+from ..target import host_cores, host_target
 
 
 def optional_torch():

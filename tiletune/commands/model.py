@@ -17,7 +17,7 @@ from ..model.kernels.gpu_default import has_gpu
 from ..model.kernels import pad_fusion
 from ..model.passes.layout import DEFAULT_LAYOUT, LAYOUTS, check_layout
 from ..model.frontend.calibrate import calibrated
-from ..model.passes.precision import DTYPES, check_dtype_for
+from ..model.passes.precision import DTYPES
 from ..model.build import CHECK_WAITS, best_configs, kernel_latencies
 from ..model.library import build_model
 from ..model.tuning.progress import ModelProgress
@@ -32,7 +32,7 @@ from ..model.tuning.confirm import CONFIRM_DEFAULT, check_top
 from ..model.tuning.tuner import DEFAULT_STRATEGY, MODEL_START, MODEL_START_K, SIBLING_SEEDS, tune_model
 from ..model.frontend.zoo import MODELS
 from ..paths import check_output
-from ..target import check_local_target, is_cuda, parse_target
+from ..target import check_dtype_for, check_local_target, is_cuda, parse_target
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
                      options_for, rpc_address)
 

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from ..errors import TiletuneError
 from ..paths import check_output
 from ..records import load
-from ..target import parse_target
+from ..target import check_dtype_for, parse_target
 from .build import (best_configs, check_waits, compile_module, constructed_configs, database_configs, export_checked,
                     export_database, foreign_workloads, input_sets, scheduled_module, untuned_reasons)
 from .frontend.dims import label, parse_shapes
 from .dynamic.first_use import portable_spec
 from .passes.layout import DEFAULT_LAYOUT
-from .passes.precision import check_dtype_for
 from .dynamic.shapes import dynamic_library, other_shapes, recorded_shapes, shape_tasks
 from .frontend.source import load as load_source
 from .kernels.tasks import model_tasks
@@ -64,12 +63,12 @@ def build_model(spec: str, output: str, *, records: str | None = None, target: d
     """Build ``spec`` into the library ``output`` (see the module docstring); a TiletuneError, one line, when a
     step cannot be done (an output that cannot be written, a missing records file: before anything is imported) or the library does not match the original (nothing is written then)."""
     target = target if isinstance(target, dict) else parse_target(target)
+    check_dtype_for(dtype, target)
     check_output(output, "model library", parents=False)
     check_output(output + ".json", "model description", parents=False)
     if records is not None and not os.path.exists(records):
         raise TiletuneError(f"records file {records!r} does not exist")
     recs = load(records) if records is not None else None  # read once, here
-    check_dtype_for(dtype, target)
     source = load_source(spec)
     bindings = parse_shapes(shapes, source)  # a bad --shapes: one line before the import
     notes: list[str] = []

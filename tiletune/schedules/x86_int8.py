@@ -194,7 +194,7 @@ def amx_shape(workload: Workload) -> bool:
 
 def path(workload: Workload, target: dict[str, Any] | None) -> str:
     """"amx" where the target enables amx_int8 and the shape is whole tiles, else "vnni"."""
-    return "amx" if "amx_int8" in cpu_features.target_features(target) and amx_shape(workload) else "vnni"
+    return "amx" if amx_shape(workload) and "amx_int8" in cpu_features.target_features(target) else "vnni"
 
 
 def refusal(workload: Workload, target: dict[str, Any] | None) -> str:

@@ -11,7 +11,7 @@ and, for symbolic shapes, integers. The way through:
    kernels: docs/decisions/weight-prepack.md) as ``tiletune model build`` does. Each call checks that those
    tensors are still the ones compiled in (their storage and version counter); weights changed in place make the
    graph run in PyTorch from then on, with a line. float16 and bfloat16 graphs on a CPU compute in float32 between
-   casts at the boundary (on a CPU the model path computes in float32, ``precision.check_dtype_for``); on CUDA they
+   casts at the boundary (on a CPU the model path computes in float32, ``tiletune.target.check_dtype_for``); on CUDA they
    compute in their dtype (``precision.cast``).
 3. **The model path**: ``tiletune.model.frontend.source.from_torch`` -> ``tiletune.model.kernels.tasks.model_tasks``
    (torch.export, the one pipeline ``passes.pipeline.prepare``, fusion, task extraction) -> kernels: the tuning

@@ -18,9 +18,7 @@ Two steps around it, each a choice the pass leaves open:
 """
 from __future__ import annotations
 
-from ... import cpu_features
 from ...errors import TiletuneError, one_line
-from ...target import is_cuda
 from .layout import clip_as_min_max, rewrite_functions
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -35,23 +33,6 @@ def check_dtype(dtype: str | None) -> str:
     if dtype not in DTYPES:
         raise TiletuneError(f"--dtype {dtype!r}: the model's compute dtype is one of {', '.join(DTYPES)}")
     return dtype
-
-
-def check_dtype_for(dtype: str, target: dict) -> None:
-    """A one-line TiletuneError unless ``target`` computes ``dtype``: float32 anywhere; float16 and bfloat16 on CUDA
-    targets; bfloat16 on a CPU target whose instructions multiply bf16 (AVX512-BF16 or AMX-BF16 in the target's
-    features, ``tiletune.cpu_features``: the bf16 template, ``tiletune.schedules.x86_bf16``), float16 on no CPU."""
-    if dtype == "float32" or is_cuda(target):
-        return
-    if dtype == "bfloat16":
-        feats = cpu_features.target_features(target)
-        if feats & {"avx512_bf16", "amx_bf16"}:
-            return
-        raise TiletuneError(f"--dtype bfloat16 on a CPU needs avx512bf16 or amx-bf16 in the target (mcpu="
-                            f"{target.get('mcpu') or 'generic'} has neither; e.g. znver4, sapphirerapids, or "
-                            "\"mattr\": [\"+avx512bf16\"]); without them the model computes in float32")
-    raise TiletuneError(f"--dtype {dtype} is for CUDA targets (--target cuda[:sm_XX]); on a CPU the model computes "
-                        "in float32 or, where the CPU multiplies bf16, bfloat16")
 
 
 def cast(mod, dtype: str):
