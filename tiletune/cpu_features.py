@@ -1,5 +1,5 @@
-"""This machine's CPU (``cpuinfo``, ``host_mcpu``) and the x86 matrix and dot-product features a CPU kernel may use, read
-from the target and from this machine.
+"""This machine's CPU (``cpuinfo``, ``host_mcpu``) and the x86 matrix and dot-product features a CPU kernel may
+use, read from the target and from this machine.
 
 Two sources, both needed before a kernel uses an instruction:
 
