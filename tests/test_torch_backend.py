@@ -230,3 +230,47 @@ def test_background_mode_swaps_in_tuned_kernels(capsys):
         assert close(f(x), m(x))
     assert Database().summary()[0].tuned >= 1
     assert "tuned builds swapped in" in capsys.readouterr().err
+
+
+class ConvBn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(4, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+        self.c2, self.b2 = torch.nn.Conv2d(8, 8, 1), torch.nn.BatchNorm2d(8)
+        for b in (self.b1, self.b2):
+            b.running_mean.normal_()
+            b.running_var.uniform_(0.5, 2.0)
+            b.weight.data.normal_()
+            b.bias.data.normal_()
+
+    def forward(self, x):
+        return torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(x))))))
+
+
+def test_batchnorm_is_folded_as_model_build_folds_it():
+    """dynamo hands BatchNorm over as F.batch_norm on lifted buffers: folded into the convolution, the graph's
+    kernels are those `model build` makes of the module (the same workload keys), and the result is eager's."""
+    from tiletune.model.frontend.source import from_torch
+    from tiletune.model.kernels.tasks import model_tasks
+    from tiletune.records import kernel_identity
+    from tiletune.target import parse_target
+    from tiletune.torch_backend.graph import GraphCompiler
+
+    torch.manual_seed(0)
+    m, x = ConvBn().eval(), torch.randn(1, 4, 8, 8)
+    seen = {}
+
+    def keys_of(gm, example_inputs):
+        seen["graph"] = "batch_norm" in gm.code
+        seen["keys"] = sorted(kernel_identity(k) for k in GraphCompiler(gm, example_inputs, Options(cache=False))
+                              .import_tasks().keys())
+        return gm
+
+    with torch.no_grad():
+        torch.compile(m, backend=keys_of)(x)
+        torch._dynamo.reset()
+        got, want = torch.compile(m, backend="tiletune")(x), m(x)
+    library = sorted(kernel_identity(k) for k in model_tasks(from_torch("m", "m", m, (x,)), parse_target("host")).keys())
+    assert seen["graph"] and len(library) == 2
+    assert seen["keys"] == library
+    assert close(got, want)

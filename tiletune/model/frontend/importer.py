@@ -1,8 +1,8 @@
 """A model (``ModelSource``) as a Relax IRModule with its weights bound as constants.
 
 - torch: BatchNorm is folded into the preceding convolution for inference first
-  (``torch.fx.experimental.optimization.fuse``: conv + BN -> one conv with scaled weights and a bias), where
-  the module traces symbolically; then ``torch.export.export`` (under ``no_grad``) and
+  (``tiletune.model.frontend.batchnorm``: conv + BN -> one conv with scaled weights and a bias, modules and
+  functional calls alike), where the module traces symbolically; then ``torch.export.export`` (under ``no_grad``) and
   ``tvm.relax.frontend.torch.from_exported_program(keep_params_as_input=False)``.
 - ONNX: constants folded first (``tiletune.model.frontend.onnx_fold``: pads and shapes the exporter computes at run
   time), then ``tvm.relax.frontend.onnx.from_onnx`` (weights as constants) with converters for LSTM, GRU,
@@ -23,11 +23,11 @@ A model that fails to export or import is one TiletuneError line naming the step
 """
 from __future__ import annotations
 
-import copy
 import warnings
 
 from ...errors import TiletuneError
 from .advanced_index import index_tensor
+from .batchnorm import fold_batchnorm
 from .onnx_fold import fold_constants
 from .onnx_ops import onnx_converters
 from .scatter_ops import scatter_converters
@@ -37,17 +37,6 @@ from .source import ModelSource
 def _reason(e: BaseException) -> str:
     lines = [s.strip() for s in str(e).strip().splitlines() if s.strip()]
     return f"{type(e).__name__}: {lines[0][:300]}" if lines else type(e).__name__
-
-
-def fold_batchnorm(module):
-    """A copy of ``module`` with every Conv2d -> BatchNorm2d pair folded into the Conv2d (fx), or the module
-    itself where fx cannot trace it (BatchNorm then stays, decomposed into the kernel's epilogue)."""
-    try:
-        from torch.fx.experimental.optimization import fuse
-
-        return fuse(copy.deepcopy(module))
-    except Exception:  # noqa: BLE001  (data-dependent control flow, untraceable modules: keep the module)
-        return module
 
 
 #: warnings of TVM's frontends that announce a result other than the model's (here they refuse the import):
