@@ -274,3 +274,26 @@ def test_batchnorm_is_folded_as_model_build_folds_it():
     assert seen["graph"] and len(library) == 2
     assert seen["keys"] == library
     assert close(got, want)
+
+
+def test_dynamic_library_builds_the_shapes_the_database_tuned(capsys):
+    """A symbolic graph's library holds the first call's shape and every shape the database has tuned kernels of
+    (as `model build` takes the records' tuned shapes), each with the database's kernels."""
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    with torch.no_grad():  # tune the graph at length 5 into the database (per shape)
+        f = tt_compile(m, dynamic=True, symbolic=False, mode="tune", trials=2, strategy="random")
+        x5 = torch.randn(2, 5, 32)
+        assert close(f(x5), m(x5))
+    assert Database().summary()[0].tuned >= 1
+    torch._dynamo.reset()
+    with torch.no_grad():
+        f = torch.compile(m, backend="tiletune", dynamic=True)
+        for n in (3, 5):
+            x = torch.randn(2, n, 32)
+            assert close(f(x), m(x))
+    compiler = compiled_graphs()[-1].symbolic.compiler
+    built = [st.binding for st in compiler.dyn.shapes]
+    assert sorted(sorted(b.values()) for b in built) == [[2, 3], [2, 5]], built  # (batch, length) each
+    last = [ln for ln in capsys.readouterr().err.splitlines() if "compiled in" in ln][-1]
+    assert " 0 from the tuning database" not in last, last

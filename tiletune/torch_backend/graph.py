@@ -42,7 +42,7 @@ from ..errors import TiletuneError, one_line
 from ..records import kernel_identity
 from ..model.build import RTOL, compare, compile_module, constructed_configs, database_configs, scheduled_module
 from ..model.frontend.source import from_torch
-from ..model.dynamic.shapes import dynamic_library, shape_tasks
+from ..model.dynamic.shapes import dynamic_library, recorded_shapes, shape_tasks
 from ..model.kernels.tasks import ModelTasks, model_tasks
 from ..model.passes.layout import check_layout_for
 from ..target import is_cuda, parse_target, target_key
@@ -329,9 +329,12 @@ class GraphCompiler:
             try:
                 source = from_torch(f"graph {self.number}", f"graph{self.number}", self.module, self.examples,
                                     dynamic)
-                if self.symbolic:
+                if self.symbolic:  # the first call's shape and those the database holds tuned kernels of
                     binding = {n: int(self.example_in[j].shape[a]) for n, (j, a) in self.symbolic[0].items()}
-                    self.dyn = shape_tasks(source, self.target, self.layout, [binding], dtype=self.compute)
+                    tuned = recorded_shapes(source, self.target, self.layout, self.db.records(self.target),
+                                            dtype=self.compute)
+                    bindings = [binding] + [b for b in tuned if b != binding]
+                    self.dyn = shape_tasks(source, self.target, self.layout, bindings, dtype=self.compute)
                     self.tasks = self.dyn.merged
                 else:
                     self.tasks = model_tasks(source, self.target, self.layout, self.compute)

@@ -166,29 +166,33 @@ def _key_shapes(key: str) -> list[tuple[int, ...]] | None:
     return out
 
 
-def _solve(expr, name: str, x: int) -> int | None:
-    """The value of ``name`` that makes ``expr`` (a TIR extent of that one variable, linear) equal ``x``."""
-    a0, a1 = value_at(expr, {name: 0}), value_at(expr, {name: 1})
+def _solve(expr, name: str, x: int, fixed: dict[str, int] | None = None) -> int | None:
+    """The value of ``name`` that makes ``expr`` (a TIR extent linear in that variable, its other variables at
+    ``fixed``) equal ``x``."""
+    fixed = fixed or {}
+    a0, a1 = value_at(expr, {**fixed, name: 0}), value_at(expr, {**fixed, name: 1})
     if a0 is None or a1 is None or a1 <= a0 or (x - a0) % (a1 - a0):
         return None
     v = (x - a0) // (a1 - a0)
-    return v if value_at(expr, {name: v}) == x else None
+    return v if value_at(expr, {**fixed, name: v}) == x else None
 
 
-def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> dict[str, int] | None:
-    """The values of the model's dimensions that make the symbolic shapes ``symbolic`` the static ``static``
-    (a dimension no extent fixes alone is left out); None when they cannot."""
+def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> list[dict[str, int]]:
+    """The values of the model's dimensions that make the symbolic shapes ``symbolic`` the static ``static``, []
+    when none do. An extent of one dimension fixes it; an extent of several (a flattened ``batch x seq``) fixes the
+    one that the others leave free, those fixed elsewhere or, where none fixes them, at their example's values
+    (one binding per dimension so solved: the caller's candidates). A dimension no extent fixes is left out."""
     from tvm import tirx
 
     binding: dict[str, int] = {}
     later = []
     for es, xs in zip(symbolic, static):
         if len(es) != len(xs):
-            return None
+            return []
         for e, x in zip(es, xs):
             if isinstance(e, tirx.IntImm):
                 if int(e) != x:
-                    return None
+                    return []
                 continue
             found: dict = {}
             _collect_vars(e, found)
@@ -196,12 +200,25 @@ def _fit(symbolic: list[tuple], static: list[tuple[int, ...]], dims) -> dict[str
                 name = next(iter(found))
                 v = _solve(e, name, x)
                 if v is None or binding.setdefault(name, v) != v:
-                    return None
+                    return []
             else:
-                later.append((e, x))
-    if any(value_at(e, binding) not in (None, x) for e, x in later):
-        return None
-    return binding
+                later.append((e, x, [n for n in found if n in dims]))
+    out = [binding]
+    for e, x, names in later:
+        free = [n for n in names if n not in binding]
+        if not free:
+            continue
+        fits = []
+        for b in out:
+            for name in free:
+                fixed = {n: b.get(n, dims[n].example) for n in names if n != name}
+                if any(v is None for v in fixed.values()):
+                    continue
+                v = _solve(e, name, x, fixed)
+                if v is not None:
+                    fits.append({**b, name: v})
+        out = fits
+    return [b for b in out if not any(value_at(e, b) not in (None, x) for e, x, _ in later)]
 
 
 def recorded_shapes(source: ModelSource, target: dict, layout: str, rows: list,
@@ -232,10 +249,10 @@ def recorded_shapes(source: ModelSource, target: dict, layout: str, rows: list,
             if len(sh) > len(ins):
                 continue
             for pick in itertools.combinations(ins, len(sh)):  # a key holds the shapes of the inputs its anchor reads
-                b = _fit(list(pick), sh, source.dims)
-                for n, v in (b or {}).items():
-                    if source.dims[n].contains(v):
-                        values[n].add(v)
+                for b in _fit(list(pick), sh, source.dims):
+                    for n, v in b.items():
+                        if source.dims[n].contains(v):
+                            values[n].add(v)
     for n, d in source.dims.items():
         if not values[n]:
             if d.example is None:
