@@ -108,6 +108,18 @@ def test_tune_adds_its_records_file(tmp_path, capsys):
     assert json.loads(written[0].target) == host_target()
 
 
+@pytest.mark.tvm
+def test_tune_recalls_what_the_database_measured(tmp_path):
+    """A second run into a new records file measures nothing the database holds: the same seed asks the same
+    configurations, recalled from the database and copied into the new file as they were measured."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for out in (a, b):
+        assert cli.main(["tune", "gemm:M=16,N=16,K=16", "-s", "random", "--trials", "3", "--no-vendor", "-q",
+                         "-o", str(out)]) == 0
+    first, second = load(a), load(b)
+    assert len(first) == 3 and {r.to_json() for r in second} == {r.to_json() for r in first}
+
+
 MODEL = '''
 import torch
 

@@ -47,6 +47,7 @@ class RunSpec:
     hardware: str | None = None  # a HardwareSpec JSON file; None = strategies detect what they need
     rpc: str | None = None  # HOST:PORT:KEY of a TVM RPC tracker whose devices measure (tiletune.measure.rpc)
     cluster: str | None = None  # the address of a Ray cluster whose nodes build and measure (tiletune.measure.cluster)
+    recall: Sequence = ()  # records read elsewhere (the tuning database's) recalled, not measured again (tune.tune)
 
 
 @dataclass
@@ -127,6 +128,7 @@ def run(spec: RunSpec, callbacks: Sequence[Callback] = (), measurer: Measurer | 
             key = getattr(task.measurer, "target_key", key)
         return tune(space=task.space, strategy=task.strategy, measurer=task.measurer, workload=task.workload.key,
                     flops=task.workload.flops, target=key, trials=spec.trials, seconds=spec.seconds,
-                    early_stop=spec.early_stop, batch_size=batch_size, records=spec.records, callbacks=callbacks)
+                    early_stop=spec.early_stop, batch_size=batch_size, records=spec.records, callbacks=callbacks,
+                    recall=spec.recall)
     finally:
         task.close()  # the measurer's workers and the strategy's (feature pools), even on errors

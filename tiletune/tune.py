@@ -12,11 +12,11 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from .errors import TiletuneError
 from .measure.base import MeasureResult, Measurer
-from .records import CONFIRM, Record, RecordWriter, load, now
+from .records import CONFIRM, Record, RecordWriter, load, now, same_kernel
 from .space import Config, Space
 from .strategies.base import Strategy, Trial
 
@@ -70,16 +70,19 @@ def measured_record(result: MeasureResult, *, space: Space, workload: str, targe
 
 
 def known_from_records(path: str | Path | None, space: Space, workload: str, target: str,
-                       measurer: str | None = None) -> dict[Config, Record]:
-    """Configurations of this workload/target already in a records file (the last record wins).
+                       measurer: str | None = None, rows: Iterable[Record] | None = None) -> dict[Config, Record]:
+    """Configurations of this workload/target already in a records file (the last record wins), or in ``rows``
+    (records read elsewhere) where ``path`` is None.
 
     With ``measurer``, only records produced by that kind of measurer count: a simulated (replay) cost
     is never recalled as a hardware measurement, nor the other way round. Confirmation records
     (``tiletune.model.tuning.confirm``) are never recalled."""
-    if path is None or not Path(path).exists():
+    if rows is not None:
+        rows = [r for r in rows if same_kernel(r.workload, workload) and r.target == target]
+    elif path is None or not Path(path).exists():
         return {}
     known: dict[Config, Record] = {}
-    for r in load(path, workload=workload, target=target):
+    for r in rows if rows is not None else load(path, workload=workload, target=target):
         if measurer is not None and r.measurer != measurer:
             continue
         if r.strategy == CONFIRM:
@@ -125,9 +128,18 @@ def tune(
     batch_size: int = 8,
     records: str | Path | None = None,
     callbacks: Sequence[Callback] = (),
+    recall: Iterable[Record] = (),
 ) -> TuneRun:
+    """Ask, measure, tell until the budget is spent (``trials``, ``seconds``, ``early_stop``), each result
+    appended to ``records``. A configuration already measured is recalled rather than measured again (a trial all
+    the same, told to the strategy): from ``records`` (a run resumes), then from ``recall`` (the tuning database's
+    records, ``tiletune.db``); one recalled from ``recall`` is copied into ``records``, so the file holds every
+    trial of its run."""
     check_budget(trials, seconds, early_stop, batch_size)
     known = known_from_records(records, space, workload, target, measurer.kind)
+    elsewhere = {c: r for c, r in known_from_records(None, space, workload, target, measurer.kind,
+                                                     rows=recall).items() if c not in known}
+    known.update(elsewhere)
     try:
         writer = RecordWriter(records) if records is not None else None
     except OSError as e:  # what tiletune.paths.check_output cannot foresee (a special file system)
@@ -179,6 +191,8 @@ def tune(
             told = []
             for c in asked:
                 rec = known[c]
+                if c in elsewhere and writer is not None:
+                    writer.write(elsewhere.pop(c))  # the file holds every trial of its run
                 measured = c in new_records and new_records.pop(c) is rec
                 run.trials += 1
                 run.measured += measured

@@ -6,6 +6,7 @@ import math
 import os
 
 from ..api import set_threads
+from ..db.store import Database
 from ..errors import TiletuneError
 from ..hardware import detect_cpu
 from ..measure.base import MeasureSettings
@@ -416,7 +417,7 @@ def run_tune(args) -> int:
                                 options=options_for(args.option, args.strategy), hardware=args.hardware, rpc=rpc,
                                 on_round=on_round, callbacks=(progress,) if progress is not None else (),
                                 confirm=args.confirm, on_confirm=on_confirm, transfer=transfer,
-                                siblings=args.sibling_seeds, pool=pool)
+                                siblings=args.sibling_seeds, pool=pool, recall=Database().records(target))
     finally:
         if progress is not None:
             progress.close()

@@ -6,6 +6,7 @@ import os
 from ..bench.machine import optional_torch
 from ..bench.results import BaselineResult
 from ..bench.vendor import NUMPY_OPS, TORCH_OPS, vendor
+from ..db.store import Database
 from ..errors import TiletuneError
 from ..measure.base import MeasureSettings
 from ..measure.cluster import CLUSTER_HELP, cluster_address
@@ -88,7 +89,8 @@ def run(args) -> int:
                    early_stop=args.early_stop, seed=args.seed, target=args.target, levels=parse_levels(args.levels),
                    options=options_for(args.option, args.strategy), records=records, replay=args.replay,
                    batch_size=args.batch_size, transfer=args.transfer, settings=settings,
-                   hardware=args.hardware, rpc=rpc, cluster=cluster)
+                   hardware=args.hardware, rpc=rpc, cluster=cluster,
+                   recall=() if args.replay else Database().records(parse_target(args.target)))
     callbacks = [] if args.quiet else [Progress()]
     result = run_session(spec, callbacks)  # returns once its workers are closed: the vendor timing has the cores
     target = parse_target(args.target)

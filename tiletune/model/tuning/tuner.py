@@ -185,7 +185,8 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                on_round: Callable[[TaskState, TuneRun | None, int], None] | None = None,
                callbacks: tuple = (), confirm: int = CONFIRM_DEFAULT,
                on_confirm: Callable[[TaskState, int], None] | None = None, pool=None,
-               transfer: dict | None = None, siblings: int = SIBLING_SEEDS) -> ModelTuneResult:
+               transfer: dict | None = None, siblings: int = SIBLING_SEEDS,
+               recall: list | None = None) -> ModelTuneResult:
     """Tune ``tasks`` (see the module docstring); ``on_round(state, run, total_trials)`` after each round
     (``run`` None when the round failed), ``callbacks`` go to every round's tuning loop. ``rpc``
     (``HOST:PORT:KEY``): measure on the devices of that TVM RPC tracker (``tiletune.measure.rpc``); the
@@ -196,7 +197,8 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
     workers to measure in, shared with other runs and closed by the caller (else the run starts its own).
     ``transfer``: by task key, what a task takes from other shapes' records (``tiletune.model.dynamic.shape_transfer``:
     ``paths`` for its cost model, ``seeds`` measured first). ``siblings``: best configurations of each sibling
-    task measured first in a round (module docstring; 0: off)."""
+    task measured first in a round (module docstring; 0: off). ``recall``: records read elsewhere (the tuning
+    database's, ``tiletune.db``) whose configurations are recalled rather than measured again (``tiletune.tune.tune``)."""
     if trials is None and seconds is None:
         raise TiletuneError("give a budget: --trials (the whole model's) or --seconds")
     if round_trials < 1:
@@ -270,7 +272,8 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                 st.strategy.add_seeds([c for o in st.siblings for _, c in o.top])
                 run = tune(space=st.space, strategy=st.strategy, measurer=st.measurer, workload=st.key,
                            flops=st.kernel.flops, target=tkey, trials=n, seconds=left,
-                           batch_size=min(batch_size, n), records=records, callbacks=callbacks)
+                           batch_size=min(batch_size, n), records=records, callbacks=callbacks,
+                           recall=recall or ())
             except KeyboardInterrupt:
                 raise
             except TiletuneError as e:
