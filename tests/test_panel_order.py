@@ -188,3 +188,17 @@ def test_a_weight_no_column_block_fits_gets_a_start_the_rule_allows(monkeypatch,
             d = space.to_dict(c)
             assert d["tile_ax0"][:2] == [1, 1] and 16 <= d["tile_k"][1] < k  # rows under a reduction block
             assert reuse.block(c) > reuse.block_bytes  # no column block would have fitted
+
+
+@pytest.mark.parametrize("method", ["gensor", "roller"])
+def test_one_method_whose_constructions_the_rule_refuses_still_gives_a_start(monkeypatch, method):
+    """bert-small's FFN down-projection (128 x 2048 -> 512, a 4 MiB weight; a 1 MiB L2): where the weight-block rule
+    refuses every construction of Gensor (or Roller) alone, as `model build --construct gensor` and the torch backend
+    ask, the method still gives a start the rule allows (its own first made without the rule, or its panel or blocked
+    order), not none (which left the task on the default schedule). Constructions only: nothing is built."""
+    monkeypatch.setattr(cpu, "l2_bytes", lambda target: 1024 * 1024)
+    wl = _matmul(128, 2048, 512)
+    target = host_target()
+    space = make_space(wl, None, target)
+    starts = constructions(method, space, workload=wl, target=target, k=4, rng=np.random.default_rng(0))
+    assert starts and all(space.allows(c) for c in starts)

@@ -51,7 +51,9 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     fourth): Gensor's first, Roller's first, the direct orders', Gensor's second, ...; where the kernel reads a
     model weight, the panel order of Gensor's and Roller's firsts (``panel_constructions``) comes after them; where
     the weight-block rule refuses every construction, those made without it (``_firsts_without_weight_rule``) that it
-    allows and their panel orders, or where it refuses all of these, their blocked order (``blocked_constructions``)."""
+    allows and their panel orders, or where it refuses all of these, their blocked order (``blocked_constructions``).
+    "gensor" or "roller" alone, where the rule refuses all of its constructions, gives the same starts made from its
+    own first (``_starts_without_weight_rule``): a construction for every CPU task rather than the default schedule."""
     if method not in METHODS:
         raise TiletuneError(f"unknown construction {method!r}; accepted: {', '.join(METHODS)}")
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -69,8 +71,12 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
             ranked = (WgmmaRollerTree if wg else MmaRollerTree if mma else RollerTree)(space, model).construct()
         return [c for _, c in ranked[:k]]
 
+    cpu = not mma and model.hw.kind == "cpu"  # on a GPU the parallel level is the thread blocks: no panel order
     if method != "construct":
-        return top(method)
+        own = top(method)
+        if own or not _ruled_out(space, cpu, [own]):
+            return own
+        return _starts_without_weight_rule(space, workload, hardware, target, rng, model, (method,))[:k]
     tops = [top("gensor"), top("roller")]  # Gensor first: its walks draw from rng as with "gensor"
     out: list[Config] = []
     for i in range(k):
@@ -82,17 +88,10 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
         if c not in out:
             out.insert(at, c)
             at += 1
-    cpu = not mma and model.hw.kind == "cpu"  # on a GPU the parallel level is the thread blocks: no panel order
-    firsts = [t[0] for t in tops if t]
-    ruled_out = cpu and not firsts and getattr(space.constraint, "reuse", None) is not None
-    if ruled_out:
-        firsts = _firsts_without_weight_rule(space, workload, hardware, target, rng)
-    ordered = panel_constructions(space, firsts, workload, model.hw.cores) if cpu else []
-    if ruled_out:  # the firsts made without the rule that it allows are starts as they are
-        ordered = [c for c in firsts if space.allows(c)] + ordered
-    if ruled_out and not ordered:
-        l1 = next((m.size_bytes for m in model.hw.caches if m.name.upper() == "L1"), None)
-        ordered = blocked_constructions(space, firsts, l1, model.hw.cores) if l1 else []
+    if _ruled_out(space, cpu, tops):
+        ordered = _starts_without_weight_rule(space, workload, hardware, target, rng, model, METHODS[:2])
+    else:
+        ordered = panel_constructions(space, [t[0] for t in tops if t], workload, model.hw.cores) if cpu else []
     for c in ordered:
         if c not in out:
             out.insert(at, c)
@@ -100,18 +99,37 @@ def constructions(method: str, space: Space, *, workload=None, hardware=None, ta
     return out[:k]
 
 
-def _firsts_without_weight_rule(space: Space, workload, hardware, target, rng) -> list[Config]:
-    """Gensor's and Roller's first constructions in ``space`` without its weight-block rule (``cpu.WeightReuse``),
-    which their model does not describe. Where the rule refuses every construction (they split the rows of a matmul
-    whose weight is larger than the L2 between the cores: gpt2's FFN down-projection, 3072 -> 768), their panel
-    orders, which the rule allows, are the constructive start."""
+def _ruled_out(space: Space, cpu: bool, tops: list[list[Config]]) -> bool:
+    """Whether the CPU template's weight-block rule (``cpu.WeightReuse``) left the constructions ``tops`` empty."""
+    return cpu and not any(tops) and getattr(space.constraint, "reuse", None) is not None
+
+
+def _starts_without_weight_rule(space: Space, workload, hardware, target, rng, model, methods) -> list[Config]:
+    """Where the weight-block rule refuses every construction of ``methods``: their firsts made without the rule
+    (``_firsts_without_weight_rule``) that it allows, then their panel orders, or where neither is allowed, their
+    blocked order (``blocked_constructions``)."""
+    firsts = _firsts_without_weight_rule(space, workload, hardware, target, rng, methods)
+    ordered = [c for c in firsts if space.allows(c)] + panel_constructions(space, firsts, workload, model.hw.cores)
+    if not ordered:
+        l1 = next((m.size_bytes for m in model.hw.caches if m.name.upper() == "L1"), None)
+        ordered = blocked_constructions(space, firsts, l1, model.hw.cores) if l1 else []
+    return list(dict.fromkeys(ordered))
+
+
+def _firsts_without_weight_rule(space: Space, workload, hardware, target, rng,
+                                methods=("gensor", "roller")) -> list[Config]:
+    """The first constructions of ``methods`` (Gensor's, Roller's) in ``space`` without its weight-block rule
+    (``cpu.WeightReuse``), which their model does not describe. Where the rule refuses every construction (they
+    split the rows of a matmul whose weight is larger than the L2 between the cores: gpt2's FFN down-projection,
+    3072 -> 768; bert-small's, 2048 -> 512), their panel orders, which the rule allows, are the constructive start."""
     free = copy.copy(space)
     free.constraint = dataclasses.replace(space.constraint, reuse=None)
     try:
         model = Model(free, workload, hardware, target)
     except TiletuneError:
         return []
-    ranked = [GensorWalk(free, model, rng).pool(), RollerTree(free, model).construct()]
+    ranked = [GensorWalk(free, model, rng).pool() if m == "gensor" else RollerTree(free, model).construct()
+              for m in methods]
     return [r[0][1] for r in ranked if r]
 
 
