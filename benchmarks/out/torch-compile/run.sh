@@ -3,9 +3,9 @@
 # (resnet50), 64 (gpt2, mobilenetv2), on this machine; gzipped here.
 set -e
 OUT=${OUT:-/tmp/torch-compile}
-python benchmarks/goals/torch_compile.py --out $OUT --models bert-small --rounds 3 --background 180 \
+python benchmarks/goals/torch_compile.py --out $OUT --models bert-small,gpt2,mobilenetv2,resnet50 --rounds 3 \
     --records benchmarks/out/torch-compile/records/{model}.jsonl.gz
-python benchmarks/goals/torch_compile.py --out $OUT --models mobilenetv2,gpt2,resnet50 --rounds 2 \
-    --records benchmarks/out/torch-compile/records/{model}.jsonl.gz
+# background mode (background.json): python benchmarks/goals/torch_compile.py --out $OUT --models bert-small \
+#     --engines ours --rounds 1 --background 180
 gzip -9n -c $OUT/results.jsonl > benchmarks/out/torch-compile/results.jsonl.gz
 cp $OUT/summary.md benchmarks/out/torch-compile/
