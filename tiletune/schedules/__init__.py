@@ -76,6 +76,18 @@ def make_space(workload: Workload, levels=None, target: dict[str, Any] | None = 
     return space
 
 
+def refusal(workload: Workload, target: dict[str, Any] | None) -> str:
+    """Why no template tunes ``workload`` on ``target`` (one line, without the workload's key), or "": its space
+    cannot be made (``make_space``: a CUDA template's limits, an int8 product the VNNI kernel cannot tile, a
+    target without the instruction)."""
+    try:
+        make_space(workload, None, target)
+    except TiletuneError as e:
+        msg = str(e)
+        return msg[len(workload.key) + 2:] if msg.startswith(workload.key + ": ") else msg
+    return ""
+
+
 def check(workload: Workload, space: Space, config: Config, target: dict[str, Any] | None = None) -> None:
     """Raise ``cpu.InvalidConfig`` (or its GPU subclass) when the target's template rejects ``config``."""
     if _rows(workload, target):

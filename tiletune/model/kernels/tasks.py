@@ -38,7 +38,7 @@ import numpy as np
 from ..passes.pipeline import prepare
 from ...errors import TiletuneError
 from ...quiet import quiet_tvm
-from ...schedules import make_space, x86_int8
+from ...schedules import refusal, x86_int8
 from ...target import is_cuda
 from ...workloads.base import np_dtype
 from ...workloads.primfunc import PrimFuncWorkload, is_load, walk_expr, is_mac
@@ -282,9 +282,9 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
         k = Kernel(name, [name], f, h, calls, 0, ins, out)
         try:
             wl = PrimFuncWorkload.from_prim_func(f, name=name)
-            why = _gpu_refusal(wl, target) if is_cuda(target) else ""
-            if not why and x86_int8.applies(wl, target):  # an int8 product the VNNI kernel cannot take
-                why = x86_int8.refusal(wl, target).removeprefix(wl.key + ": ")
+            why = ""
+            if is_cuda(target) or x86_int8.applies(wl, target):  # a template with limits of its own
+                why = refusal(wl, target)
             if not is_mac(wl):
                 k.reason = "a reduction without a multiply-accumulate (sum, mean, pooling)"
             elif why:
@@ -312,16 +312,6 @@ def extract(fused, target: dict, layout: str = "NCHW") -> ModelTasks:
         by_hash[h] = k
     kernels = sorted(by_hash.values(), key=lambda k: (-k.flops * k.calls, k.name))
     return ModelTasks(fused, target, kernels, layout)
-
-
-def _gpu_refusal(wl: PrimFuncWorkload, target: dict) -> str:
-    """Why the CUDA templates cannot tune ``wl`` (its space cannot be made), or ""."""
-    try:
-        make_space(wl, None, target)
-    except TiletuneError as e:
-        msg = str(e)
-        return msg[len(wl.key) + 2:] if msg.startswith(wl.key + ": ") else msg
-    return ""
 
 
 def model_tasks(source: ModelSource, target: dict, layout: str = DEFAULT_LAYOUT,
