@@ -154,6 +154,23 @@ def test_a_seeded_cluster_run_gives_the_configurations_and_records_of_a_local_ru
     assert not _cluster_workers(marks)  # the run's actors ended with it
 
 
+def test_the_benchmark_driver_runs_its_suite_on_the_cluster(cluster, tmp_path, capsys):
+    """`tiletune bench --cluster`: every run of the suite built and measured on the cluster's nodes (one pool for
+    the bench), the baselines, measured on this machine, left out by default and refused when asked for."""
+    c, _ = cluster
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"name": "two", "description": "a cluster check", "strategies": ["random"],
+                                 "workloads": [SPEC, "gemm:M=16,N=32,K=32"], "seeds": 1, "budget": 2}))
+    out = tmp_path / "bench"
+    args = ["bench", str(suite), "-o", str(out), "--no-plots", "-q", "--repeat", "1", "--min-repeat-ms", "1"]
+    assert main([*args, "--cluster", c.address, "--baselines", "vendor"]) == 2
+    assert "--cluster measures on other machines" in capsys.readouterr().err
+    assert main([*args, "--cluster", c.address]) == 0
+    recs = load(out / "records.jsonl")
+    assert len(recs) == 4 and {r.measurer for r in recs} == {"cluster"} and all(r.error is None for r in recs)
+    assert json.loads((out / "bench.json").read_text())["cluster"] == c.address
+
+
 DRIVER = """
 import sys
 from tiletune.measure.base import MeasureSettings

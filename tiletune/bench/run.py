@@ -42,7 +42,7 @@ from ..errors import TiletuneError
 from ..measure.base import MeasureSettings, Measurer
 from ..progress import Progress
 from ..records import Record, RecordWriter
-from ..measure.factory import make_measurer
+from ..measure.factory import check_sources, make_measurer, shared_pool
 from ..schedules import make_space
 from ..session import RunSpec
 from ..session import run as run_session
@@ -103,13 +103,16 @@ def run_bench(
     resume: bool = False,
     rpc: str | None = None,
     transfer: dict[str, Sequence[str]] | None = None,
+    cluster: str | None = None,
 ) -> BenchResult:
     """Run the suite; arguments left as None take the suite's values (``budget_seconds=0``: no wall-time
     limit even if the suite has one). ``options`` maps a strategy name to
     its options (merged over the suite's ``options``); ``hardware`` is a HardwareSpec JSON file for the
     strategies that use one. ``resume``: keep the finished runs and baselines of ``out_dir`` (made with
     the same settings) and do only the rest. ``rpc`` (``HOST:PORT:KEY``): measure on the devices of that TVM
-    RPC tracker; the baselines, measured on this machine, are refused with it. ``transfer``: workload key ->
+    RPC tracker; the baselines, measured on this machine, are refused with it. ``cluster``: the address of a Ray
+    cluster whose nodes build and measure every run (``tiletune.measure.cluster``: one pool of its workers for the
+    whole bench; the baselines refused with it as with ``rpc``). ``transfer``: workload key ->
     records files of other workloads that warm-start the learned cost models of that workload's runs
     (``--transfer`` of ``tiletune tune``; a workload not in it runs without)."""
     strategies = suite.check_strategies(list(strategies) if strategies else None)
@@ -130,9 +133,11 @@ def run_bench(
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise TiletuneError(f"unknown baseline(s) {', '.join(unknown)}; accepted: {', '.join(BASELINES)}, none")
-    if rpc is not None and baselines:
-        raise TiletuneError(f"--rpc measures on remote devices, but the baselines {', '.join(baselines)} are measured "
-                            "on this machine: give --baselines none")
+    check_sources(replay=replay, rpc=rpc, cluster=cluster)
+    remote = "--rpc" if rpc is not None else "--cluster" if cluster is not None else None
+    if remote and baselines:
+        raise TiletuneError(f"{remote} measures on other machines, but the baselines {', '.join(baselines)} are "
+                            "measured on this one: give --baselines none")
     if replay is not None and not Path(replay).exists():
         raise TiletuneError(f"--replay table {replay!r} does not exist")
     levels_text = levels if levels is not None else suite.levels
@@ -145,6 +150,7 @@ def run_bench(
                 "budget_seconds": budget_seconds, "levels": levels_text, "target": tgt, "replay": replay,
                 "options": strat_options, "batch_size": batch_size, "hardware": hardware,
                 "settings": asdict(settings), **({"rpc": rpc} if rpc is not None else {}),
+                **({"cluster": cluster} if cluster is not None else {}),
                 **({"transfer": {k: list(v) for k, v in transfer.items()}} if transfer else {})}
     done_runs: dict[tuple[str, str, int], RunResult] = {}
     done_baselines: dict[str, dict[str, BaselineResult]] = {}
@@ -174,6 +180,7 @@ def run_bench(
     writer = RecordWriter(out / "records.jsonl")
     tracer = _Trace(writer)
     callbacks = [tracer, prog] if prog else [tracer]
+    pool = shared_pool(tgt, cluster=cluster) if cluster is not None and measurer_factory is None else None
     try:
         for wl in workloads:
             space = make_space(wl, lv, tgt)
@@ -191,7 +198,8 @@ def run_bench(
             if measurer_factory is not None:
                 measurer = measurer_factory(wl, space, tgt)
             else:
-                measurer = make_measurer(wl, space, tgt, replay=replay, settings=settings, rpc=rpc)
+                measurer = make_measurer(wl, space, tgt, replay=replay, settings=settings, rpc=rpc, pool=pool,
+                                         cluster=cluster)
             try:
                 measurer.warm_up()  # start the workers before the first run's clock starts
                 for strat in strategies:
@@ -220,6 +228,8 @@ def run_bench(
                 write_outputs(res, plots=plots, final=False)
     finally:
         writer.close()
+        if pool is not None:
+            pool.close()
         if prog:
             prog.close()
     res.finished = time.time()

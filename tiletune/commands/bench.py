@@ -1,10 +1,13 @@
 """tiletune bench SUITE --strategies a,b --seeds N --budget T -o DIR"""
 from __future__ import annotations
 
+import os
+
 from ..bench.results import BASELINES
 from ..bench.run import run_bench
 from ..bench.suites import list_suites, load
 from ..errors import TiletuneError
+from ..measure.cluster import CLUSTER_HELP, cluster_address
 from ..paths import check_output
 from .common import (HelpFormatter, add_measure_arguments, add_option_argument, add_output_argument, measure_settings,
                      options_by_strategy, rpc_address)
@@ -34,14 +37,16 @@ def add_parser(sub) -> None:
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="a HardwareSpec file for strategies that model the hardware (default: detected)")
     p.add_argument("--baselines", default=None,
-                   help="comma-separated: vendor, metaschedule, peak, or 'none' (default: all; none with --rpc, "
-                   "as they are measured on this machine)")
+                   help="comma-separated: vendor, metaschedule, peak, or 'none' (default: all; none with --rpc or "
+                   "--cluster, as they are measured on this machine)")
     add_output_argument(p, "--out", default=None, metavar="DIR", help="output directory (default: bench-<suite>)")
     p.add_argument("--replay", default=None, metavar="TABLE.jsonl",
                    help="answer the strategies from a table of measured configurations instead of measuring")
     p.add_argument("--target", default=None, help="'host' (default), 'llvm' or a JSON target")
     p.add_argument("--levels", default=None, help="tiling levels 'Ls,Lr' (default: the suite's, else 4,2)")
     add_measure_arguments(p, batch_size=8)
+    p.add_argument("--cluster", default=None, metavar="ADDRESS", help=CLUSTER_HELP + "; one pool of its workers "
+                   "for every run of the bench")
     p.add_argument("--metaschedule-timeout", type=float, default=3600.0,
                    help="wall-clock limit of one MetaSchedule tuning in seconds (default: 3600)")
     p.add_argument("--resume", action="store_true",
@@ -95,13 +100,15 @@ def run(args) -> int:
     options = parse_strategy_options(args.option, strategies or list(suite.strategies))
     settings = measure_settings(args)
     rpc = rpc_address(args)
-    baselines = parse_baselines(args.baselines) if args.baselines is not None or rpc is None else []
+    cluster = cluster_address(args.cluster, os.environ, elsewhere=args.replay is not None or rpc is not None)
+    remote = rpc is not None or cluster is not None
+    baselines = parse_baselines(args.baselines) if args.baselines is not None or not remote else []
     check_output(out, "--output directory", directory=True)
     res = run_bench(suite, out, strategies=strategies, seeds=args.seeds, budget=args.budget,
                     budget_seconds=args.budget_seconds, baselines=baselines, rpc=rpc,
                     target=args.target, levels=args.levels, replay=args.replay, settings=settings,
                     batch_size=args.batch_size, metaschedule_timeout=args.metaschedule_timeout,
-                    options=options, hardware=args.hardware,
+                    options=options, hardware=args.hardware, cluster=cluster,
                     progress=not args.quiet, plots=not args.no_plots, resume=args.resume)
     n_ok = sum(1 for r in res.runs if r.best_gflops > 0)
     print(f"{len(res.runs)} runs ({n_ok} with a valid kernel) on {len(res.flops)} workloads")
