@@ -143,3 +143,17 @@ def test_model_build_takes_the_database_kernels(tmp_path):
     built = build_model(spec, str(tmp_path / "m.so"), target=target)
     assert built.tuned == 1 and built.checked is not None
     assert any(h == "tuned" for h in built.how.values())
+
+
+@pytest.mark.tvm
+def test_model_tune_recalls_what_the_database_measured(tmp_path):
+    """`model tune` into a new records file recalls the database's measurements of its tasks, as `tune` does."""
+    pytest.importorskip("torch")
+    (tmp_path / "m.py").write_text(MODEL)
+    spec = f"{tmp_path / 'm.py'}:make"
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for out in (a, b):
+        assert cli.main(["model", "tune", spec, "-s", "random", "--trials", "4", "--confirm", "0", "-q",
+                         "-r", str(out)]) == 0
+    first, second = load(a), load(b)
+    assert len(first) == 4 and {r.to_json() for r in second} == {r.to_json() for r in first}

@@ -77,12 +77,14 @@ def known_from_records(path: str | Path | None, space: Space, workload: str, tar
     With ``measurer``, only records produced by that kind of measurer count: a simulated (replay) cost
     is never recalled as a hardware measurement, nor the other way round. Confirmation records
     (``tiletune.model.tuning.confirm``) are never recalled."""
-    if rows is not None:
+    if rows is None:
+        if path is None or not Path(path).exists():
+            return {}
+        rows = load(path, workload=workload, target=target)
+    else:
         rows = [r for r in rows if same_kernel(r.workload, workload) and r.target == target]
-    elif path is None or not Path(path).exists():
-        return {}
     known: dict[Config, Record] = {}
-    for r in rows if rows is not None else load(path, workload=workload, target=target):
+    for r in rows:
         if measurer is not None and r.measurer != measurer:
             continue
         if r.strategy == CONFIRM:

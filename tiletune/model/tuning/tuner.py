@@ -51,7 +51,7 @@ from ...errors import TiletuneError
 from ...hardware import for_target, load as load_hardware
 from ...measure.base import MeasureSettings, Measurer
 from ...measure.factory import WorkerPool, make_measurer, shared_pool
-from ...records import chosen, failures, load, same_kernel
+from ...records import chosen, failures, kernel_identity, load, same_kernel
 from ...session import build_task
 from ...strategies import get as get_strategy
 from ...target import is_cuda, target_key
@@ -210,6 +210,10 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
     states = [TaskState(k) for k in tasks.tasks]
     if not states:
         return ModelTuneResult([], 0, 0.0, "no tunable task")
+    recalled_by: dict[str, list] = {}  # ``recall`` by kernel, grouped once for the rounds of every task
+    for r in recall or ():
+        if r.target == tkey:
+            recalled_by.setdefault(kernel_identity(r.workload), []).append(r)
     if trials is not None and trials < round_trials * len(states):
         # a budget of less than a round per task: rounds of an equal share, so that every task gets its first
         # round (at rounds of 8, gensor with 4 trials per task reached 15 of ResNet-50's 29 tasks)
@@ -273,7 +277,7 @@ def tune_model(tasks: ModelTasks, *, strategy: str = DEFAULT_STRATEGY, trials: i
                 run = tune(space=st.space, strategy=st.strategy, measurer=st.measurer, workload=st.key,
                            flops=st.kernel.flops, target=tkey, trials=n, seconds=left,
                            batch_size=min(batch_size, n), records=records, callbacks=callbacks,
-                           recall=recall or ())
+                           recall=recalled_by.get(kernel_identity(st.key), ()))
             except KeyboardInterrupt:
                 raise
             except TiletuneError as e:
